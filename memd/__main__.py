@@ -1,0 +1,3 @@
+from memd.cli import main
+
+raise SystemExit(main())

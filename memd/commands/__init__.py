@@ -1,0 +1,1 @@
+"""memd commands: one module per command (see memd.cli)."""

@@ -1,0 +1,400 @@
+"""memd's configuration: one schema (the dataclasses below) is the single source of truth.
+
+Every key has a type (its annotation), a default and a description (``key(...)``). Loading
+reports every problem at once with its key path, and reports unknown keys instead of
+ignoring them. ``memd config show`` and the tests over ``config.example.toml`` are built
+from the same schema.
+
+Kept import-light (stdlib only): the hook path loads the config on every tool call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_args, get_origin, get_type_hints
+
+from memd.errors import ConfigError
+
+
+def key(default: Any, doc: str, *, min: float | None = None, max: float | None = None,
+        choices: tuple[str, ...] | None = None) -> Any:
+    """Declare one config key: its default, its description and optional bounds."""
+    meta = {"doc": doc, "min": min, "max": max, "choices": choices}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: _copy(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class BudgetConfig:
+    """Claude Code's budgets for memory; defaults are Claude Code's own values."""
+
+    max_lines: int = key(200, "Lines of MEMORY.md that Claude Code loads into a session.", min=1)
+    max_chars: int = key(25_000, "Characters (UTF-16 units) of MEMORY.md that Claude Code loads.", min=1)
+    warn_ratio: float = key(
+        0.8, "Share of either limit at which the index counts as 'near' the budget and a condense "
+        "warning is issued.", min=0.1, max=1.0)
+    max_index_line: int = key(150, "Longest index line (characters) before it is reported as over-long.", min=20)
+    max_topic_files: int = key(200, "Topic files recall scans; files past this (oldest first) are never seen.",
+                               min=1)
+    max_frontmatter_lines: int = key(30, "Lines of each topic file recall reads for its manifest.", min=1)
+    max_file_bytes: int = key(
+        4_000_000, "Largest memory file memd reads; bigger files are reported, never loaded whole.", min=1024)
+
+
+@dataclass(frozen=True)
+class PathsConfig:
+    """Where memd looks and keeps its own files."""
+
+    claude_dir: str = key("", "Claude Code's folder (default: $CLAUDE_CONFIG_DIR or ~/.claude).")
+    state_dir: str = key("", "memd's state, logs, snapshots and reports (default: $XDG_STATE_HOME/memd).")
+
+
+@dataclass(frozen=True)
+class TranscriptsConfig:
+    """Reading session transcripts."""
+
+    active_minutes: float = key(
+        15.0, "A session written to within this many minutes counts as active (jobs leave it alone).", min=0)
+    max_line_bytes: int = key(
+        8_000_000, "Transcript lines longer than this are skipped by streaming (memory stays bounded).",
+        min=4096)
+    render_tool_result_chars: int = key(400, "Characters of each tool result kept when rendering for a model.",
+                                        min=0)
+    render_thinking_chars: int = key(300, "Characters of each thinking block kept when rendering.", min=0)
+    render_max_chars: int = key(120_000, "Most characters of one rendered session span.", min=1000)
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    """When the daemon's jobs run (local time)."""
+
+    dream_window: str = key("01:00-04:59", "Window in which the nightly dream minute is picked once.")
+    checkin_window: str = key("07:00-08:59", "Window in which the morning check-in minute is picked once.")
+    catchup_cron: str = key("0 */2 * * *", "Crontab of the catch-up job.")
+
+
+@dataclass(frozen=True)
+class DreamConfig:
+    """Gates and guards of the nightly consolidation."""
+
+    min_hours: float = key(24.0, "Hours since the project's last consolidation before it may dream again.",
+                           min=0)
+    min_sessions: int = key(5, "Sessions touched since the last consolidation before a dream runs.", min=0)
+    require_idle: bool = key(True, "Skip projects with an active session.")
+    honour_lock: bool = key(True, "Honour Claude Code's .consolidate-lock (and take it while dreaming).")
+    lock_stale_minutes: float = key(60.0, "Age after which a .consolidate-lock counts as stale.", min=1)
+    max_delete_share: float = key(
+        0.25, "Largest share of index entries one run may delete or merge away.", min=0, max=1)
+    apply: str = key("auto", "'auto' applies guarded runs; 'review' keeps the proposed diff for review.",
+                     choices=("auto", "review"))
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    """The long-running process."""
+
+    debounce_quiet_s: float = key(0.5, "Quiet period after the last event on a path before it is handled.",
+                                  min=0)
+    debounce_max_s: float = key(3.0, "Longest a busy path waits before it is handled anyway.", min=0)
+    reconcile_interval_s: float = key(300.0, "Seconds between rescans that catch events the watcher dropped.",
+                                      min=5)
+    stop_timeout_s: float = key(
+        20.0, "Bound on a graceful stop (shorter than the service manager's stop timeout).", min=1)
+    auto_relief: bool = key(
+        False, "After an 'over' warning, once the project is idle, rebuild the index (and queue a dream).")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The model behind catch-up, dream and recall."""
+
+    api_key_file: str = key("", "File holding the API key (default: the ANTHROPIC_API_KEY variable).")
+    base_url: str = key("", "Messages API endpoint (default: ANTHROPIC_BASE_URL, else Anthropic's).")
+    extract_model: str = key("claude-haiku-4-5", "Cheap model for catch-up extraction and recall selection.")
+    dream_model: str = key("claude-sonnet-4-5", "Stronger model for nightly dreams.")
+    max_tokens: int = key(4096, "max_tokens of one model call.", min=64)
+    timeout_s: float = key(120.0, "Timeout of one model call.", min=1)
+    run_deadline_s: float = key(900.0, "Deadline of one job run across all its calls and retries.", min=5)
+    max_retries: int = key(2, "Retries of one call (rate limits, overload, 5xx) within the deadline.", min=0)
+    prices: dict[str, dict[str, float]] = key(
+        {
+            "claude-haiku-4-5": {"input": 1.0, "output": 5.0, "cache_write": 1.25, "cache_read": 0.1},
+            "claude-sonnet-4-5": {"input": 3.0, "output": 15.0, "cache_write": 3.75, "cache_read": 0.3},
+            "claude-opus-4-5": {"input": 5.0, "output": 25.0, "cache_write": 6.25, "cache_read": 0.5},
+        },
+        "US dollars per million tokens, per model: input, output, cache_write, cache_read.")
+
+
+@dataclass(frozen=True)
+class CatchupConfig:
+    """The two-hourly extraction of memories sessions missed."""
+
+    max_sessions: int = key(10, "Most sessions one catch-up run sends to the model.", min=0)
+    max_input_tokens: int = key(200_000, "Input-token budget of one catch-up run across all calls.", min=1000)
+    max_tool_turns: int = key(5, "Tool turns the model gets per session span.", min=1)
+
+
+@dataclass(frozen=True)
+class HooksConfig:
+    """What memd says inside Claude Code sessions."""
+
+    near_ratio: float = key(0.8, "Share of the index budget at which PostToolUse asks the model to condense.",
+                            min=0.1, max=1.0)
+    team_pii: bool = key(True, "In team/ memory also deny personal data (e-mail addresses, phone numbers).")
+    recall: bool = key(False, "UserPromptSubmit recall: select relevant memories with the model (opt-in).")
+    recall_max_files: int = key(5, "Memories recall injects per prompt.", min=1, max=20)
+    recall_file_bytes: int = key(4096, "Bytes of each recalled file.", min=256)
+    recall_session_bytes: int = key(61_440, "Bytes recall injects per session in all.", min=1024)
+    recall_timeout_s: float = key(8.0, "Time recall may take before the prompt goes on untouched.", min=0.5)
+
+
+@dataclass(frozen=True)
+class LoggingConfig:
+    """memd's own logs (never memory content, never secrets)."""
+
+    level: str = key("info", "Lowest level logged.", choices=("debug", "info", "warning", "error"))
+
+
+@dataclass(frozen=True)
+class Config:
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    paths: PathsConfig = field(default_factory=PathsConfig)
+    transcripts: TranscriptsConfig = field(default_factory=TranscriptsConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    dream: DreamConfig = field(default_factory=DreamConfig)
+    daemon: DaemonConfig = field(default_factory=DaemonConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    catchup: CatchupConfig = field(default_factory=CatchupConfig)
+    hooks: HooksConfig = field(default_factory=HooksConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+
+
+# --------------------------------------------------------------------------- schema walking
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    path: str
+    type: Any
+    default: Any
+    doc: str
+    min: float | None
+    max: float | None
+    choices: tuple[str, ...] | None
+
+
+def sections() -> list[tuple[str, type[Any]]]:
+    hints = get_type_hints(Config)
+    return [(f.name, hints[f.name]) for f in dataclasses.fields(Config)]
+
+
+def schema() -> list[KeyInfo]:
+    """Every key of the schema, in order."""
+    out: list[KeyInfo] = []
+    for name, cls in sections():
+        hints = get_type_hints(cls)
+        inst = cls()
+        for f in dataclasses.fields(cls):
+            m = f.metadata
+            out.append(KeyInfo(f"{name}.{f.name}", hints[f.name], getattr(inst, f.name), m["doc"],
+                               m["min"], m["max"], m["choices"]))
+    return out
+
+
+def _type_name(tp: Any) -> str:
+    origin = get_origin(tp)
+    if origin is dict:
+        return "table"
+    if origin is list:
+        return "list"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _check(info: KeyInfo, value: Any) -> tuple[Any, list[str]]:
+    tp = info.type
+    p = info.path
+    if tp is bool:
+        if not isinstance(value, bool):
+            return None, [f"{p}: expected true or false, got {value!r}"]
+        return value, []
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return None, [f"{p}: expected an integer, got {value!r}"]
+    elif tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None, [f"{p}: expected a number, got {value!r}"]
+        value = float(value)
+    elif tp is str:
+        if not isinstance(value, str):
+            return None, [f"{p}: expected a string, got {value!r}"]
+        if info.choices and value not in info.choices:
+            return None, [f"{p}: expected one of {', '.join(info.choices)}, got {value!r}"]
+        return value, []
+    elif get_origin(tp) is dict:
+        return _check_prices(p, value)
+    if info.min is not None and value < info.min:
+        return None, [f"{p}: must be at least {info.min:g}, got {value!r}"]
+    if info.max is not None and value > info.max:
+        return None, [f"{p}: must be at most {info.max:g}, got {value!r}"]
+    return value, []
+
+
+_PRICE_KEYS = ("input", "output", "cache_write", "cache_read")
+
+
+def _check_prices(p: str, value: Any) -> tuple[Any, list[str]]:
+    if not isinstance(value, dict):
+        return None, [f"{p}: expected a table of models, got {value!r}"]
+    errors: list[str] = []
+    out: dict[str, dict[str, float]] = {}
+    for model, row in value.items():
+        if not isinstance(row, dict):
+            errors.append(f"{p}.{model}: expected a table with {', '.join(_PRICE_KEYS)}")
+            continue
+        for k in row:
+            if k not in _PRICE_KEYS:
+                errors.append(f"{p}.{model}.{k}: unknown key (expected {', '.join(_PRICE_KEYS)})")
+        prices: dict[str, float] = {}
+        for k in _PRICE_KEYS:
+            v = row.get(k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                errors.append(f"{p}.{model}.{k}: expected a non-negative number, got {v!r}")
+            else:
+                prices[k] = float(v)
+        out[model] = prices
+    return out, errors
+
+
+def from_mapping(data: Mapping[str, Any], *, source: str | None = None) -> Config:
+    """Build a Config from parsed TOML; raises ConfigError listing every problem."""
+    errors: list[str] = []
+    known = dict(sections())
+    built: dict[str, Any] = {}
+    for sect, value in data.items():
+        if sect not in known:
+            errors.append(f"{sect}: unknown section (known: {', '.join(known)})")
+        elif not isinstance(value, dict):
+            errors.append(f"{sect}: expected a table, got {value!r}")
+    for sect, cls in known.items():
+        raw = data.get(sect, {})
+        if not isinstance(raw, dict):
+            continue
+        infos = {i.path.split(".", 1)[1]: i for i in schema() if i.path.startswith(sect + ".")}
+        kwargs: dict[str, Any] = {}
+        for k, v in raw.items():
+            info = infos.get(k)
+            if info is None:
+                errors.append(f"{sect}.{k}: unknown key")
+                continue
+            checked, errs = _check(info, v)
+            errors.extend(errs)
+            if not errs:
+                kwargs[k] = checked
+        built[sect] = cls(**kwargs)
+    if errors:
+        raise ConfigError(errors, path=source)
+    cfg = Config(**built)
+    _cross_checks(cfg, source)
+    return cfg
+
+
+def _cross_checks(cfg: Config, source: str | None) -> None:
+    errors: list[str] = []
+    from memd import schedule_windows  # stdlib-only parser shared with the scheduler
+
+    for name in ("dream_window", "checkin_window"):
+        try:
+            schedule_windows.parse_window(getattr(cfg.schedule, name))
+        except ValueError as e:
+            errors.append(f"schedule.{name}: {e}")
+    if len(cfg.schedule.catchup_cron.split()) != 5:
+        errors.append(f"schedule.catchup_cron: expected 5 crontab fields, got {cfg.schedule.catchup_cron!r}")
+    if cfg.daemon.debounce_max_s < cfg.daemon.debounce_quiet_s:
+        errors.append("daemon.debounce_max_s: must be at least daemon.debounce_quiet_s")
+    if errors:
+        raise ConfigError(errors, path=source)
+
+
+def default_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "memd" / "config.toml"
+
+
+def load(path: str | os.PathLike[str] | None = None) -> Config:
+    """Load the config file (explicit path must exist; the default path may be absent)."""
+    explicit = path is not None
+    p = Path(path) if path is not None else default_path()
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        if explicit:
+            raise ConfigError(["file not found"], path=str(p)) from None
+        return Config()
+    except OSError as e:
+        raise ConfigError([f"cannot read: {e.strerror}"], path=str(p)) from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(["not valid UTF-8"], path=str(p)) from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError([f"not valid TOML: {e}"], path=str(p)) from None
+    return from_mapping(data, source=str(p))
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(v)
+
+
+def render_toml(cfg: Config, *, comments: bool = True) -> str:
+    """The effective config as TOML, each key preceded by its description."""
+    out: list[str] = []
+    by_section: dict[str, list[KeyInfo]] = {}
+    for info in schema():
+        by_section.setdefault(info.path.split(".", 1)[0], []).append(info)
+    for sect, cls in sections():
+        sect_val = getattr(cfg, sect)
+        if comments and cls.__doc__:
+            out.append(f"# {cls.__doc__.strip()}")
+        out.append(f"[{sect}]")
+        tables: list[str] = []
+        for info in by_section[sect]:
+            name = info.path.split(".", 1)[1]
+            value = getattr(sect_val, name)
+            if isinstance(value, dict):
+                if comments:
+                    tables.append(f"# {info.doc}")
+                for model, row in value.items():
+                    tables.append(f'[{info.path}."{model}"]')
+                    tables.extend(f"{k} = {_toml_value(x)}" for k, x in row.items())
+                continue
+            if comments:
+                out.append(f"# {info.doc} ({_type_name(info.type)}, default {_toml_value(info.default)})")
+            out.append(f"{name} = {_toml_value(value)}")
+        out.extend(tables)
+        out.append("")
+    return "\n".join(out)

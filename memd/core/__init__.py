@@ -1,0 +1,1 @@
+"""Pure core: text in, values out."""

@@ -1,0 +1,258 @@
+"""Topic files: YAML frontmatter + markdown body, parsed and rendered byte for byte.
+
+Two shapes live side by side in real folders: flat ``name/description/type`` and nested
+``name/description/metadata: {type, ...}``. Parsing keeps the original text, so rendering
+an unchanged file gives back the same string (CRLF, unknown keys, odd spacing and all);
+an edit rewrites only the lines of the keys it touches, in the shape the file already has.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+MEMORY_TYPES = ("user", "feedback", "project", "reference")
+MAX_FRONTMATTER_CHARS = 64_000  # parse bound: real frontmatter is a few hundred characters
+
+_OPEN = re.compile(r"\A(?:\ufeff)?---[ \t]*(\r?\n)")
+_CLOSE = re.compile(r"^---[ \t]*(?:\r?\n|\Z)", re.M)
+
+
+class FrontmatterError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class TopicFile:
+    text: str  # the whole file as read
+    has_frontmatter: bool
+    frontmatter_text: str  # the YAML between the fences ("" when absent)
+    body_start: int  # offset of the body in text
+    data: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None  # why the frontmatter could not be read at all (the file is kept as is)
+    frontmatter_lines: int = 0  # lines from the opening fence to the closing fence, inclusive
+    yaml_error: str | None = None  # strict YAML failed; ``data`` was read leniently, line by line
+
+    @property
+    def newline(self) -> str:
+        return "\r\n" if "\r\n" in self.text else "\n"
+
+    @property
+    def body(self) -> str:
+        return self.text[self.body_start:]
+
+    @property
+    def shape(self) -> str:
+        """'flat', 'nested' or 'none'."""
+        if not self.has_frontmatter:
+            return "none"
+        return "nested" if isinstance(self.data.get("metadata"), dict) else "flat"
+
+    @property
+    def name(self) -> str | None:
+        v = self.data.get("name")
+        return v.strip() if isinstance(v, str) and v.strip() else None
+
+    @property
+    def description(self) -> str | None:
+        v = self.data.get("description")
+        return v.strip() if isinstance(v, str) and v.strip() else None
+
+    @property
+    def type(self) -> str | None:
+        v = self.data.get("type")
+        meta = self.data.get("metadata")
+        if v is None and isinstance(meta, dict):
+            v = meta.get("type")
+        return v.strip() if isinstance(v, str) else None
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """Keys of the nested metadata table, or the flat keys other than name/description."""
+        meta = self.data.get("metadata")
+        if isinstance(meta, dict):
+            return dict(meta)
+        return {k: v for k, v in self.data.items() if k not in ("name", "description")}
+
+
+def _no_alias_loader() -> type[Any]:
+    import yaml
+
+    base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class Loader(base):  # type: ignore[misc, valid-type]
+        """SafeLoader that refuses anchors and aliases: no alias bombs, nothing Claude Code writes."""
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise FrontmatterError(f"YAML aliases are not allowed (line {event.start_mark.line + 1})")
+            node = super().compose_node(parent, index)
+            if getattr(node, "anchor", None):
+                raise FrontmatterError("YAML anchors are not allowed")
+            return node
+
+    return Loader
+
+
+_LOADER: type[Any] | None = None
+
+
+def load_yaml(text: str) -> Any:
+    global _LOADER
+    import yaml
+
+    if _LOADER is None:
+        _LOADER = _no_alias_loader()
+    try:
+        return yaml.load(text, Loader=_LOADER)  # noqa: S506 - a SafeLoader subclass
+    except FrontmatterError:
+        raise
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 2})" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise FrontmatterError(f"malformed YAML{where}: {problem}") from None
+    except RecursionError:
+        raise FrontmatterError("YAML nested too deeply") from None
+
+
+def split(text: str) -> tuple[bool, str, int, int]:
+    """(has_frontmatter, yaml_text, body_start, fence_lines) without parsing the YAML."""
+    m = _OPEN.match(text)
+    if not m:
+        return False, "", 0, 0
+    close = _CLOSE.search(text, m.end())
+    if close is None:
+        return False, "", 0, 0
+    yaml_text = text[m.end():close.start()]
+    return True, yaml_text, close.end(), yaml_text.count("\n") + 2
+
+
+def parse(text: str) -> TopicFile:
+    """Parse a topic file; never raises: a bad frontmatter is reported in ``error``."""
+    has, yaml_text, body_start, nlines = split(text)
+    if not has:
+        return TopicFile(text, False, "", 0)
+    if len(yaml_text) > MAX_FRONTMATTER_CHARS:
+        return TopicFile(text, True, yaml_text, body_start, {}, "frontmatter too large", nlines)
+    try:
+        data = load_yaml(yaml_text.replace("\r\n", "\n")) if yaml_text.strip() else {}
+    except FrontmatterError as e:
+        # Real folders hold frontmatter that is not valid YAML ("description: a: b"); Claude Code
+        # still reads its keys, so we do too, line by line, and report the YAML problem.
+        lenient = parse_lenient(yaml_text)
+        if lenient:
+            return TopicFile(text, True, yaml_text, body_start, lenient, None, nlines, str(e))
+        return TopicFile(text, True, yaml_text, body_start, {}, str(e), nlines)
+    if not isinstance(data, dict):
+        return TopicFile(text, True, yaml_text, body_start, {}, "frontmatter is not a mapping", nlines)
+    return TopicFile(text, True, yaml_text, body_start, {str(k): v for k, v in data.items()}, None, nlines)
+
+
+_LINE_KEY = re.compile(r"^([A-Za-z_][\w\-]*):(?:[ \t]+(.*))?$")
+
+
+def _unquote(v: str) -> str:
+    v = v.strip()
+    if len(v) >= 2 and v[0] == v[-1] and v[0] in "\"'":
+        return v[1:-1]
+    return v
+
+
+def parse_lenient(yaml_text: str) -> dict[str, Any]:
+    """Top-level ``key: value`` lines and one level of nesting, the value taken verbatim."""
+    data: dict[str, Any] = {}
+    current: dict[str, Any] | None = None
+    for raw in yaml_text.replace("\r\n", "\n").split("\n"):
+        if not raw.strip() or raw.lstrip().startswith("#"):
+            continue
+        if raw[0] in " \t":
+            m = _LINE_KEY.match(raw.strip())
+            if current is not None and m:
+                current[m.group(1)] = _unquote(m.group(2) or "")
+            continue
+        m = _LINE_KEY.match(raw)
+        if not m:
+            current = None
+            continue
+        if m.group(2) is None or not m.group(2).strip():
+            current = {}
+            data[m.group(1)] = current
+        else:
+            current = None
+            data[m.group(1)] = _unquote(m.group(2))
+    return data
+
+
+def render(tf: TopicFile) -> str:
+    """The file's text (unchanged files render to the exact bytes they were read from)."""
+    return tf.text
+
+
+def _yaml_scalar(value: str) -> str:
+    plain = re.fullmatch(r"[^\s:#\-?\[\]{},&*!|>'\"%@`][^:#]*", value) and not value.endswith(" ")
+    if plain and value.lower() not in ("true", "false", "null", "yes", "no", "~") and ": " not in value:
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def with_fields(tf: TopicFile, **updates: str) -> TopicFile:
+    """Set name/description/type (and other scalar keys) in the shape the file already has.
+
+    Only the lines of the keys touched change. A file without frontmatter is returned unchanged:
+    memd never adds frontmatter to a file that has none.
+    """
+    if not tf.has_frontmatter or tf.error:
+        return tf
+    nl = tf.newline
+    lines = tf.frontmatter_text.split(nl) if tf.frontmatter_text else []
+    if lines and lines[-1] == "":
+        lines.pop()
+    nested = tf.shape == "nested"
+    for k, v in updates.items():
+        in_meta = nested and k not in ("name", "description")
+        lines = _set_key(lines, k, _yaml_scalar(v), in_meta)
+    fm = nl.join(lines) + nl
+    head_end = tf.text.index("\n") + 1
+    close_start = tf.body_start - len(_closing_fence(tf))
+    new_text = tf.text[:head_end] + fm + tf.text[close_start:]
+    out = parse(new_text)
+    return replace(out)
+
+
+def _closing_fence(tf: TopicFile) -> str:
+    m = None
+    for m in _CLOSE.finditer(tf.text, 0, tf.body_start):
+        pass
+    assert m is not None
+    return m.group(0)
+
+
+def _set_key(lines: list[str], key: str, value: str, in_meta: bool) -> list[str]:
+    out = list(lines)
+    if in_meta:
+        meta_i = next((i for i, ln in enumerate(out) if re.match(r"^metadata:\s*$", ln)), None)
+        if meta_i is None:
+            return out + ["metadata:", f"  {key}: {value}"]
+        j = meta_i + 1
+        indent = "  "
+        while j < len(out) and (out[j].startswith((" ", "\t")) or not out[j].strip()):
+            m = re.match(r"^(\s+)" + re.escape(key) + r":", out[j])
+            if m:
+                out[j] = f"{m.group(1)}{key}: {value}"
+                return out
+            if out[j].strip():
+                indent = re.match(r"^(\s+)", out[j]).group(1)  # type: ignore[union-attr]
+            j += 1
+        out.insert(j, f"{indent}{key}: {value}")
+        return out
+    for i, ln in enumerate(out):
+        if re.match(r"^" + re.escape(key) + r":", ln):
+            # drop continuation lines of a folded/multi-line value
+            j = i + 1
+            while j < len(out) and out[j].startswith((" ", "\t")) and not re.match(r"^\s*\w+:", out[j]):
+                j += 1
+            return [*out[:i], f"{key}: {value}", *out[j:]]
+    return [*out, f"{key}: {value}"]

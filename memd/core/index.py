@@ -1,0 +1,200 @@
+"""MEMORY.md: its entries, and the view Claude Code loads into a session (facts.md section 2).
+
+Pure functions of text, stdlib only (the hooks measure the index on every memory write).
+
+Loading, as Claude Code does it: strip YAML frontmatter and block-level HTML comments, trim,
+keep the first ``max_lines`` lines, then, if the text is longer than ``max_chars`` UTF-16
+units, cut it at the last newline before the limit and append a warning line. Whatever lies
+past the cut is invisible to the model: entries there are "hidden".
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+ENTRY = re.compile(
+    r"^(?P<indent>[ \t]*)[-*+][ \t]+\[(?P<title>(?:[^\]\\]|\\.)*)\]\((?P<target><[^>]*>|[^)\s]*)"
+    r"(?:[ \t]+\"[^\"]*\")?\)(?P<rest>.*)$")
+_HOOK_SEP = re.compile(r"^\s*(?:[—–:]|-{1,2})\s*")
+_FM_OPEN = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?\n")
+_FM_CLOSE = re.compile(r"^---[ \t]*$", re.M)
+_COMMENT_START = re.compile(r"^ {0,3}<!--")
+
+
+def utf16_len(text: str) -> int:
+    """Length in UTF-16 code units, the unit Claude Code counts in."""
+    n = len(text)
+    if text.isascii():
+        return n
+    return n + sum(1 for ch in text if ord(ch) > 0xFFFF)
+
+
+@dataclass(frozen=True)
+class Entry:
+    line: int  # 1-based line in the file
+    title: str
+    target: str  # link target as written (may be URL-encoded or in <>)
+    hook: str  # the text after the link, separator removed
+    text: str  # the whole line, without its newline
+
+    @property
+    def file(self) -> str:
+        """The link target as a relative path, decoded (what it points to on disk)."""
+        t = self.target
+        if t.startswith("<") and t.endswith(">"):
+            t = t[1:-1]
+        t = t.split("#", 1)[0]
+        from urllib.parse import unquote
+
+        return unquote(t)
+
+    @property
+    def is_local(self) -> bool:
+        t = self.file
+        return bool(t) and not re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", t)
+
+
+@dataclass(frozen=True)
+class Index:
+    text: str
+    lines: list[str]  # the file's lines without their endings
+    entries: list[Entry]
+    masked: frozenset[int] = field(default_factory=frozenset)  # 1-based lines in frontmatter/comments
+
+    @property
+    def newline(self) -> str:
+        return "\r\n" if "\r\n" in self.text else "\n"
+
+
+def _masked_lines(lines: list[str]) -> set[int]:
+    """1-based line numbers that Claude Code strips: frontmatter and block-level HTML comments."""
+    masked: set[int] = set()
+    i = 0
+    if lines and re.match(r"^(?:\ufeff)?---[ \t]*$", lines[0]):
+        for j in range(1, len(lines)):
+            if re.match(r"^---[ \t]*$", lines[j]):
+                masked.update(range(1, j + 2))
+                i = j + 1
+                break
+    while i < len(lines):
+        if _COMMENT_START.match(lines[i]):
+            j = i
+            while j < len(lines) and "-->" not in lines[j][lines[j].find("<!--") + 4 if j == i else 0:]:
+                j += 1
+            end = min(j, len(lines) - 1)
+            masked.update(range(i + 1, end + 2))
+            i = end + 1
+            continue
+        i += 1
+    return masked
+
+
+def parse(text: str) -> Index:
+    lines = text.splitlines()
+    masked = _masked_lines(lines)
+    entries: list[Entry] = []
+    for n, ln in enumerate(lines, 1):
+        if n in masked:
+            continue
+        m = ENTRY.match(ln)
+        if m:
+            hook = _HOOK_SEP.sub("", m.group("rest"), count=1).strip()
+            title = m.group("title").replace("\\]", "]").replace("\\[", "[")
+            entries.append(Entry(n, title, m.group("target"), hook, ln))
+    return Index(text, lines, entries, frozenset(masked))
+
+
+@dataclass(frozen=True)
+class LoadedView:
+    text: str  # exactly what the session sees
+    lines: int  # lines of the stripped, trimmed index (before any cut)
+    chars: int  # UTF-16 units of the stripped, trimmed index (before any cut)
+    visible: frozenset[int]  # 1-based file lines that reach the session
+    cut_by: str | None  # None, "lines" or "chars"
+    max_lines: int
+    max_chars: int
+
+    @property
+    def truncated(self) -> bool:
+        return self.cut_by is not None
+
+
+def warning_line(chars: int, max_chars: int) -> str:
+    # Only the prefix and the "(limit: 24.4KB)" figure are known from analyses of Claude Code;
+    # the rest of the wording is ours.
+    return (f"> WARNING: MEMORY.md is {chars / 1024:.1f}KB (limit: {max_chars / 1024:.1f}KB) "
+            "- index entries past this point were not loaded. Keep index entries to one short line; "
+            "move detail into topic files.")
+
+
+def loaded_view(text: str, max_lines: int = 200, max_chars: int = 25_000) -> LoadedView:
+    src = text.splitlines()
+    masked = _masked_lines(src)
+    kept = [(n, ln) for n, ln in enumerate(src, 1) if n not in masked]
+    # trim: drop leading/trailing blank lines, and surrounding whitespace of the whole text
+    while kept and not kept[0][1].strip():
+        kept.pop(0)
+    while kept and not kept[-1][1].strip():
+        kept.pop()
+    if kept:
+        kept[0] = (kept[0][0], kept[0][1].lstrip())
+        kept[-1] = (kept[-1][0], kept[-1][1].rstrip())
+    full = "\n".join(ln for _, ln in kept)
+    total_lines, total_chars = len(kept), utf16_len(full)
+    cut_by: str | None = None
+    if len(kept) > max_lines:
+        kept = kept[:max_lines]
+        cut_by = "lines"
+    body = "\n".join(ln for _, ln in kept)
+    if utf16_len(body) > max_chars:
+        cut_by = "chars"
+        acc, keep = 0, 0
+        for i, (_, ln) in enumerate(kept):
+            # a line fits if the text up to and including its newline stays within the limit
+            add = utf16_len(ln) + (1 if i else 0)
+            if acc + add > max_chars:
+                break
+            acc += add
+            keep = i + 1
+        kept = kept[:keep]
+        body = "\n".join(ln for _, ln in kept)
+    if cut_by == "chars":
+        body = body + "\n\n" + warning_line(total_chars, max_chars)
+    elif cut_by == "lines":
+        body = body + "\n\n" + (f"> WARNING: MEMORY.md is {total_lines} lines (limit: {max_lines}) "
+                                "- only part of it was loaded.")
+    return LoadedView(body, total_lines, total_chars, frozenset(n for n, _ in kept), cut_by,
+                      max_lines, max_chars)
+
+
+@dataclass(frozen=True)
+class Budget:
+    lines: int
+    chars: int
+    max_lines: int
+    max_chars: int
+    hidden: list[Entry]
+    level: str  # "ok", "near" or "over"
+
+    @property
+    def line_ratio(self) -> float:
+        return self.lines / self.max_lines
+
+    @property
+    def char_ratio(self) -> float:
+        return self.chars / self.max_chars
+
+
+def measure(text: str, max_lines: int = 200, max_chars: int = 25_000, warn_ratio: float = 0.8) -> Budget:
+    """Measure an index against its budget: figures, level and the entries that are hidden."""
+    view = loaded_view(text, max_lines, max_chars)
+    idx = parse(text)
+    hidden = [e for e in idx.entries if e.line not in view.visible]
+    if view.truncated:
+        level = "over"
+    elif view.lines >= warn_ratio * max_lines or view.chars >= warn_ratio * max_chars:
+        level = "near"
+    else:
+        level = "ok"
+    return Budget(view.lines, view.chars, max_lines, max_chars, hidden, level)

@@ -1,0 +1,101 @@
+"""Secret detection for memory text. Stdlib only (the PreToolUse hook runs it on every memory write).
+
+A hit names the kind of secret and where it is, never the secret itself. ``strict`` adds the
+rules for team memory, which is shared with other people: personal data such as e-mail
+addresses and phone numbers.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SecretHit:
+    kind: str  # human-readable kind, e.g. "AWS access key"
+    line: int  # 1-based
+    column: int  # 1-based
+
+
+_RULES: list[tuple[str, re.Pattern[str]]] = [
+    ("private key block", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")),
+    ("AWS access key", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16}\b")),
+    ("AWS secret key", re.compile(
+        r"(?i)aws_?secret_?(?:access_?)?key\s*[:=]\s*[\"']?[A-Za-z0-9/+=]{40}\b")),
+    ("Anthropic API key", re.compile(r"\bsk-ant-(?:api|admin|oat)\d{2}-[A-Za-z0-9_\-]{20,}")),
+    ("OpenAI API key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}T3BlbkFJ[A-Za-z0-9_\-]{20,}")),
+    ("OpenAI API key", re.compile(r"\bsk-(?:proj|svcacct|admin)-[A-Za-z0-9_\-]{40,}")),
+    ("GitHub token", re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,}\b")),
+    ("GitHub fine-grained token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{60,}\b")),
+    ("GitLab token", re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}\b")),
+    ("GitLab token", re.compile(r"\bgl(?:dt|rt|cbt|ptt|ft|imt|agent|oas|soat)-[A-Za-z0-9_\-]{20,}\b")),
+    ("Bitbucket app password", re.compile(r"\bATBB[A-Za-z0-9_\-]{28,}\b")),
+    ("Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
+    ("Slack webhook", re.compile(r"https://hooks\.slack\.com/services/T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/[A-Za-z0-9_]+")),
+    ("Stripe key", re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{20,}\b")),
+    ("Google API key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
+    ("Google OAuth secret", re.compile(r"\bGOCSPX-[A-Za-z0-9_\-]{28}\b")),
+    ("Google service account key", re.compile(r"\"private_key_id\"\s*:\s*\"[a-f0-9]{40}\"")),
+    ("Azure storage key", re.compile(r"(?i)AccountKey=[A-Za-z0-9+/=]{80,}")),
+    ("Twilio key", re.compile(r"\bSK[0-9a-fA-F]{32}\b")),
+    ("SendGrid key", re.compile(r"\bSG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}\b")),
+    ("npm token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b")),
+    ("PyPI token", re.compile(r"\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,}")),
+    ("Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{34,}\b")),
+    ("DigitalOcean token", re.compile(r"\bdo[por]_v1_[a-f0-9]{64}\b")),
+    ("Shopify token", re.compile(r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b")),
+    ("Mailgun key", re.compile(r"\bkey-[0-9a-zA-Z]{32}\b")),
+    ("Discord bot token", re.compile(r"\b[MN][A-Za-z\d]{23,25}\.[\w-]{6}\.[\w-]{27,38}\b")),
+    ("Telegram bot token", re.compile(r"\b\d{8,10}:AA[A-Za-z0-9_\-]{33}\b")),
+    ("JSON web token", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{10,}")),
+    ("password in URL", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]{1,20}://[^\s:/@]{1,64}:(?!\*+@)([^\s/@]{3,128})@[^\s/@]+")),
+    ("password assignment", re.compile(
+        r"(?im)^\s*(?:export\s+)?[A-Z0-9_]*(?:PASSWORD|PASSWD|SECRET|TOKEN|API_?KEY|PRIVATE_KEY|ACCESS_KEY)"
+        r"[A-Z0-9_]*\s*[=:]\s*[\"']?(?!\$\{?|<|%|\*{3}|x{3}|changeme\b|your|example)[^\s\"'#]{8,}")),
+    ("credential assignment", re.compile(
+        r"(?i)\b(?:password|passwd|api[_-]?key|secret[_-]?key|access[_-]?token|auth[_-]?token|client[_-]?secret)"
+        r"\s*[:=]\s*[\"'](?!\$\{?|<|%|\*{3}|x{3}|your|example)[^\s\"']{8,}[\"']")),
+]
+
+_PII_RULES: list[tuple[str, re.Pattern[str]]] = [
+    ("e-mail address", re.compile(r"\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}\b")),
+    ("phone number", re.compile(r"(?<![\w.])\+?\d{1,3}[\s.\-]?\(?\d{2,4}\)?[\s.\-]\d{3,4}[\s.\-]\d{3,4}(?![\w.])")),
+]
+
+_EMAIL_OK = re.compile(r"@(?:example\.(?:com|org|net)|users\.noreply\.github\.com|anthropic\.com)$", re.I)
+
+
+def _position(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    col = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    return line, col
+
+
+def scan(text: str, *, strict: bool = False, pii: bool = True) -> list[SecretHit]:
+    """Every secret-looking span of text (and, with strict and pii, personal data)."""
+    hits: list[SecretHit] = []
+    seen: set[tuple[int, int]] = set()
+    rules = list(_RULES)
+    if strict and pii:
+        rules += _PII_RULES
+    for kind, rx in rules:
+        for m in rx.finditer(text):
+            if kind == "e-mail address" and _EMAIL_OK.search(m.group(0)):
+                continue
+            span = (m.start(), m.end())
+            if any(s <= span[0] < e for s, e in seen):
+                continue
+            seen.add(span)
+            line, col = _position(text, m.start())
+            hits.append(SecretHit(kind, line, col))
+    hits.sort(key=lambda h: (h.line, h.column))
+    return hits
+
+
+def redact(text: str) -> str:
+    """text with every secret replaced by a marker naming its kind (for logs and messages)."""
+    out = text
+    for kind, rx in _RULES:
+        out = rx.sub(f"[{kind} redacted]", out)
+    return out

@@ -1,0 +1,271 @@
+"""Where Claude Code keeps things (facts.md section 1). Stdlib only: hooks import this.
+
+A project has two folders that may differ: the transcript folder (keyed on a session's
+start-up cwd) and the memory folder (keyed on the canonical git root of that cwd).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memd.errors import UsageError
+
+MAX_FOLDER_NAME = 200
+_NON_ALNUM = re.compile(r"[^A-Za-z0-9]")
+UUID_JSONL = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\.jsonl$")
+# A marker the CLI puts in front of arguments such as "-home-dev-x" so argparse does not read
+# them as options (folder names under projects/ start with "-").
+PROJECT_ARG_MARK = "\x00"
+
+
+def claude_dir(explicit: str | os.PathLike[str] | None = None, configured: str = "") -> Path:
+    """--claude-dir, else the config's paths.claude_dir, else $CLAUDE_CONFIG_DIR, else ~/.claude."""
+    if explicit:
+        return Path(explicit).expanduser()
+    if configured:
+        return Path(configured).expanduser()
+    env = os.environ.get("CLAUDE_CONFIG_DIR")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".claude"
+
+
+def projects_root(claude: Path) -> Path:
+    return claude / "projects"
+
+
+def _hash36(text: str) -> str:
+    # Claude Code appends a hash to names cut at 200 characters; the CLI and the SDK use
+    # different hashes, so existing folders are matched by their 200-character prefix and
+    # this hash only names folders memd itself must invent (it never creates them).
+    h = 0
+    for ch in text:
+        h = (h * 31 + ord(ch)) & 0xFFFFFFFF
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        h, r = divmod(h, 36)
+        out = digits[r] + out
+        if not h:
+            return out
+
+
+def sanitize(path: str) -> str:
+    """Folder name of a path: every character outside [A-Za-z0-9] becomes '-'."""
+    name = _NON_ALNUM.sub("-", path)
+    if len(name) <= MAX_FOLDER_NAME:
+        return name
+    return f"{name[:MAX_FOLDER_NAME]}-{_hash36(path)}"
+
+
+def read_settings(claude: Path) -> dict[str, Any]:
+    """~/.claude/settings.json as a dict; {} when missing or unreadable (Claude Code does the same)."""
+    try:
+        data = json.loads((claude / "settings.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def memory_disabled(claude: Path, settings: dict[str, Any] | None = None) -> str | None:
+    """Why auto memory is off, or None when it is on."""
+    if os.environ.get("CLAUDE_CODE_DISABLE_AUTO_MEMORY", "").strip() in ("1", "true", "yes"):
+        return "CLAUDE_CODE_DISABLE_AUTO_MEMORY is set"
+    s = read_settings(claude) if settings is None else settings
+    if s.get("autoMemoryEnabled") is False:
+        return f"autoMemoryEnabled is false in {claude / 'settings.json'}"
+    return None
+
+
+def memory_override(claude: Path, settings: dict[str, Any] | None = None) -> Path | None:
+    s = read_settings(claude) if settings is None else settings
+    value = s.get("autoMemoryDirectory")
+    if isinstance(value, str) and value.strip():
+        p = Path(value.strip()).expanduser()
+        if p.is_absolute():
+            return p
+    return None
+
+
+def git_root(path: Path) -> Path | None:
+    """The canonical git root of path: worktrees and subfolders all map to the main repository."""
+    try:
+        cur = path.resolve()
+    except OSError:
+        return None
+    for folder in (cur, *cur.parents):
+        dotgit = folder / ".git"
+        try:
+            if dotgit.is_dir():
+                return folder
+            if dotgit.is_file():
+                return _worktree_main(folder, dotgit) or folder
+        except OSError:
+            return None
+    return None
+
+
+def _worktree_main(folder: Path, dotgit: Path) -> Path | None:
+    try:
+        line = dotgit.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return None
+    if not line.startswith("gitdir:"):
+        return None
+    gitdir = Path(line[len("gitdir:"):].strip())
+    if not gitdir.is_absolute():
+        gitdir = folder / gitdir
+    common = gitdir
+    try:
+        commondir = (gitdir / "commondir").read_text(encoding="utf-8").strip()
+        common = (gitdir / commondir).resolve()
+    except OSError:
+        pass
+    if common.name == ".git":
+        return common.parent
+    return None
+
+
+def folder_for_cwd(cwd: str | os.PathLike[str]) -> str:
+    """The projects/ folder name Claude Code uses for the memory of a working folder."""
+    p = Path(unicodedata.normalize("NFC", os.fspath(cwd)))
+    root = git_root(p)
+    try:
+        base = root if root is not None else p.resolve()
+    except OSError:
+        base = p
+    return sanitize(unicodedata.normalize("NFC", os.fspath(base)))
+
+
+@dataclass(frozen=True)
+class Project:
+    name: str  # folder name under projects/
+    dir: Path  # projects/<name>
+    memory_dir: Path
+
+    @property
+    def index_path(self) -> Path:
+        return self.memory_dir / "MEMORY.md"
+
+
+def find_folder(root: Path, name: str) -> Path | None:
+    """The folder under root named name, matching long names by their 200-character prefix."""
+    direct = root / name
+    if direct.is_dir():
+        return direct
+    if len(name) > MAX_FOLDER_NAME:
+        prefix = name[:MAX_FOLDER_NAME] + "-"
+        try:
+            for entry in os.scandir(root):
+                if entry.name.startswith(prefix) and entry.is_dir():
+                    return Path(entry.path)
+        except OSError:
+            return None
+    return None
+
+
+def project_for_folder(claude: Path, folder: Path, settings: dict[str, Any] | None = None) -> Project:
+    override = memory_override(claude, settings)
+    return Project(folder.name, folder, override if override is not None else folder / "memory")
+
+
+def list_projects(claude: Path) -> list[Project]:
+    """Every folder under projects/, sorted by name."""
+    root = projects_root(claude)
+    settings = read_settings(claude)
+    try:
+        entries = sorted(e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=False))
+    except OSError:
+        return []
+    return [project_for_folder(claude, root / n, settings) for n in entries]
+
+
+def resolve_project(arg: str, claude: Path, cwd: Path | None = None) -> Project:
+    """PROJECT as a user gives it: a working folder ('.'), a folder under projects/, or a memory folder."""
+    arg = arg.removeprefix(PROJECT_ARG_MARK)
+    root = projects_root(claude)
+    settings = read_settings(claude)
+    base = cwd or Path.cwd()
+    # A bare folder name (e.g. "-home-dev-app") under projects/.
+    if "/" not in arg and arg not in (".", ".."):
+        found = find_folder(root, arg)
+        if found is not None:
+            return project_for_folder(claude, found, settings)
+    p = (base / arg) if not os.path.isabs(arg) else Path(arg)
+    p = Path(os.path.normpath(p))
+    if p.is_dir():
+        rp = p.resolve()
+        try:
+            rroot = root.resolve()
+        except OSError:
+            rroot = root
+        if rp.parent == rroot:
+            return project_for_folder(claude, rp, settings)
+        if rp.parent.parent == rroot and rp.name == "memory":
+            return Project(rp.parent.name, rp.parent, rp)
+        if rp.name == "memory" and (rp / "MEMORY.md").exists():
+            return Project(rp.parent.name, rp.parent, rp)
+        name = folder_for_cwd(rp)
+        found = find_folder(root, name)
+        folder = found if found is not None else root / name
+        return project_for_folder(claude, folder, settings)
+    raise UsageError(
+        f"no such project: {arg!r} (give a working folder, a folder under {root}, or a memory folder)")
+
+
+def session_files(project_dir: Path) -> list[Path]:
+    """Main-session transcripts (UUID-named *.jsonl) of a transcript folder."""
+    try:
+        return sorted(Path(e.path) for e in os.scandir(project_dir)
+                      if e.name.endswith(".jsonl") and e.is_file(follow_symlinks=False))
+    except OSError:
+        return []
+
+
+def is_uuid_session(path: Path) -> bool:
+    return bool(UUID_JSONL.match(path.name))
+
+
+def subagent_files(project_dir: Path) -> list[Path]:
+    """Subagent transcripts in both layouts: <session>/subagents/agent-*.jsonl and old agent-*.jsonl."""
+    out: list[Path] = []
+    try:
+        entries = list(os.scandir(project_dir))
+    except OSError:
+        return out
+    for e in entries:
+        if e.is_dir(follow_symlinks=False) and e.name != "memory":
+            sub = Path(e.path) / "subagents"
+            try:
+                out.extend(Path(s.path) for s in os.scandir(sub)
+                           if s.name.startswith("agent-") and s.name.endswith(".jsonl"))
+            except OSError:
+                pass
+    return sorted(out)
+
+
+def is_main_session(path: Path) -> bool:
+    return not path.name.startswith("agent-") and path.parent.name != "subagents"
+
+
+def is_team_path(memory_dir: Path, path: Path) -> bool:
+    """True for anything inside memory/team/ (synced from a server: read, never write)."""
+    try:
+        rel = path.relative_to(memory_dir)
+    except ValueError:
+        return False
+    return bool(rel.parts) and rel.parts[0] == "team"
+
+
+def state_dir(configured: str = "") -> Path:
+    """memd's own folder: state, logs, snapshots, reports (XDG state path)."""
+    if configured:
+        return Path(configured).expanduser()
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "memd"
