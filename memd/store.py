@@ -1,0 +1,157 @@
+"""The I/O edge for memory folders: bounded reads, atomic writes, no clobbering.
+
+Writes go to a temp file in the same folder (same filesystem, so the rename is atomic),
+are fsynced, and replace the target with ``os.replace``; the folder is fsynced after. The temp
+name starts with ``.memd-`` and does not end in ``.md``, so Claude Code never reads it and the
+watcher ignores it. A write given the signature of what was read refuses to replace a file that
+changed since: the user's (or Claude Code's) newer words are never clobbered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from memd.errors import ConflictError, MemdError
+
+TEMP_PREFIX = ".memd-"
+TEMP_SUFFIX = ".tmp"
+
+
+@dataclass(frozen=True)
+class Signature:
+    """What a file was when read: enough to tell whether it changed since."""
+
+    size: int
+    mtime_ns: int
+    inode: int
+    sha256: str
+
+    @classmethod
+    def of_bytes(cls, data: bytes, st: os.stat_result) -> Signature:
+        return cls(st.st_size, st.st_mtime_ns, st.st_ino, hashlib.sha256(data).hexdigest())
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    path: Path
+    data: bytes | None  # None when unreadable, too large, or not a regular file
+    problem: str | None  # why data is None, or "not valid UTF-8"
+    signature: Signature | None
+    text: str | None  # decoded text when data is valid UTF-8
+
+
+def read_bounded(path: Path, max_bytes: int) -> ReadResult:
+    """Read a file without ever loading more than max_bytes; never raises for the file's sake."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        return ReadResult(path, None, "missing", None, None)
+    except OSError as e:
+        if e.errno == 40:  # ELOOP: a symlink, refused by O_NOFOLLOW
+            return ReadResult(path, None, "is a symlink", None, None)
+        return ReadResult(path, None, f"unreadable ({e.strerror})", None, None)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return ReadResult(path, None, "not a regular file", None, None)
+        if st.st_size > max_bytes:
+            return ReadResult(path, None, f"too large ({st.st_size} bytes, limit {max_bytes})", None, None)
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > max_bytes:
+                return ReadResult(path, None, f"too large (over {max_bytes} bytes)", None, None)
+        data = b"".join(chunks)
+    except OSError as e:
+        return ReadResult(path, None, f"unreadable ({e.strerror})", None, None)
+    finally:
+        os.close(fd)
+    sig = Signature.of_bytes(data, st)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return ReadResult(path, data, "not valid UTF-8", sig, None)
+    return ReadResult(path, data, None, sig, text)
+
+
+def current_signature(path: Path) -> Signature | None:
+    try:
+        data = path.read_bytes()
+        st = path.stat()
+    except OSError:
+        return None
+    return Signature.of_bytes(data, st)
+
+
+def unchanged(path: Path, expect: Signature | None) -> bool:
+    """True when path still is what was read (expect None means: must not exist)."""
+    now = current_signature(path)
+    if expect is None:
+        return now is None and not path.exists()
+    return now is not None and now.sha256 == expect.sha256 and now.size == expect.size
+
+
+def fsync_dir(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def atomic_write(path: Path, data: str | bytes, *, expect: Signature | None | bool = False,
+                 mode: int | None = None) -> None:
+    """Write path atomically. ``expect``: the Signature read earlier (None: must not exist yet;
+    False: no check). Raises ConflictError when the file changed since it was read."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    folder = path.parent
+    if expect is not False and not unchanged(path, expect if isinstance(expect, Signature) else None):
+        raise ConflictError("changed since it was read; not overwritten", path=str(path))
+    if mode is None:
+        try:
+            mode = stat.S_IMODE(path.stat().st_mode)
+        except OSError:
+            mode = 0o644
+    tmp = folder / f"{TEMP_PREFIX}{path.name}.{os.getpid()}.{os.urandom(4).hex()}{TEMP_SUFFIX}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        try:
+            view = memoryview(raw)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if expect is not False and not unchanged(path, expect if isinstance(expect, Signature) else None):
+            raise ConflictError("changed while memd was writing; not overwritten", path=str(path))
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(folder)
+
+
+def is_memd_temp(name: str) -> bool:
+    return name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX)
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Create one of memd's own folders (0700)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as e:
+        raise MemdError(f"cannot create folder: {e.strerror}", path=str(path)) from None
+    return path
