@@ -123,9 +123,9 @@ def _known_options(parser: argparse.ArgumentParser) -> set[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["hook"]:
-        from memd.hooks import entry  # the fast path: no parser, no heavy imports
-
-        return entry.main(args_list[1:])
+        # the fast path: no parser, no heavy imports (a hook runs on every tool call)
+        entry: Any = importlib.import_module("memd.hooks.entry")
+        return int(entry.main(args_list[1:]))
     parser = build_parser()
     args = parser.parse_args(protect_folder_names(args_list, _known_options(parser)))
     mod = getattr(args, "_module", None)

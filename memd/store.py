@@ -110,7 +110,7 @@ def fsync_dir(folder: Path) -> None:
             os.close(fd)
 
 
-def atomic_write(path: Path, data: str | bytes, *, expect: Signature | None | bool = False,
+def atomic_write(path: Path, data: str | bytes, *, expect: Signature | bool | None = False,
                  mode: int | None = None) -> None:
     """Write path atomically. ``expect``: the Signature read earlier (None: must not exist yet;
     False: no check). Raises ConflictError when the file changed since it was read."""

@@ -81,7 +81,7 @@ def _no_alias_loader() -> type[Any]:
 
     base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-    class Loader(base):  # type: ignore[misc, valid-type]
+    class Loader(base):  # type: ignore[misc]
         """SafeLoader that refuses anchors and aliases: no alias bombs, nothing Claude Code writes."""
 
         def compose_node(self, parent: Any, index: Any) -> Any:
@@ -106,7 +106,7 @@ def load_yaml(text: str) -> Any:
     if _LOADER is None:
         _LOADER = _no_alias_loader()
     try:
-        return yaml.load(text, Loader=_LOADER)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_LOADER)
     except FrontmatterError:
         raise
     except yaml.YAMLError as e:
@@ -223,11 +223,8 @@ def with_fields(tf: TopicFile, **updates: str) -> TopicFile:
 
 
 def _closing_fence(tf: TopicFile) -> str:
-    m = None
-    for m in _CLOSE.finditer(tf.text, 0, tf.body_start):
-        pass
-    assert m is not None
-    return m.group(0)
+    matches = list(_CLOSE.finditer(tf.text, 0, tf.body_start))
+    return matches[-1].group(0)
 
 
 def _set_key(lines: list[str], key: str, value: str, in_meta: bool) -> list[str]:
@@ -235,7 +232,7 @@ def _set_key(lines: list[str], key: str, value: str, in_meta: bool) -> list[str]
     if in_meta:
         meta_i = next((i for i, ln in enumerate(out) if re.match(r"^metadata:\s*$", ln)), None)
         if meta_i is None:
-            return out + ["metadata:", f"  {key}: {value}"]
+            return [*out, "metadata:", f"  {key}: {value}"]
         j = meta_i + 1
         indent = "  "
         while j < len(out) and (out[j].startswith((" ", "\t")) or not out[j].strip()):

@@ -1,0 +1,115 @@
+"""Claude Code's layout: folder names, project resolution, git roots, transcripts, team/."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memd import layout
+from memd.cli import protect_folder_names
+from memd.errors import UsageError
+
+
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        ("/Users/foo/my-project", "-Users-foo-my-project"),
+        ("/home/dev/app_v2.1", "-home-dev-app-v2-1"),
+        ("C:\\Users\\x", "C--Users-x"),
+        ("/tmp/café", "-tmp-caf-"),
+    ],
+)
+def test_sanitize(path: str, name: str) -> None:
+    assert layout.sanitize(path) == name
+
+
+def test_long_names_are_cut_and_matched_by_prefix(tmp_path: Path) -> None:
+    long = "/" + "a" * 250
+    name = layout.sanitize(long)
+    assert name.startswith("-" + "a" * 199 + "-")
+    assert len(name) > 200
+    # a folder made by another client (different hash) is still found by its 200-char prefix
+    other = tmp_path / (name[:200] + "-zzz")
+    other.mkdir()
+    assert layout.find_folder(tmp_path, name) == other
+
+
+def test_git_root_maps_worktrees_and_subfolders(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / ".git" / "worktrees" / "wt").mkdir(parents=True)
+    (repo / ".git" / "worktrees" / "wt" / "commondir").write_text("../..\n")
+    (repo / "src" / "deep").mkdir(parents=True)
+    wt = tmp_path / "wt"
+    wt.mkdir()
+    (wt / ".git").write_text(f"gitdir: {repo / '.git' / 'worktrees' / 'wt'}\n")
+    assert layout.git_root(repo / "src" / "deep") == repo.resolve()
+    assert layout.git_root(wt) == repo.resolve()
+    assert layout.folder_for_cwd(wt) == layout.sanitize(str(repo.resolve()))
+
+
+def test_resolve_project_accepts_three_spellings(claude_home: Path, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    (work / ".git").mkdir(parents=True)
+    name = layout.sanitize(str(work.resolve()))
+    mem = claude_home / "projects" / name / "memory"
+    mem.mkdir(parents=True)
+    (mem / "MEMORY.md").write_text("# x\n")
+    by_cwd = layout.resolve_project(".", claude_home, cwd=work)
+    by_name = layout.resolve_project(name, claude_home)
+    by_marked = layout.resolve_project(layout.PROJECT_ARG_MARK + name, claude_home)
+    by_mem = layout.resolve_project(str(mem), claude_home)
+    assert by_cwd == by_name == by_marked == by_mem
+    assert by_cwd.memory_dir == mem
+    with pytest.raises(UsageError):
+        layout.resolve_project("/no/such/folder", claude_home)
+
+
+def test_memory_override_and_disable(claude_home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (claude_home / "projects" / "-p").mkdir()
+    assert layout.memory_disabled(claude_home) is None
+    (claude_home / "settings.json").write_text(json.dumps({"autoMemoryDirectory": str(tmp_path / "m")}))
+    assert layout.list_projects(claude_home)[0].memory_dir == tmp_path / "m"
+    (claude_home / "settings.json").write_text(json.dumps({"autoMemoryEnabled": False}))
+    assert "autoMemoryEnabled" in (layout.memory_disabled(claude_home) or "")
+    (claude_home / "settings.json").write_text("{not json")
+    assert layout.memory_disabled(claude_home) is None
+    monkeypatch.setenv("CLAUDE_CODE_DISABLE_AUTO_MEMORY", "1")
+    assert layout.memory_disabled(claude_home) is not None
+
+
+def test_sessions_and_subagents_both_layouts(tmp_path: Path) -> None:
+    p = tmp_path / "-proj"
+    sid = "8463c716-a2ea-4c14-9efa-87158ebd9f20"
+    (p / sid / "subagents").mkdir(parents=True)
+    (p / f"{sid}.jsonl").write_text("")
+    (p / "agent-abc.jsonl").write_text("")  # old layout
+    (p / sid / "subagents" / "agent-a1.jsonl").write_text("")
+    (p / "memory").mkdir()
+    sessions = layout.session_files(p)
+    assert [s.name for s in sessions] == ["8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl", "agent-abc.jsonl"]
+    assert [layout.is_uuid_session(s) for s in sessions] == [True, False]
+    assert [s.name for s in layout.subagent_files(p)] == ["agent-a1.jsonl"]
+
+
+def test_team_paths(tmp_path: Path) -> None:
+    mem = tmp_path / "memory"
+    assert layout.is_team_path(mem, mem / "team" / "x.md")
+    assert not layout.is_team_path(mem, mem / "teams.md")
+    assert not layout.is_team_path(mem, tmp_path / "team" / "x.md")
+
+
+def test_folder_names_are_not_options() -> None:
+    known = {"--all", "-h", "--format", "-f"}
+    out = protect_folder_names(["check", "-home-dev-app", "--all", "-f", "--", "-x-y"], known)
+    assert out == ["check", layout.PROJECT_ARG_MARK + "-home-dev-app", "--all", "-f", "--", "-x-y"]
+
+
+def test_cli_version_and_help_run() -> None:
+    env = {**os.environ}
+    out = subprocess.run([sys.executable, "-m", "memd", "--version"], capture_output=True, text=True, env=env)
+    assert out.returncode == 0 and out.stdout.startswith("memd ")
