@@ -101,6 +101,9 @@ class DreamConfig:
         0.25, "Largest share of index entries one run may delete or merge away.", min=0, max=1)
     apply: str = key("auto", "'auto' applies guarded runs; 'review' keeps the proposed diff for review.",
                      choices=("auto", "review"))
+    max_tool_turns: int = key(25, "Model calls (tool turns) one dream may make.", min=1)
+    max_searches: int = key(12, "Transcript searches one dream may run (each returns at most 50 short lines).",
+                            min=0)
 
 
 @dataclass(frozen=True)
@@ -125,15 +128,22 @@ class ModelConfig:
     api_key_file: str = key("", "File holding the API key (default: the ANTHROPIC_API_KEY variable).")
     base_url: str = key("", "Messages API endpoint (default: ANTHROPIC_BASE_URL, else Anthropic's).")
     extract_model: str = key("claude-haiku-4-5", "Cheap model for catch-up extraction and recall selection.")
-    dream_model: str = key("claude-sonnet-4-5", "Stronger model for nightly dreams.")
+    # claude-sonnet-4-5 reaches end-of-life on 2026-11-30 (the SDK's deprecation table).
+    dream_model: str = key("claude-sonnet-5-5", "Stronger model for nightly dreams.")
     max_tokens: int = key(4096, "max_tokens of one model call.", min=64)
     timeout_s: float = key(120.0, "Timeout of one model call.", min=1)
     run_deadline_s: float = key(900.0, "Deadline of one job run across all its calls and retries.", min=5)
     max_retries: int = key(2, "Retries of one call (rate limits, overload, 5xx) within the deadline.", min=0)
+    tool_max_file_bytes: int = key(32_000, "Largest memory file the model may write through the memory tool.",
+                                   min=1024)
+    tool_max_run_bytes: int = key(1_000_000, "Bytes the model may write through the memory tool in one run.",
+                                  min=4096)
     prices: dict[str, dict[str, float]] = key(
         {
             "claude-haiku-4-5": {"input": 1.0, "output": 5.0, "cache_write": 1.25, "cache_read": 0.1},
             "claude-sonnet-4-5": {"input": 3.0, "output": 15.0, "cache_write": 3.75, "cache_read": 0.3},
+            "claude-sonnet-4-6": {"input": 3.0, "output": 15.0, "cache_write": 3.75, "cache_read": 0.3},
+            "claude-sonnet-5-5": {"input": 2.0, "output": 10.0, "cache_write": 2.5, "cache_read": 0.2},
             "claude-opus-4-5": {"input": 5.0, "output": 25.0, "cache_write": 6.25, "cache_read": 0.5},
         },
         "US dollars per million tokens, per model: input, output, cache_write, cache_read.")

@@ -76,24 +76,26 @@ class TopicFile:
         return {k: v for k, v in self.data.items() if k not in ("name", "description")}
 
 
-def _no_alias_loader() -> type[Any]:
+def _loader() -> type[Any]:
     import yaml
 
-    base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    base: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return base
 
-    class Loader(base):  # type: ignore[misc]
-        """SafeLoader that refuses anchors and aliases: no alias bombs, nothing Claude Code writes."""
 
-        def compose_node(self, parent: Any, index: Any) -> Any:
-            if self.check_event(yaml.AliasEvent):
-                event = self.peek_event()
-                raise FrontmatterError(f"YAML aliases are not allowed (line {event.start_mark.line + 1})")
-            node = super().compose_node(parent, index)
-            if getattr(node, "anchor", None):
-                raise FrontmatterError("YAML anchors are not allowed")
-            return node
+def _refuse_anchors(text: str, loader: type[Any]) -> None:
+    """Raise on any anchor or alias: no alias bombs, and nothing Claude Code writes uses them.
 
-    return Loader
+    Checked on the event stream, because the C loader composes nodes in C and never calls a
+    Python ``compose_node`` override."""
+    import yaml
+
+    for event in yaml.parse(text, Loader=loader):
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            what = "aliases" if isinstance(event, yaml.AliasEvent) else "anchors"
+            mark = getattr(event, "start_mark", None)
+            where = f" (line {mark.line + 2})" if mark is not None else ""
+            raise FrontmatterError(f"YAML {what} are not allowed{where}")
 
 
 _LOADER: type[Any] | None = None
@@ -104,8 +106,9 @@ def load_yaml(text: str) -> Any:
     import yaml
 
     if _LOADER is None:
-        _LOADER = _no_alias_loader()
+        _LOADER = _loader()
     try:
+        _refuse_anchors(text, _LOADER)
         return yaml.load(text, Loader=_LOADER)
     except FrontmatterError:
         raise
@@ -138,7 +141,10 @@ def parse(text: str) -> TopicFile:
     if len(yaml_text) > MAX_FRONTMATTER_CHARS:
         return TopicFile(text, True, yaml_text, body_start, {}, "frontmatter too large", nlines)
     try:
-        data = load_yaml(yaml_text.replace("\r\n", "\n")) if yaml_text.strip() else {}
+        plain = yaml_text.replace("\r\n", "\n")
+        data = (fast_yaml(plain) if plain.strip() else {})
+        if data is None:
+            data = load_yaml(plain)
     except FrontmatterError as e:
         # Real folders hold frontmatter that is not valid YAML ("description: a: b"); Claude Code
         # still reads its keys, so we do too, line by line, and report the YAML problem.
@@ -149,6 +155,64 @@ def parse(text: str) -> TopicFile:
     if not isinstance(data, dict):
         return TopicFile(text, True, yaml_text, body_start, {}, "frontmatter is not a mapping", nlines)
     return TopicFile(text, True, yaml_text, body_start, {str(k): v for k, v in data.items()}, None, nlines)
+
+
+_FAST_KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*):(?:[ ]+(.*?))?[ ]*$")
+_FAST_NESTED = re.compile(r"^([ ]+)([A-Za-z_][A-Za-z0-9_]*):(?:[ ]+(.*?))?[ ]*$")
+# YAML 1.1 words that a plain scalar would resolve to something other than a string
+_NOT_STR = frozenset(("yes", "no", "true", "false", "on", "off", "y", "n", "null", "~", ""))
+
+
+def _fast_plain(v: str) -> bool:
+    return bool(v) and (v[0] not in "-+.0123456789~=<?:,[]{}#&*!|>'\"%@`" and v.lower() not in _NOT_STR
+            and ": " not in v and " #" not in v and not v.endswith(":") and "\t" not in v
+            and v.isprintable())
+
+
+def fast_yaml(text: str) -> dict[str, Any] | None:
+    """Frontmatter of the common simple shape, read without PyYAML; None when it is not that shape.
+
+    Accepts only top-level ``key: plain value`` lines and one nested table of the same (the two
+    shapes Claude Code writes). Every value accepted is one YAML would read as the same string;
+    anything else (quotes, lists, numbers, dates, continuation lines, comments after values) is
+    left to the real parser. Saves importing and running PyYAML for nearly every real file.
+    """
+    data: dict[str, Any] = {}
+    nested: dict[str, Any] | None = None
+    nested_key: str | None = None
+    indent: str | None = None
+    for line in text.split("\n"):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if line[0] == " ":
+            if nested is None:
+                return None
+            m = _FAST_NESTED.match(line)
+            if m is None or (indent is not None and m.group(1) != indent):
+                return None
+            indent = m.group(1)
+            value = m.group(3)
+            if not value or not _fast_plain(value) or m.group(2).lower() in _NOT_STR:
+                return None
+            nested[m.group(2)] = value
+            continue
+        if nested_key is not None and nested is not None and not nested:
+            data[nested_key] = None  # "key:" with nothing under it
+        nested, nested_key, indent = None, None, None
+        m = _FAST_KEY.match(line)
+        if m is None or m.group(1).lower() in _NOT_STR:
+            return None
+        value = m.group(2)
+        if value is None or value == "":
+            nested, nested_key = {}, m.group(1)
+            data[m.group(1)] = nested
+            continue
+        if not _fast_plain(value):
+            return None
+        data[m.group(1)] = value
+    if nested_key is not None and nested is not None and not nested:
+        data[nested_key] = None
+    return data
 
 
 _LINE_KEY = re.compile(r"^([A-Za-z_][\w\-]*):(?:[ \t]+(.*))?$")

@@ -22,12 +22,20 @@ _FM_CLOSE = re.compile(r"^---[ \t]*$", re.M)
 _COMMENT_START = re.compile(r"^ {0,3}<!--")
 
 
+def split_lines(text: str) -> list[str]:
+    """Lines as Claude Code sees them: split on "\n" only (a CRLF's "\r" dropped), unlike
+    ``str.splitlines``, which also splits on form feeds, U+2028 and other separators."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+
+
 def utf16_len(text: str) -> int:
     """Length in UTF-16 code units, the unit Claude Code counts in."""
-    n = len(text)
     if text.isascii():
-        return n
-    return n + sum(1 for ch in text if ord(ch) > 0xFFFF)
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 @dataclass(frozen=True)
@@ -91,7 +99,7 @@ def _masked_lines(lines: list[str]) -> set[int]:
 
 
 def parse(text: str) -> Index:
-    lines = text.splitlines()
+    lines = split_lines(text)
     masked = _masked_lines(lines)
     entries: list[Entry] = []
     for n, ln in enumerate(lines, 1):
@@ -129,7 +137,7 @@ def warning_line(chars: int, max_chars: int) -> str:
 
 
 def loaded_view(text: str, max_lines: int = 200, max_chars: int = 25_000) -> LoadedView:
-    src = text.splitlines()
+    src = split_lines(text)
     masked = _masked_lines(src)
     kept = [(n, ln) for n, ln in enumerate(src, 1) if n not in masked]
     # trim: drop leading/trailing blank lines, and surrounding whitespace of the whole text

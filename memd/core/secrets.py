@@ -3,6 +3,14 @@
 A hit names the kind of secret and where it is, never the secret itself. ``strict`` adds the
 rules for team memory, which is shared with other people: personal data such as e-mail
 addresses and phone numbers.
+
+The rules aim at shapes, not guesses: a provider's fixed prefix and length where there is one
+(60+ shapes, see tests/test_secrets.py), and for assignments only what cannot be prose: an
+UPPER_CASE .env/shell variable named like a secret with a real value, or a lower-case
+``password: ...`` whose value looks machine-made (letters and digits, no spaces), so that
+"password: ask the admin" stays allowed. Placeholders (``${VAR}``, ``<your key>``, ``***``,
+``changeme``) never count. ``memd.core.fastscan`` reads ``_RULES``, ``_PII_RULES``,
+``_EMAIL_OK`` and ``_position``: keep their shapes.
 """
 
 from __future__ import annotations
@@ -49,18 +57,55 @@ _RULES: list[tuple[str, re.Pattern[str]]] = [
     ("Discord bot token", re.compile(r"\b[MN][A-Za-z\d]{23,25}\.[\w-]{6}\.[\w-]{27,38}\b")),
     ("Telegram bot token", re.compile(r"\b\d{8,10}:AA[A-Za-z0-9_\-]{33}\b")),
     ("JSON web token", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{10,}")),
+    ("Google OAuth token", re.compile(r"\bya29\.[A-Za-z0-9_\-]{30,}")),
+    ("Google OAuth refresh token", re.compile(r"\b1//0[A-Za-z0-9_\-]{40,}")),
+    ("Azure AD client secret", re.compile(
+        r"(?<![A-Za-z0-9_~.\-])[A-Za-z0-9_~.\-]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}(?![A-Za-z0-9_~.\-])")),
+    ("Azure shared access key", re.compile(r"(?i)SharedAccess(?:Key|Signature)=[A-Za-z0-9+/%=]{30,}")),
+    ("Azure SAS token", re.compile(r"[?&]sv=\d{4}-\d{2}-\d{2}&[^\s\"']*?\bsig=[A-Za-z0-9%+/=]{30,}")),
+    ("Stripe webhook secret", re.compile(r"\bwhsec_[A-Za-z0-9]{24,}\b")),
+    ("Slack app token", re.compile(r"\bxapp-\d-[A-Z0-9]+-\d+-[a-z0-9]{32,}\b")),
+    ("Atlassian API token", re.compile(r"\bATATT3[A-Za-z0-9_\-=]{100,}")),
+    ("Heroku API key", re.compile(r"\bHRKU-[A-Za-z0-9_\-]{40,}")),
+    ("Databricks token", re.compile(r"\bdapi[a-f0-9]{32}(?:-\d)?\b")),
+    ("age secret key", re.compile(r"\bAGE-SECRET-KEY-1[0-9A-Z]{58}\b")),
+    ("HashiCorp Vault token", re.compile(r"\bhv[sb]\.[A-Za-z0-9_\-]{24,}")),
+    ("Doppler token", re.compile(r"\bdp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}\b")),
+    ("Linear API key", re.compile(r"\blin_api_[A-Za-z0-9]{40}\b")),
+    ("Notion token", re.compile(r"\b(?:ntn_[0-9]{11}[A-Za-z0-9]{35}|secret_[A-Za-z0-9]{43})\b")),
+    ("Grafana token", re.compile(r"\b(?:glsa_[A-Za-z0-9]{32}_[a-fA-F0-9]{8}|glc_[A-Za-z0-9+/]{32,}={0,2})")),
+    ("Sentry token", re.compile(r"\bsntr[ysu]_[A-Za-z0-9+/=_\-]{40,}")),
+    ("Postman API key", re.compile(r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}\b")),
+    ("OpenRouter API key", re.compile(r"\bsk-or-v1-[a-f0-9]{64}\b")),
+    ("xAI API key", re.compile(r"\bxai-[A-Za-z0-9]{70,}\b")),
+    ("Groq API key", re.compile(r"\bgsk_[A-Za-z0-9]{48,}\b")),
+    ("Replicate token", re.compile(r"\br8_[A-Za-z0-9]{37}\b")),
+    ("Square token", re.compile(r"\b(?:sq0atp|sq0csp)-[0-9A-Za-z_\-]{22,43}\b|\bEAAA[A-Za-z0-9_\-]{60}\b")),
+    ("Cloudflare API token", re.compile(r"(?i)\bcloudflare[A-Za-z0-9_]*\s*[:=]\s*[\"']?[A-Za-z0-9_\-]{40}\b")),
+    ("Kubernetes client key", re.compile(r"(?i)\bclient-key-data:\s*[A-Za-z0-9+/=]{40,}")),
+    ("Docker registry auth", re.compile(r"\"auth\"\s*:\s*\"[A-Za-z0-9+/]{16,}={0,2}\"")),
+    ("authorization header", re.compile(
+        r"(?i)\bauthorization\s*[:=]\s*[\"']?(?:basic|bearer|token)\s+(?!\$\{?|<|\*{3}|x{3})[A-Za-z0-9._~+/\-]{16,}=*")),
     ("password in URL", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]{1,20}://[^\s:/@]{1,64}:(?!\*+@)([^\s/@]{3,128})@[^\s/@]+")),
+    ("netrc password", re.compile(r"(?im)^\s*machine\s+\S+\s+login\s+\S+\s+password\s+\S{4,}")),
+    # .env and shell lines: an UPPER_CASE variable whose name says it holds a secret, any real value
     ("password assignment", re.compile(
-        r"(?im)^\s*(?:export\s+)?[A-Z0-9_]*(?:PASSWORD|PASSWD|SECRET|TOKEN|API_?KEY|PRIVATE_KEY|ACCESS_KEY)"
-        r"[A-Z0-9_]*\s*[=:]\s*[\"']?(?!\$\{?|<|%|\*{3}|x{3}|changeme\b|your|example)[^\s\"'#]{8,}")),
+        r"(?m)^[ \t]*(?:export[ \t]+)?[A-Z0-9_]*(?:PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKEN|API_?KEY|PRIVATE_KEY|"
+        r"ACCESS_KEY|AUTH_KEY|CREDENTIALS?)[A-Z0-9_]*[ \t]*=[ \t]*[\"']?"
+        r"(?!\$\{?|<|%|\*{3}|x{3}|X{3}|changeme\b|your|example|placeholder|None\b|null\b|true\b|false\b)"
+        r"[^\s\"'#]{6,}")),
+    # config and prose (YAML, JSON, TOML, "password: ..."): only values that look machine-made,
+    # so that "password: ask the admin" or "token: see the vault" stay allowed
     ("credential assignment", re.compile(
-        r"(?i)\b(?:password|passwd|api[_-]?key|secret[_-]?key|access[_-]?token|auth[_-]?token|client[_-]?secret)"
-        r"\s*[:=]\s*[\"'](?!\$\{?|<|%|\*{3}|x{3}|your|example)[^\s\"']{8,}[\"']")),
+        r"(?i)\b(?:password|passwd|passphrase|api[_-]?key|secret[_-]?key|access[_-]?token|auth[_-]?token|"
+        r"client[_-]?secret|refresh[_-]?token|private[_-]?key)[\"']?\s*[:=]\s*[\"']?"
+        r"(?!\$\{?|<|%|\*{3}|x{3}|your|example|placeholder)"
+        r"(?=[^\s\"']*\d)(?=[^\s\"']*[A-Za-z])[^\s\"',;]{8,}")),
 ]
 
 _PII_RULES: list[tuple[str, re.Pattern[str]]] = [
     ("e-mail address", re.compile(r"\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}\b")),
-    ("phone number", re.compile(r"(?<![\w.])\+?\d{1,3}[\s.\-]?\(?\d{2,4}\)?[\s.\-]\d{3,4}[\s.\-]\d{3,4}(?![\w.])")),
+    ("phone number", re.compile(r"(?<![\w.])\+?\d{1,3}[\s.\-]?\(?\d{2,4}\)?[\s.\-]\d{3,4}[\s.\-]\d{3,4}(?!\w|\.\d)")),
 ]
 
 _EMAIL_OK = re.compile(r"@(?:example\.(?:com|org|net)|users\.noreply\.github\.com|anthropic\.com)$", re.I)

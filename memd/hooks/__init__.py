@@ -1,1 +1,12 @@
-"""Claude Code hooks."""
+"""Claude Code hooks: ``memd hook`` (see docs/hooks.md).
+
+- ``entry``: reads the event from stdin, dispatches on ``hook_event_name``, prints the answer, and turns
+  every failure into silence (exit 0, no output) plus one log line;
+- ``context``: options, the lazily loaded config, and the memory-folder tests (a cheap filter first);
+- ``tool_use``: PreToolUse (no secrets into memory) and PostToolUse (budget warnings, notes);
+- ``session``: SessionStart (what the model cannot see; the daemon's open warnings);
+- ``prompt``: UserPromptSubmit (recall, opt-in; the work is in ``memd.recall``);
+- ``log``: one JSON line to memd's log with the standard library only.
+
+Kept import-light: the tool-use path runs on every tool call.
+"""

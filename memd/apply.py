@@ -1,0 +1,365 @@
+"""A model run's changes: staged, guarded, then applied file by file, or rejected whole.
+
+The life of a run's changes:
+
+1. ``stage``: the project's ``*.md`` files are copied into ``state_dir/staging/<project>/<run>/``;
+   what each file was (bytes and ``store.Signature``) is kept as the baseline. The model edits the
+   copy only (``memd.llm.memtool.StagedMemory``).
+2. ``finalize``: the deterministic index rebuild runs last, on the staged folder.
+3. ``guard``: every file parses; the index fits the budget and has no dangling links; the run
+   deletes no more than ``dream.max_delete_share`` of the topic files and never all of them; nothing
+   in team/ changed; no secret was written. Any failure rejects the run whole.
+4. ``apply``: the live folder is snapshotted (``memd.history``) first; then each file is written
+   atomically (``store.atomic_write``) only if it still has the content it had when staged. A file
+   Claude Code wrote meanwhile is never clobbered: that part of the run is dropped and logged, and
+   then the run's deletions are skipped as well (a deletion may be the other half of a merge whose
+   write did not land). The index goes last. After applying, the history gets an "after" commit made
+   of the before-snapshot plus exactly the changes applied, so ``memd undo`` reverts only those.
+5. ``review``: instead of applying (``--dry-run``, ``dream.apply = "review"``), the proposed diff is
+   kept in ``state_dir/reviews/<project>/<run>.diff``.
+
+A crash at any point leaves every file before or after (atomic replace per file); the staging copy
+is memd's own and is removed when the run ends. ``MEMD_FAULT=<point>`` (tests only) kills the process
+with SIGKILL at a named point: ``apply.after-snapshot``, ``apply.mid``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import os
+import shutil
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memd import history
+from memd.core import frontmatter, secrets
+from memd.core import index as mindex
+from memd.errors import ConflictError, MemdError
+from memd.store import Signature, atomic_write, ensure_private_dir, read_bounded, unchanged
+
+if TYPE_CHECKING:
+    from memd.config import Config
+    from memd.layout import Project
+
+INDEX = "MEMORY.md"
+FAULT_ENV = "MEMD_FAULT"
+
+
+def fault(point: str) -> None:
+    """Fault injection for crash tests: SIGKILL this process at ``point`` when MEMD_FAULT names it."""
+    if os.environ.get(FAULT_ENV) == point:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def new_run_id(job: str, now: float | None = None) -> str:
+    t = time.strftime("%Y%m%dT%H%M%S", time.localtime(time.time() if now is None else now))
+    return f"{job}-{t}-{os.urandom(2).hex()}"
+
+
+def _is_team(rel: str) -> bool:
+    return rel.split("/", 1)[0] == "team" and "/" in rel
+
+
+@dataclass(frozen=True)
+class Base:
+    data: bytes
+    signature: Signature
+
+
+@dataclass
+class Staging:
+    project: Project
+    state_dir: Path
+    job: str
+    run_id: str
+    folder: Path  # state_dir/staging/<project>/<run>
+    baseline: dict[str, Base]
+
+    @property
+    def root(self) -> Path:
+        """What /memories means for the model."""
+        return self.folder / "memories"
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def stage(state_dir: Path, project: Project, job: str, run_id: str, *, max_file_bytes: int = 4_000_000) -> Staging:
+    """Copy the project's ``*.md`` files into a fresh staging folder (see the module doc)."""
+    parent = ensure_private_dir(state_dir / "staging" / project.name)
+    for old in parent.iterdir():  # a crashed run's copy: it was never applied, drop it
+        if old.is_dir() and old.name != run_id:
+            shutil.rmtree(old, ignore_errors=True)
+    folder = parent / run_id
+    shutil.rmtree(folder, ignore_errors=True)
+    root = ensure_private_dir(folder / "memories")
+    baseline: dict[str, Base] = {}
+    for rel in history.md_files(project.memory_dir) if project.memory_dir.is_dir() else ():
+        r = read_bounded(project.memory_dir / rel, max_file_bytes)
+        if r.data is None or r.signature is None:
+            continue  # unreadable, too large, a symlink: the model never sees it, apply never touches it
+        baseline[rel] = Base(r.data, r.signature)
+        dst = root / rel
+        dst.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        dst.write_bytes(r.data)
+    return Staging(project, state_dir, job, run_id, folder, baseline)
+
+
+@dataclass(frozen=True)
+class Change:
+    rel: str
+    kind: str  # "added", "changed" or "deleted"
+    before: bytes | None
+    after: bytes | None
+
+
+def changes(st: Staging) -> list[Change]:
+    after = history.read_md_files(st.root)
+    out: list[Change] = []
+    for rel in sorted(set(after) | set(st.baseline)):
+        b = st.baseline.get(rel)
+        a = after.get(rel)
+        if b is None and a is not None:
+            out.append(Change(rel, "added", None, a))
+        elif b is not None and a is None:
+            out.append(Change(rel, "deleted", b.data, None))
+        elif b is not None and a is not None and a != b.data:
+            out.append(Change(rel, "changed", b.data, a))
+    return out
+
+
+# --------------------------------------------------------------------------- finalize
+
+
+def finalize(st: Staging, config: Config) -> list[str]:
+    """The deterministic index rebuild, last, on the staged folder. Returns its actions."""
+    from memd.core.rebuild import plan_rebuild, topics_of
+    from memd.folder import read_folder
+
+    snap = read_folder(st.root, config.budget)
+    idx = snap.index
+    old = idx.text if idx is not None else None
+    if idx is not None and old is None:
+        return []  # an unreadable index is left alone (and the guards say why)
+    plan = plan_rebuild(old, topics_of(snap), config.budget)
+    if plan.text != (old or "") and plan.text.strip():
+        (st.root / INDEX).write_text(plan.text, encoding="utf-8", newline="")
+        return list(plan.actions) or ["index rebuilt"]
+    return []
+
+
+# --------------------------------------------------------------------------- guards
+
+
+def _topics(files: dict[str, bytes] | dict[str, Base]) -> set[str]:
+    return {r for r in files if r != INDEX and not _is_team(r)}
+
+
+def guard(st: Staging, chs: list[Change], config: Config) -> list[str]:
+    """Every reason the staged result may not be applied (empty: it may)."""
+    reasons: list[str] = []
+    after = history.read_md_files(st.root)
+    for c in chs:
+        if _is_team(c.rel):
+            reasons.append(f"{c.rel}: team/ memory changed (it is read-only)")
+    for c in chs:
+        if c.after is None or _is_team(c.rel):
+            continue
+        try:
+            text = c.after.decode("utf-8")
+        except UnicodeDecodeError:
+            reasons.append(f"{c.rel}: not valid UTF-8")
+            continue
+        if c.rel != INDEX:
+            tf = frontmatter.parse(text)
+            had = c.before is not None and frontmatter.parse(c.before.decode("utf-8", "replace")).has_frontmatter
+            if tf.error:
+                reasons.append(f"{c.rel}: frontmatter does not parse ({tf.error[:80]})")
+            elif (c.kind == "added" or had) and not tf.has_frontmatter:
+                reasons.append(f"{c.rel}: has no frontmatter")
+            elif c.kind == "added" and tf.type not in frontmatter.MEMORY_TYPES:
+                reasons.append(f"{c.rel}: type is not one of {', '.join(frontmatter.MEMORY_TYPES)}")
+        before_hits = _secret_kinds(c.before)
+        for kind, n in _secret_kinds(c.after).items():
+            if n > before_hits.get(kind, 0):
+                reasons.append(f"{c.rel}: a secret was written ({kind})")
+    # the index
+    idx = after.get(INDEX)
+    if idx is not None:
+        text = idx.decode("utf-8", "replace")
+        b = config.budget
+        budget = mindex.measure(text, b.max_lines, b.max_chars, b.warn_ratio)
+        if budget.level == "over":
+            # An index that was over its budget before the run may stay over as long as the run does
+            # not make it longer (nothing newly pushed past the cut); anything else is rejected.
+            old = st.baseline.get(INDEX)
+            was = mindex.measure(old.data.decode("utf-8", "replace"), b.max_lines, b.max_chars, b.warn_ratio) \
+                if old is not None else None
+            if was is None or was.level != "over" or budget.lines > was.lines or budget.chars > was.chars:
+                reasons.append(f"MEMORY.md is over its budget ({budget.lines} lines, {budget.chars} characters)")
+        for e in mindex.parse(text).entries:
+            if e.is_local and e.file not in after and not (st.root / e.file).exists():
+                reasons.append(f"MEMORY.md links to a missing file ({e.file[:80]})")
+    elif INDEX in st.baseline:
+        reasons.append("MEMORY.md was deleted")
+    # deletions
+    before_topics = _topics(st.baseline)
+    gone = before_topics - _topics(after)
+    if before_topics and gone:
+        if gone == before_topics:
+            reasons.append(f"the run deletes every memory ({len(gone)} of {len(before_topics)})")
+        else:
+            # at least one deletion is allowed (merging a duplicate in a small folder) unless the
+            # share is 0, which forbids deleting altogether
+            share = config.dream.max_delete_share
+            allowed = max(1, int(share * len(before_topics))) if share > 0 else 0
+            if len(gone) > allowed:
+                reasons.append(f"the run deletes {len(gone)} of {len(before_topics)} memories "
+                               f"(at most {allowed} allowed, dream.max_delete_share = "
+                               f"{config.dream.max_delete_share:g})")
+    return reasons
+
+
+def _secret_kinds(data: bytes | None) -> dict[str, int]:
+    if data is None:
+        return {}
+    out: dict[str, int] = {}
+    for h in secrets.scan(data.decode("utf-8", "replace")):
+        out[h.kind] = out.get(h.kind, 0) + 1
+    return out
+
+
+# --------------------------------------------------------------------------- review
+
+
+def diff_text(chs: list[Change], max_chars: int = 200_000) -> str:
+    out: list[str] = []
+    for c in chs:
+        a = (c.before or b"").decode("utf-8", "replace").splitlines(keepends=True)
+        b = (c.after or b"").decode("utf-8", "replace").splitlines(keepends=True)
+        out.extend(difflib.unified_diff(a, b, "/dev/null" if c.before is None else f"a/{c.rel}",
+                                        "/dev/null" if c.after is None else f"b/{c.rel}"))
+        if out and not out[-1].endswith("\n"):
+            out[-1] += "\n"
+    text = "".join(out)
+    return text if len(text) <= max_chars else text[:max_chars] + "\n... (diff cut)\n"
+
+
+def keep_review(st: Staging, chs: list[Change], header: str) -> Path:
+    folder = ensure_private_dir(st.state_dir / "reviews" / st.project.name)
+    path = folder / f"{st.run_id}.diff"
+    atomic_write(path, header.rstrip("\n") + "\n\n" + diff_text(chs), mode=0o600)
+    return path
+
+
+# --------------------------------------------------------------------------- apply
+
+
+@dataclass
+class ApplyResult:
+    applied: list[Change] = field(default_factory=list)
+    dropped: list[tuple[str, str]] = field(default_factory=list)  # (file, why)
+    before_commit: str = ""
+    after_commit: str = ""
+
+    def count(self, kind: str) -> int:
+        return sum(1 for c in self.applied if c.kind == kind and c.rel != INDEX)
+
+
+def apply(st: Staging, chs: list[Change], summary: str, log: Any = None) -> ApplyResult:
+    """Snapshot, then write each change atomically unless its file changed since staging."""
+    mem = st.project.memory_dir
+    res = ApplyResult()
+    before_files = history.read_md_files(mem)
+    res.before_commit = history.commit_files(st.state_dir, st.project.name, before_files,
+                                             f"before {st.job} {st.run_id}", kind="before", run=st.run_id,
+                                             job=st.job)
+    planned = dict(before_files)
+    for c in chs:
+        if _is_team(c.rel):
+            continue
+        if c.after is None:
+            planned.pop(c.rel, None)
+        else:
+            planned[c.rel] = c.after
+    # What the run is about to write, recorded before the first write: a run killed half-way can
+    # still be undone file by file (``memd undo`` reverts files that hold the planned content).
+    history.commit_files(st.state_dir, st.project.name, planned, f"planned {summary}", kind="planned",
+                         run=st.run_id, job=st.job)
+    fault("apply.after-snapshot")
+    writes = sorted((c for c in chs if c.after is not None and not _is_team(c.rel)),
+                    key=lambda c: (c.rel == INDEX, c.rel))
+    deletes = [c for c in chs if c.after is None and not _is_team(c.rel)]
+    for n, c in enumerate(writes):
+        assert c.after is not None
+        path = mem / c.rel
+        base = st.baseline.get(c.rel)
+        try:
+            if base is None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write(path, c.after, expect=None, mode=0o644)
+            else:
+                atomic_write(path, c.after, expect=base.signature)
+        except (ConflictError, OSError) as e:
+            why = "written by someone else since staging; kept theirs" if isinstance(e, ConflictError) \
+                else f"not written ({type(e).__name__})"
+            res.dropped.append((c.rel, why))
+            if log is not None:
+                log.warning("apply.dropped", job=st.job, project=st.project.name, file=c.rel, reason=why)
+            continue
+        res.applied.append(c)
+        if n == 0:
+            fault("apply.mid")
+    if res.dropped and deletes:
+        for c in deletes:
+            res.dropped.append((c.rel, "deletion skipped: part of the run was dropped"))
+        deletes = []
+    for c in deletes:
+        path = mem / c.rel
+        base = st.baseline[c.rel]
+        if not unchanged(path, base.signature):
+            res.dropped.append((c.rel, "changed by someone else since staging; not deleted"))
+            continue
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            res.dropped.append((c.rel, f"not deleted ({type(e).__name__})"))
+            continue
+        res.applied.append(c)
+        with contextlib.suppress(OSError):
+            if path.parent != mem and not any(path.parent.iterdir()):
+                path.parent.rmdir()
+    after_files = dict(before_files)
+    for c in res.applied:
+        if c.after is None:
+            after_files.pop(c.rel, None)
+        else:
+            after_files[c.rel] = c.after
+    try:
+        res.after_commit = history.commit_files(st.state_dir, st.project.name, after_files, summary,
+                                                kind="after", run=st.run_id, job=st.job)
+    except MemdError as e:  # the changes are applied; only their history entry is missing
+        if log is not None:
+            log.warning("history.failed", project=st.project.name, error=str(e))
+    return res
+
+
+def summarize(job: str, run_id: str, res: ApplyResult | None, chs: list[Change], note: str = "") -> str:
+    if res is None:
+        a = sum(1 for c in chs if c.kind == "added" and c.rel != INDEX)
+        ch = sum(1 for c in chs if c.kind == "changed" and c.rel != INDEX)
+        d = sum(1 for c in chs if c.kind == "deleted")
+    else:
+        a, ch, d = res.count("added"), res.count("changed"), res.count("deleted")
+    s = f"{job} {run_id}: +{a} ~{ch} -{d}"
+    if any(c.rel == INDEX for c in (res.applied if res is not None else chs)):
+        s += " (index updated)"
+    if note:
+        s += " - " + " ".join(note.split())[:200]
+    return s

@@ -1,0 +1,93 @@
+"""A cache of `memd check` results, like ruff's: a folder whose files have not changed is not read again.
+
+One small JSON file per memory folder under ``<state_dir>/cache/check/``, keyed on the folder's
+``fingerprint`` (every file's size, times and inode), the budget, and the code of the checks
+themselves (the modules' sizes and times), so a changed file, config or memd means a fresh check.
+Entries written within two seconds of a file's modification are not trusted (a coarse clock could
+hide a second write), and any problem with the cache just means checking again: it never fails a check.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from memd import __version__
+from memd.config import BudgetConfig
+
+_MODULES = ("core/lint.py", "core/fastscan.py", "core/secrets.py", "core/frontmatter.py", "core/index.py",
+            "core/files.py", "core/findings.py", "folder.py", "checkcache.py", "commands/check.py")
+RACY_SECONDS = 2.0
+_CODE_KEY: str | None = None
+
+
+def _code_key() -> str:
+    global _CODE_KEY
+    if _CODE_KEY is None:
+        base = Path(__file__).resolve().parent
+        parts: list[object] = [__version__]
+        for m in _MODULES:
+            try:
+                st = (base / m).stat()
+                parts.append((m, st.st_size, st.st_mtime_ns))
+            except OSError:
+                parts.append((m, None))
+        _CODE_KEY = repr(parts)
+    return _CODE_KEY
+
+
+def _path(state_dir: Path, memory_dir: Path) -> Path:
+    # A readable name; two folders whose names collide here only evict each other (the key inside
+    # holds the full path), they never share a result.
+    name = re.sub(r"[^A-Za-z0-9]", "-", os.path.abspath(memory_dir))[-150:]
+    return state_dir / "cache" / "check" / f"{name}.json"
+
+
+def _key(memory_dir: Path, fp: tuple[object, ...], budget: BudgetConfig, team_pii: bool) -> str:
+    # The key is the whole description, not a digest of it: no hashing to import, no collisions.
+    return repr((_code_key(), os.path.abspath(memory_dir), fp, dataclasses.astuple(budget), team_pii))
+
+
+def lookup(state_dir: Path, memory_dir: Path, budget: BudgetConfig,
+           team_pii: bool) -> tuple[str | None, dict[str, Any] | None]:
+    """(key, cached result) — the key is None when the folder cannot be fingerprinted."""
+    from memd.folder import fingerprint
+
+    fp = fingerprint(memory_dir)
+    if fp is None:
+        return None, None
+    key = _key(memory_dir, fp, budget, team_pii)
+    try:
+        data = json.loads(_path(state_dir, memory_dir).read_bytes())
+    except (OSError, ValueError):
+        return key, None
+    if not isinstance(data, dict) or data.get("key") != key or not isinstance(data.get("result"), dict):
+        return key, None
+    return key, data["result"]
+
+
+def store(state_dir: Path, memory_dir: Path, key: str | None, result: dict[str, Any],
+          newest_mtime: float | None) -> None:
+    """Remember result under key (quietly does nothing when it cannot)."""
+    if key is None or (newest_mtime is not None and newest_mtime > time.time() - RACY_SECONDS):
+        return
+    path = _path(state_dir, memory_dir)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for d in (state_dir / "cache", path.parent):
+            d.mkdir(exist_ok=True, mode=0o700)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"key": key, "result": result}, f, ensure_ascii=False)
+        os.replace(tmp, path)  # no fsync: a lost cache entry only means checking again
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass

@@ -1,0 +1,41 @@
+"""Shared by `memd dream` and `memd catchup`: run one job once in the foreground, no daemon needed."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memd.cli import Context
+
+
+def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: bool) -> int:
+    import sys
+    from datetime import datetime
+
+    from memd import logs
+    from memd.cli import select_projects
+    from memd.jobs import JobContext
+    from memd.jobs.runner import job_lock, run_job
+    from memd.state import StateStore
+
+    projects = select_projects(args, ctx, default_all=True)
+    cfg = ctx.config
+    state_dir = ctx.state_dir
+    # events go to the same JSON log as the daemon's (the run is part of the record), and to the
+    # terminal when there is one
+    logs.setup(state_dir, level=cfg.logging.level)
+    log = logs.get_logger(f"memd.{job}")
+    with job_lock(state_dir), StateStore.open(state_dir) as state:
+        jc = JobContext(config=cfg, claude_dir=ctx.claude_dir, state_dir=state_dir, state=state,
+                        now=lambda: datetime.now().astimezone(), force=force, dry_run=args.dry_run, log=log)
+        result = run_job(job, jc, projects)
+    for out in result.outcomes:
+        changes = f"+{out.added} ~{out.changed} -{out.deleted}"
+        note = out.error or out.message
+        print(f"{out.project}: {out.outcome} ({changes}){': ' + note if note else ''}")
+    for name in result.skipped:
+        print(f"{name}: not run (a gate said no; see `memd logs` for job.skip)")
+    if not projects:
+        print("no projects", file=sys.stderr)
+    return 1 if result.failed else 0

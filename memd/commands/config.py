@@ -1,0 +1,40 @@
+"""memd config: validate a config file, or show the effective configuration with its defaults."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memd.cli import Context
+
+HELP = "validate a config file, or show the effective configuration"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
+    v = sub.add_parser("validate", help="check a config file; every problem is reported at once",
+                       description="Check a config file (default: --config, else ~/.config/memd/config.toml).")
+    v.add_argument("file", nargs="?", metavar="FILE", help="the file to check")
+    s = sub.add_parser("show", help="print the effective configuration (defaults filled in) as TOML",
+                       description="Print the effective configuration, every key with its description.")
+    s.add_argument("--bare", action="store_true", help="leave out the descriptions")
+    for q in (v, s):
+        q.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS,
+                       help="config file (default: ~/.config/memd/config.toml)")
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    from memd import config
+
+    if args.config_command == "validate":
+        explicit = args.file or getattr(args, "config", None)
+        path = explicit or config.default_path()
+        if not explicit and not path.exists():
+            print(f"no config file at {path}: the defaults apply (valid)")
+            return 0
+        config.load(path)  # raises ConfigError (exit 2) listing every problem
+        print(f"{path}: valid")
+        return 0
+    print(config.render_toml(ctx.config, comments=not args.bare), end="")
+    return 0

@@ -1,0 +1,45 @@
+"""`memd history [PROJECT]`: the runs memd applied to a project's memory, newest first."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memd.cli import Context
+
+HELP = "list the runs applied to a project's memory (snapshots kept outside the memory folder)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from memd.cli import project_args
+
+    project_args(p, many=False)
+    p.add_argument("--all-commits", action="store_true", help="every snapshot, not only runs")
+    p.add_argument("-n", "--limit", type=int, default=30, metavar="N", help="show at most N (default 30)")
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    import time
+
+    from memd import history
+    from memd.cli import select_projects
+
+    (project,) = select_projects(args, ctx)
+    repo = history.repo_dir(ctx.state_dir, project.name)
+    print(f"# {project.name} (git --git-dir={repo} log)")
+    if args.all_commits:
+        entries = history.log(ctx.state_dir, project.name, limit=max(1, args.limit))
+        for e in entries:
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.time))
+            print(f"{e.commit[:10]}  {when}  {e.kind or '-':8} {e.summary}")
+        if not entries:
+            print("no snapshots yet")
+        return 0
+    runs = history.list_runs(ctx.state_dir, project.name, limit=max(1, args.limit))
+    for r in runs:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.time))
+        print(f"{r.run:36} {when}  {r.summary}")
+    if not runs:
+        print("no runs yet")
+    return 0

@@ -1,0 +1,113 @@
+"""memd hooks install|uninstall|status: memd's hooks in Claude Code's settings.json."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memd.cli import Context
+
+HELP = "install, remove or show memd's hooks in Claude Code's settings.json"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    for name, text in (("install", "add memd's hooks (keeps every other setting and hook; backs up first)"),
+                       ("uninstall", "remove memd's hooks, and only those"),
+                       ("status", "show which of memd's hooks are installed (exit 1 when not all are)")):
+        sp = sub.add_parser(name, help=text, description=text)
+        sp.add_argument("--settings", metavar="FILE",
+                        help="the settings file (default: settings.json in the Claude folder)")
+        if name == "status":
+            sp.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+        else:
+            sp.add_argument("--dry-run", action="store_true", help="show the result, write nothing")
+
+
+def _describe(rows: list[Any]) -> list[str]:
+    return [f"  {r.event:<17} {('[' + r.matcher + ']') if r.matcher else '(all)':<24} {r.command}"
+            f"  (timeout {r.timeout} s)" for r in rows]
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    from memd import settings_merge as sm
+
+    path = sm.settings_path(ctx.claude_dir, args.settings)
+    command = sm.hook_command(getattr(args, "config", None))
+    if args.action == "status":
+        return _status(args, ctx, path, command)
+    if args.action == "install":
+        if args.dry_run:
+            loaded = sm.load(path)
+            sys.stdout.write(sm.render(sm.with_memd(loaded.data, command)))
+            return 0
+        change = sm.install(path, ctx.state_dir, command)
+        if not change.changed:
+            print(f"memd's hooks are already installed in {change.path}:")
+            print("\n".join(_describe(change.after)))
+            return 0
+        print(f"memd's hooks installed in {change.path}" + (f" (backup: {change.backup})" if change.backup
+                                                                else " (new file)") + ":")
+        print("\n".join(_describe(change.after)))
+        if not ctx.config.hooks.recall:
+            print("Recall (UserPromptSubmit) stays silent until `recall = true` under [hooks] in the config.")
+        print("Sessions already running keep their old hooks until they are restarted.")
+        return 0
+    # uninstall
+    if args.dry_run:
+        loaded = sm.load(path)
+        sys.stdout.write(sm.render(sm.without_memd(loaded.data)))
+        return 0
+    change = sm.uninstall(path, ctx.state_dir)
+    if not change.changed:
+        print(f"no memd hooks in {change.path}; nothing to remove")
+        return 0
+    print(f"removed {len(change.before)} memd hook(s) from {change.path} (backup: {change.backup})")
+    return 0
+
+
+def _status(args: argparse.Namespace, ctx: Context, path: Path, command: str) -> int:
+    from memd import settings_merge as sm
+
+    loaded = sm.load(path)
+    rows = sm.installed(loaded.data)
+    current = sm.is_current(loaded.data, command)
+    missing = [e for e in sm.EVENTS if e not in {r.event for r in rows}]
+    problems: list[str] = []
+    for r in rows:
+        try:
+            exe = shlex.split(r.command)[0]
+        except (ValueError, IndexError):
+            problems.append(f"{r.event}: cannot read the command {r.command!r}")
+            continue
+        if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+            problems.append(f"{r.event}: {exe} is not an executable file (moved or deleted venv?)")
+    if args.format == "json":
+        print(json.dumps({
+            "settings": str(loaded.path), "exists": loaded.existed, "current": current,
+            "installed": [{"event": r.event, "matcher": r.matcher, "command": r.command, "timeout": r.timeout}
+                          for r in rows],
+            "missing": missing, "problems": problems, "expected_command": command,
+            "recall_enabled": ctx.config.hooks.recall,
+        }, indent=2))
+        return 0 if current and not problems else 1
+    if not rows:
+        print(f"memd's hooks are not installed in {loaded.path}" + ("" if loaded.existed else " (no such file)"))
+        print("Install them with: memd hooks install")
+        return 1
+    print(f"memd's hooks in {loaded.path}:")
+    print("\n".join(_describe(rows)))
+    if missing:
+        print(f"missing: {', '.join(missing)}")
+    if not current:
+        print(f"not the current set for this memd ({command}): run `memd hooks install` to update them")
+    for p in problems:
+        print(f"problem: {p}")
+    print(f"recall (UserPromptSubmit): {'on' if ctx.config.hooks.recall else 'off (hooks.recall = false)'}")
+    return 0 if current and not problems else 1

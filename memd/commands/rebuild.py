@@ -1,0 +1,56 @@
+"""memd rebuild: a deterministic rebuild of MEMORY.md (no model), shown as a unified diff.
+
+Writes only MEMORY.md, after a snapshot, atomically, and only if it is unchanged since read;
+with --dry-run it writes nothing. Exit status: 0 when every index fits (or already did),
+1 when one cannot be fitted by safe moves or could not be written, 2 on usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from memd.cli import project_args
+
+if TYPE_CHECKING:
+    from memd.cli import Context
+
+HELP = "rebuild MEMORY.md deterministically: drop dangling, merge repeats, shorten, index orphans, fit"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    project_args(p)
+    p.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    from memd.commands.check import preamble
+    from memd.maintenance import rebuild_project
+
+    projects, notes = preamble(args, ctx)
+    for n in notes:
+        print(n)
+    if projects is None:
+        return 0
+    status = 0
+    out = sys.stdout
+    for project in projects:
+        if args.all and not project.memory_dir.is_dir():
+            continue
+        res = rebuild_project(project, ctx.config, ctx.state_dir, dry_run=args.dry_run)
+        if res.diff:
+            out.write(res.diff)
+        for a in res.actions:
+            out.write(f"# {project.name}: {a}\n")
+        for r in res.reasons:
+            out.write(f"# {project.name}: {r}\n")
+        if not res.fits or (res.changed and not res.written and not args.dry_run):
+            status = 1
+        if res.written:
+            out.write(f"# {project.name}: MEMORY.md written (snapshot: {res.snapshot})\n")
+        elif not res.changed and not res.reasons:
+            out.write(f"# {project.name}: MEMORY.md is already in order\n")
+        elif res.changed and args.dry_run:
+            out.write(f"# {project.name}: dry run, nothing written\n")
+    return status

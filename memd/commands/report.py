@@ -1,0 +1,47 @@
+"""`memd report`: print the latest morning check-in (or write one now with --now)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memd.cli import Context
+
+HELP = "print the latest check-in report (the night's runs, changes, open warnings, tokens and cost)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--now", action="store_true",
+                   help="build a report of the runs since the last check-in now (printed, not saved)")
+    p.add_argument("--path", action="store_true", help="print the report's file name only")
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    import time
+
+    from memd.errors import MemdError
+    from memd.jobs import checkin
+
+    state_dir = ctx.state_dir
+    if args.now:
+        from memd.state import StateStore
+
+        with StateStore.open(state_dir) as state:
+            last = state.get(checkin.LAST_KEY)
+            now = time.time()
+            try:
+                since = float(last) if last else now - 86_400
+            except ValueError:
+                since = now - 86_400
+            print(checkin.build_report(state, now=now, since=since).markdown, end="")
+        return 0
+    path = checkin.latest_report(state_dir)
+    if path is None:
+        raise MemdError(f"no check-in report yet in {checkin.reports_dir(state_dir)} (the daemon writes one "
+                        "each morning; `memd report --now` shows the runs since the last one)")
+    if args.path:
+        print(path)
+        return 0
+    print(path.read_text(encoding="utf-8"), end="")
+    return 0

@@ -1,0 +1,49 @@
+"""`memd run`: the daemon in the foreground (a service manager, or you in a terminal, keeps it running)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memd.cli import Context
+
+HELP = "run the daemon in the foreground: watch memory, warn, schedule jobs (stop with Ctrl-C or SIGTERM)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--console", choices=("auto", "yes", "no"), default="auto",
+                   help="readable log lines on stderr (auto: on a terminal or under journald)")
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    import logging
+    import os
+    import sys
+    from pathlib import Path
+
+    from memd import config as config_mod
+    from memd import layout
+    from memd.daemon.server import Daemon
+
+    cfg = ctx.config
+    explicit_claude = getattr(args, "claude_dir", None)
+    config_path = getattr(args, "config", None)
+
+    def load() -> config_mod.Config:
+        return config_mod.load(config_path)
+
+    def claude_for(c: config_mod.Config) -> Path:
+        return layout.claude_dir(explicit_claude, "" if explicit_claude else c.paths.claude_dir)
+
+    console = {"auto": None, "yes": True, "no": False}[args.console]
+    daemon = Daemon(config=cfg, load_config=load, claude_dir_for=claude_for, state_dir=ctx.state_dir,
+                    console=console)
+    code = daemon.run()
+    logging.shutdown()
+    if daemon.stopping is not None and (daemon.stopping.forced or daemon._worker_busy()):
+        # a job was abandoned mid-step: do not wait for its thread (or a library's atexit hooks)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code

@@ -1,0 +1,48 @@
+"""`memd undo [PROJECT] [RUN]`: revert one run (default: the newest) in a project's memory folder."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memd.cli import Context
+
+HELP = ("revert a run memd applied (default: the newest): files it changed or deleted come back, files "
+        "it added go; files changed since are left alone. The folder is snapshotted first.")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from memd.cli import project_args
+
+    project_args(p, many=False)
+    p.add_argument("run", nargs="?", metavar="RUN", help="run id or commit prefix from `memd history`")
+    p.add_argument("--dry-run", action="store_true", help="show what would be restored; change nothing")
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    from memd import history
+    from memd.cli import select_projects
+
+    (project,) = select_projects(args, ctx)
+    res = history.undo_run(ctx.state_dir, project.name, project.memory_dir, args.run, dry_run=args.dry_run)
+    verb = "would restore" if args.dry_run else "restored"
+    for rel in res.restored:
+        print(f"{verb} {rel}")
+    for rel in res.removed:
+        print(f"{'would remove' if args.dry_run else 'removed'} {rel} (added by the run)")
+    for rel, why in res.skipped:
+        print(f"left {rel}: {why}")
+    if not (res.restored or res.removed):
+        print(f"run {res.run}: nothing to revert")
+    elif not args.dry_run:
+        print(f"undid {res.run} (snapshot before the undo: {res.snapshot[:10]})")
+        if any(rel == "MEMORY.md" for rel, _ in res.skipped):
+            # the index changed again after the run, so it was left alone: bring it in line with
+            # the files as they are now (the deterministic rebuild, snapshot first, no clobbering)
+            from memd.maintenance import rebuild_project
+
+            rb = rebuild_project(project, ctx.config, ctx.state_dir, dry_run=False)
+            print("MEMORY.md rebuilt to match the files" if rb.written else
+                  "MEMORY.md left as it is" + (f" ({'; '.join(rb.reasons)})" if rb.reasons else ""))
+    return 0

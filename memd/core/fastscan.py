@@ -1,0 +1,315 @@
+"""``memd.core.secrets.scan``, fast enough to run over a thousand memory folders.
+
+A rule runs on a text only when the text holds its "needles": literal strings that every match
+of the rule's regex must contain, read from the regex's own source (so a rule added to secrets.py
+gets needles too, or, when its shape is not plain enough, simply always runs). A regex that starts
+with ``\\b`` gets no literal-prefix speed-up from the re module; testing a few ``in`` first makes
+scanning prose about ten times cheaper. The hits are exactly those of ``secrets.scan`` (tests
+compare the two, on samples and on strings generated from every rule).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from memd.core import secrets
+
+Needles = tuple[frozenset[str], ...]  # every set must have a member in the text (AND of ORs)
+
+_QUANT = "?*{"  # after a literal: that literal may be absent (or repeated a number of times that may be 0)
+MAX_PRODUCT = 64  # literal alternatives combined with their neighbours before giving up on the product
+
+
+def fold(text: str) -> str:
+    folded = text.casefold()
+    # dotless i: re's IGNORECASE matches it with "i", and casefold keeps it
+    return folded.replace("\u0131", "i") if "\u0131" in folded else folded
+
+
+def _group_end(p: str, i: int) -> int:
+    """Index just past the group that opens at p[i], or -1."""
+    depth, j = 0, i
+    while j < len(p):
+        ch = p[j]
+        if ch == "\\":
+            j += 2
+            continue
+        if ch == "[":
+            j = _class_end(p, j)
+            continue
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return j + 1
+        j += 1
+    return -1
+
+
+def _class_end(p: str, i: int) -> int:
+    """Index just past the character class that opens at p[i]."""
+    j = i + 1
+    if j < len(p) and p[j] == "^":
+        j += 1
+    if j < len(p) and p[j] == "]":
+        j += 1  # a "]" first in a class is a literal
+    while j < len(p) and p[j] != "]":
+        j += 2 if p[j] == "\\" else 1
+    return j + 1
+
+
+def _split_alternatives(body: str) -> list[str]:
+    out: list[str] = []
+    depth, start, j = 0, 0, 0
+    while j < len(body):
+        ch = body[j]
+        if ch == "\\":
+            j += 2
+            continue
+        if ch == "[":
+            j = _class_end(body, j)
+            continue
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            out.append(body[start:j])
+            start = j + 1
+        j += 1
+    out.append(body[start:])
+    return out
+
+
+def _literal_prefix(p: str) -> tuple[str, bool]:
+    """(the literal text p starts with, whether p is nothing but that text)."""
+    out: list[str] = []
+    i = 0
+    while i < len(p):
+        ch = p[i]
+        if ch == "\\" and i + 1 < len(p) and not p[i + 1].isalnum():
+            out.append(p[i + 1])
+            i += 2
+        elif ch in ".^$*+?{}[]\\|()":
+            break
+        else:
+            out.append(ch)
+            i += 1
+        if i < len(p) and p[i] in _QUANT:
+            out.pop()
+            return "".join(out), False
+    return "".join(out), i == len(p)
+
+
+def _sequence(p: str) -> list[frozenset[str]] | None:
+    """Needle sets of one alternative-free sequence, each required on its own; None if unreadable."""
+    cands: list[frozenset[str]] = []
+    run = [""]
+
+    def close() -> None:
+        nonlocal run
+        if all(run):
+            cands.append(frozenset(run))
+        run = [""]
+
+    def literal(ch: str, after: int) -> None:
+        nonlocal run
+        run = [r + ch for r in run]
+        if after < len(p) and p[after] in _QUANT:
+            run = [r[:-1] for r in run]
+            close()
+
+    i = 0
+    while i < len(p):
+        ch = p[i]
+        if ch == "\\":
+            if i + 1 < len(p) and not p[i + 1].isalnum():
+                literal(p[i + 1], i + 2)
+            else:
+                close()  # \b, \d, \s, a back-reference...: not literal text
+            i += 2
+        elif ch == "(":
+            end = _group_end(p, i)
+            if end < 0:
+                return None
+            optional = end < len(p) and p[end] in _QUANT
+            if p.startswith("(?:", i) and not optional:
+                alts = [_literal_prefix(a) for a in _split_alternatives(p[i + 3:end - 1])]
+                if len(run) * len(alts) > MAX_PRODUCT:
+                    close()
+                run = [r + a for r in run for a, _ in alts]
+                if not all(whole for _, whole in alts):
+                    close()  # some alternative goes on with more than literal text
+            else:
+                close()  # optional, capturing, lookaround or flagged groups: skipped
+            i = end
+        elif ch == "[":
+            close()
+            i = _class_end(p, i)
+        elif ch == "{":
+            close()
+            j = p.find("}", i)
+            i = j + 1 if j > 0 else len(p)
+        elif ch in ".^$?*+)":
+            close()
+            i += 1
+        elif ch == "|":
+            return None
+        else:
+            literal(ch, i + 1)
+            i += 1
+    close()
+    return cands
+
+
+def _common(needle: str) -> bool:
+    return len(needle) < 2 and (needle.isalnum() or needle in " .,-:;\n")
+
+
+def _score(s: frozenset[str]) -> tuple[int, int]:
+    return (min(map(len, s)), -len(s))
+
+
+def pattern_needles(pattern: str, flags: int = 0) -> Needles | None:
+    """Needles of a regex: sets of literals, each set holding a string every match contains.
+    None when nothing reliable can be read (the rule must then always run)."""
+    if flags & re.VERBOSE:
+        return None
+    body = pattern
+    m = re.match(r"\(\?[aiLmsux]+\)", body)
+    if m:
+        body = body[m.end():]
+    alts = _split_alternatives(body)
+    if len(alts) > 1:
+        union: set[str] = set()
+        for a in alts:
+            c = _sequence(a)
+            if not c:
+                return None
+            best: frozenset[str] = max(c, key=_score)
+            union.update(best)
+        needles: Needles = (frozenset(union),)
+    else:
+        c = _sequence(body)
+        if not c:
+            return None
+        needles = tuple(sorted(c, key=_score, reverse=True)[:3])
+    if flags & re.IGNORECASE:
+        needles = tuple(frozenset(fold(n) for n in s) for s in needles)
+    needles = tuple(s for s in needles if not all(_common(n) for n in s))  # "." is everywhere: no test
+    return needles or None
+
+
+@dataclass(frozen=True)
+class Rule:
+    kind: str
+    rx: re.Pattern[str]
+    needles: Needles | None
+    folded: bool  # needles are tested against the case-folded text
+
+
+@dataclass(frozen=True)
+class _Needles:
+    """Needle strings with bit masks: a needle with a character the text lacks is never searched for."""
+
+    strings: tuple[str, ...]
+    rules: tuple[tuple[int, ...], ...]  # per needle: the rules it belongs to
+    char_mask: dict[str, int]  # character -> the needles containing it
+    chars: frozenset[str]
+    full: int
+
+    @classmethod
+    def build(cls, by_needle: dict[str, set[int]]) -> _Needles:
+        strings = tuple(sorted(by_needle))
+        char_mask: dict[str, int] = {}
+        for i, n in enumerate(strings):
+            for ch in set(n):
+                char_mask[ch] = char_mask.get(ch, 0) | (1 << i)
+        return cls(strings, tuple(tuple(sorted(by_needle[n])) for n in strings), char_mask,
+                   frozenset(char_mask), (1 << len(strings)) - 1)
+
+    def found(self, text: str) -> tuple[set[str], set[int]]:
+        """(needles in text, rules they belong to)."""
+        cand = self.full
+        for ch in self.chars - set(text):
+            cand &= ~self.char_mask[ch]
+        needles: set[str] = set()
+        rules: set[int] = set()
+        while cand:
+            low = cand & -cand
+            i = low.bit_length() - 1
+            if self.strings[i] in text:
+                needles.add(self.strings[i])
+                rules.update(self.rules[i])
+            cand ^= low
+        return needles, rules
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    rules: tuple[Rule, ...]
+    always: frozenset[int]  # rules without needles
+    exact: _Needles  # needles tested against the text itself
+    folded: _Needles  # needles tested against the case-folded text
+
+
+_PREPARED: dict[tuple[int, int, bool], RuleSet] = {}
+
+
+def ruleset(strict: bool = False, pii: bool = True) -> RuleSet:
+    rules = list(secrets._RULES)
+    if strict and pii:
+        rules += secrets._PII_RULES
+    key = (id(secrets._RULES), len(rules), strict and pii)
+    got = _PREPARED.get(key)
+    if got is None:
+        prepared = tuple(Rule(kind, rx, pattern_needles(rx.pattern, rx.flags), bool(rx.flags & re.IGNORECASE))
+                         for kind, rx in rules)
+        exact: dict[str, set[int]] = {}
+        folded: dict[str, set[int]] = {}
+        for i, r in enumerate(prepared):
+            for alts in r.needles or ():
+                for n in alts:
+                    (folded if r.folded else exact).setdefault(n, set()).add(i)
+        always = frozenset(i for i, r in enumerate(prepared) if r.needles is None)
+        got = _PREPARED[key] = RuleSet(prepared, always, _Needles.build(exact), _Needles.build(folded))
+    return got
+
+
+def active(rs: RuleSet, text: str) -> list[Rule]:
+    """The rules of rs that can match text, in their order."""
+    found, cand = rs.exact.found(text)
+    if rs.folded.strings:
+        found_f, cand_f = rs.folded.found(fold(text))
+        found |= found_f
+        cand |= cand_f
+    keep = set(rs.always)
+    for i in cand:
+        needles = rs.rules[i].needles
+        if needles is not None and all(not alts.isdisjoint(found) for alts in needles):
+            keep.add(i)
+    return [rs.rules[i] for i in sorted(keep)]
+
+
+def scan(text: str, *, strict: bool = False, pii: bool = True) -> list[secrets.SecretHit]:
+    """Exactly ``secrets.scan(text, strict=strict, pii=pii)``, faster."""
+    hits: list[secrets.SecretHit] = []
+    seen: set[tuple[int, int]] = set()
+    for rule in active(ruleset(strict, pii), text):
+        for m in rule.rx.finditer(text):
+            if rule.kind == "e-mail address" and secrets._EMAIL_OK.search(m.group(0)):
+                continue
+            span = (m.start(), m.end())
+            if any(s <= span[0] < e for s, e in seen):
+                continue
+            seen.add(span)
+            line, col = secrets._position(text, m.start())
+            hits.append(secrets.SecretHit(kind=rule.kind, line=line, column=col))
+    hits.sort(key=lambda h: (h.line, h.column))
+    return hits
+
+
+def scan_many(texts: list[str], *, strict: bool = False, pii: bool = True) -> list[list[secrets.SecretHit]]:
+    return [scan(t, strict=strict, pii=pii) for t in texts]

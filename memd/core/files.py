@@ -1,0 +1,89 @@
+"""What a memory folder holds, as plain values (read by ``memd.folder``, judged by the core).
+
+The I/O edge (``memd.folder.read_folder``) fills these in; lint and rebuild only look at them,
+so both can be tested with folders made of strings.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memd.core import frontmatter
+    from memd.store import Signature
+
+INDEX_NAME = "MEMORY.md"
+TEAM_DIR = "team"
+TEAM_INDEX = f"{TEAM_DIR}/{INDEX_NAME}"
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """One ``*.md`` file (or symlink named like one) of a memory folder."""
+
+    rel: str  # POSIX path relative to the memory folder
+    text: str | None = None  # decoded text; None when the file could not be read as UTF-8 text
+    problem: str | None = None  # "not valid UTF-8", "too large (...)", "unreadable (...)", ...
+    size: int | None = None
+    mtime: float | None = None  # seconds since the epoch
+    symlink: str | None = None  # the link's target as written, when the file is a symlink
+    leaves_folder: bool = False  # a symlink whose target lies outside the memory folder
+    signature: Signature | None = field(default=None, compare=False)
+
+    @property
+    def team(self) -> bool:
+        return self.rel.split("/", 1)[0] == TEAM_DIR and "/" in self.rel
+
+    @property
+    def is_index(self) -> bool:
+        return self.rel in (INDEX_NAME, TEAM_INDEX)
+
+    @functools.cached_property
+    def topic(self) -> frontmatter.TopicFile | None:
+        """The parsed topic file (None when there is no text)."""
+        from memd.core import frontmatter
+
+        return frontmatter.parse(self.text) if self.text is not None else None
+
+
+@dataclass(frozen=True)
+class FolderSnapshot:
+    """A memory folder as read at one moment. A missing or empty folder is a valid snapshot."""
+
+    memory_dir: Path
+    exists: bool = True
+    problem: str | None = None  # the folder itself could not be listed (not a folder, unreadable)
+    files: tuple[FileRecord, ...] = ()  # sorted by rel
+    truncated: bool = False  # the walk stopped at its bound (too many files or too deep)
+
+    @functools.cached_property
+    def by_rel(self) -> dict[str, FileRecord]:
+        return {f.rel: f for f in self.files}
+
+    def get(self, rel: str) -> FileRecord | None:
+        return self.by_rel.get(rel)
+
+    @property
+    def index(self) -> FileRecord | None:
+        return self.by_rel.get(INDEX_NAME)
+
+    @property
+    def team_index(self) -> FileRecord | None:
+        return self.by_rel.get(TEAM_INDEX)
+
+    def topics(self) -> Iterator[FileRecord]:
+        """Every topic file (team/ included), not the two index files."""
+        return (f for f in self.files if not f.is_index)
+
+    @classmethod
+    def from_texts(cls, texts: dict[str, str], memory_dir: Path | None = None,
+                   mtimes: dict[str, float] | None = None) -> FolderSnapshot:
+        """A snapshot built from strings (tests, golden files, callers holding proposed text)."""
+        mt = mtimes or {}
+        files = tuple(FileRecord(rel, text, None, len(text.encode("utf-8")), mt.get(rel))
+                      for rel, text in sorted(texts.items()))
+        return cls(memory_dir or Path("memory"), True, None, files)

@@ -1,0 +1,86 @@
+"""Findings of `memd check`: the stable codes, their severities, and one finding's shape.
+
+Import-light (no regexes, no YAML) so that cached results can be shown without loading the linter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from memd.core.files import INDEX_NAME
+
+ERROR, WARNING, INFO = "error", "warning", "info"
+SEVERITIES = (ERROR, WARNING, INFO)
+
+
+@dataclass(frozen=True)
+class Code:
+    severity: str
+    name: str
+    summary: str
+
+
+CODES: dict[str, Code] = {
+    "MEM001": Code(ERROR, "index-over-budget",
+                   "MEMORY.md is longer than Claude Code loads; entries past the cut are never seen."),
+    "MEM002": Code(WARNING, "index-near-budget", "MEMORY.md is near its line or character budget."),
+    "MEM003": Code(ERROR, "hidden-entry", "An index entry lies past the cut and never reaches a session."),
+    "MEM004": Code(WARNING, "index-line-too-long",
+                   "An index line is longer than an index line should be (150 characters)."),
+    "MEM005": Code(ERROR, "dangling-link", "The index links to a file that does not exist."),
+    "MEM006": Code(WARNING, "dangling-topic-link", "A topic file links to a file that does not exist."),
+    "MEM007": Code(WARNING, "link-leaves-folder", "A link points outside the memory folder."),
+    "MEM008": Code(ERROR, "symlink-leaves-folder", "A symlink in the memory folder points outside it."),
+    "MEM010": Code(WARNING, "orphan-topic", "A topic file is not linked from MEMORY.md."),
+    "MEM011": Code(WARNING, "duplicate-entry", "Two index entries link to the same file."),
+    "MEM012": Code(WARNING, "duplicate-name", "Two topic files have the same name."),
+    "MEM013": Code(WARNING, "duplicate-description", "Two topic files have the same description."),
+    "MEM014": Code(WARNING, "duplicate-body", "Two topic files have identical or near-identical bodies."),
+    "MEM020": Code(WARNING, "no-frontmatter", "A topic file has no frontmatter (recall sees no description)."),
+    "MEM021": Code(ERROR, "invalid-frontmatter", "A topic file's frontmatter cannot be read at all."),
+    "MEM022": Code(WARNING, "lenient-frontmatter", "Frontmatter is not valid YAML; its keys were read line by line."),
+    "MEM023": Code(WARNING, "missing-description", "A topic file has no description, the only signpost recall sees."),
+    "MEM024": Code(WARNING, "missing-type", "A topic file has no type."),
+    "MEM025": Code(WARNING, "unknown-type", "A topic file's type is not user, feedback, project or reference."),
+    "MEM026": Code(INFO, "missing-name", "A topic file's frontmatter has no name."),
+    "MEM027": Code(WARNING, "frontmatter-too-long", "Frontmatter is longer than the lines recall reads (30)."),
+    "MEM030": Code(WARNING, "too-many-topics", "More topic files than recall scans (200)."),
+    "MEM031": Code(WARNING, "unseen-by-recall", "A topic file recall never sees (the oldest past the scan limit)."),
+    "MEM040": Code(WARNING, "relative-date", "A relative date (yesterday, next Thursday, 昨天) with no absolute date."),
+    "MEM041": Code(INFO, "relative-date-anchored", "A relative date in a file that is dated elsewhere (name, title)."),
+    "MEM050": Code(ERROR, "secret", "Something that looks like a secret (API key, token, private key, password)."),
+    "MEM060": Code(ERROR, "not-utf8", "A memory file is not valid UTF-8."),
+    "MEM061": Code(ERROR, "file-too-large", "A memory file is larger than memd reads."),
+    "MEM062": Code(ERROR, "unreadable", "A memory file cannot be read (permissions, not a regular file, broken link)."),
+    "MEM070": Code(WARNING, "no-index", "Topic files exist but MEMORY.md does not."),
+    "MEM071": Code(ERROR, "folder-unreadable", "The memory folder cannot be listed."),
+    "MEM072": Code(WARNING, "folder-too-big", "The memory folder has more entries than memd walks."),
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    severity: str
+    path: str
+    line: int
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def render(self) -> str:
+        return f"{self.path}:{self.line}: {self.code} {self.severity}: {self.message}"
+
+
+def sort_key(f: Finding) -> tuple[int, str, int, str]:
+    return (0 if f.path in (".", INDEX_NAME) else 1, f.path, f.line, f.code)
+
+
+def counts(findings: Iterable[Finding]) -> dict[str, int]:
+    c = dict.fromkeys(SEVERITIES, 0)
+    for f in findings:
+        c[f.severity] += 1
+    return c

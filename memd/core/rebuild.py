@@ -1,0 +1,304 @@
+"""A deterministic rebuild of MEMORY.md (no model): pure text and values in, a plan out.
+
+Safe moves only, in this order: drop entries whose file is gone, merge entries that link the
+same file twice, shorten over-long entry lines (the hook, at a word boundary, with "…"), and
+index orphan topic files from their frontmatter under the heading for their type. The user's
+headings, prose, comments and entry order are kept; every line not touched keeps its bytes and
+its line ending. When these moves cannot fit the budget the plan says so (``fits`` false, with
+``reasons``): no live entry is ever dropped to make room. Rebuilding a rebuilt index changes
+nothing (``plan_rebuild(plan.text, ...)`` has no actions).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from memd.config import BudgetConfig
+from memd.core import index
+from memd.core.files import INDEX_NAME, FileRecord, FolderSnapshot
+from memd.core.frontmatter import MEMORY_TYPES
+from memd.core.lint import index_links, link_target
+
+ELLIPSIS = "…"
+MIN_HOOK = 12  # shorter than this, a cut hook says nothing: shorten the title instead
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
+_TYPE_TITLES = {"user": "User", "feedback": "Feedback", "project": "Project", "reference": "Reference"}
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    """What the rebuild needs to know of one topic file."""
+
+    rel: str
+    name: str | None = None
+    description: str | None = None
+    type: str | None = None
+    team: bool = False  # in memory/team/: linked entries are live, but it is never indexed here
+
+    @classmethod
+    def from_record(cls, rec: FileRecord) -> TopicInfo:
+        tf = rec.topic
+        if tf is None or not tf.has_frontmatter or tf.error:
+            return cls(rec.rel, team=rec.team)
+        t = tf.type if tf.type in MEMORY_TYPES else None
+        return cls(rec.rel, tf.name, tf.description, t, rec.team)
+
+
+def topics_of(snap: FolderSnapshot) -> dict[str, TopicInfo]:
+    """Every topic file of a snapshot (team/ included, marked) except symlinks leaving the folder."""
+    return {t.rel: TopicInfo.from_record(t) for t in snap.topics() if not t.leaves_folder}
+
+
+@dataclass(frozen=True)
+class RebuildPlan:
+    text: str  # the proposed MEMORY.md
+    original: str | None
+    fits: bool  # the proposed text fits the budget (nothing past the cut)
+    reasons: list[str] = field(default_factory=list)  # why it does not fit, or what was left alone
+    actions: list[str] = field(default_factory=list)  # what changed, one line each
+    before: index.Budget | None = None
+    after: index.Budget | None = None
+
+    @property
+    def changed(self) -> bool:
+        return self.text != (self.original or "")
+
+
+@dataclass
+class _Line:
+    text: str
+    end: str  # "\n", "\r\n" or "" (last line without a newline)
+
+
+def _split(text: str) -> list[_Line]:
+    parts = text.split("\n")
+    out = [_Line(p[:-1], "\r\n") if p.endswith("\r") else _Line(p, "\n") for p in parts[:-1]]
+    if parts[-1]:
+        out.append(_Line(parts[-1], ""))
+    return out
+
+
+def _join(lines: list[_Line]) -> str:
+    return "".join(ln.text + ln.end for ln in lines)
+
+
+def shorten(line: str, limit: int) -> str | None:
+    """The entry line cut to at most ``limit`` characters, or None when even the bare link is longer."""
+    if len(line) <= limit:
+        return line
+    m = index.ENTRY.match(line)
+    if m is None:
+        return None
+    rest = m.group("rest")
+    head = line[:len(line) - len(rest)]
+    sep_m = re.match(r"^\s*(?:[—–:]|-{1,2})?\s*", rest)
+    sep = sep_m.group(0) if sep_m else ""
+    hook = rest[len(sep):].rstrip()
+    room = limit - len(head) - len(sep)
+    if hook and room >= MIN_HOOK:
+        return head + sep + _cut(hook, room)
+    # the title and link alone are (nearly) too long: shorten the title, drop the hook
+    title = m.group("title")
+    fixed = len(head) - len(title)
+    title_room = limit - fixed
+    if title_room < 4:
+        return None
+    new_head = head[:m.start("title")] + _cut(title, title_room) + head[m.end("title"):]
+    return new_head if len(new_head) <= limit else None
+
+
+def _cut(text: str, room: int) -> str:
+    """text cut to at most room characters at a word boundary, ending in "…"."""
+    if len(text) <= room:
+        return text
+    cut = text[:room - 1]
+    space = cut.rfind(" ")
+    if space >= room // 2:
+        cut = cut[:space]
+    if cut.count("`") % 2:  # never leave a code span open
+        cut = cut[:cut.rfind("`")]
+    cut = cut.rstrip(" ,;:—–-.(\\")
+    return cut + ELLIPSIS
+
+
+def _escape_title(t: str) -> str:
+    return " ".join(t.split()).replace("[", "\\[").replace("]", "\\]")
+
+
+def entry_line(topic: TopicInfo, limit: int) -> str:
+    """An index line for a topic file: ``- [Name](file.md) — description``, within limit."""
+    title = _escape_title(topic.name or topic.rel.rsplit("/", 1)[-1].removesuffix(".md"))
+    target = topic.rel
+    if re.search(r"[\s()<>]", target):
+        target = f"<{target}>"
+    line = f"- [{title}]({target})"
+    if topic.description:
+        line += " — " + " ".join(topic.description.split())
+    return shorten(line, limit) or line
+
+
+def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo],
+                 budget: BudgetConfig | None = None) -> RebuildPlan:
+    """Plan the rebuilt MEMORY.md for a folder whose topic files are ``topics`` (keyed by rel path)."""
+    b = budget or BudgetConfig()
+    original = index_text
+    text = index_text or ""
+    nl = "\r\n" if "\r\n" in text else "\n"
+    lines = _split(text)
+    idx = index.parse(text)
+    before = index.measure(text, b.max_lines, b.max_chars, b.warn_ratio) if text else None
+    actions: list[str] = []
+    reasons: list[str] = []
+    drop: set[int] = set()  # 1-based lines removed
+    first: dict[str, index.Entry] = {}
+    live_links: set[str] = set()
+
+    for e in idx.entries:
+        rel, leaves = link_target(e.target, "")
+        if rel is None or leaves:
+            continue
+        if rel.lower().endswith(".md") and rel not in topics and not _is_folder(rel, topics):
+            drop.add(e.line)
+            actions.append(f"dropped entry {e.title!r} at line {e.line}: {rel} does not exist")
+            continue
+        if rel in first:
+            drop.add(e.line)
+            keep = first[rel]
+            if not keep.hook and e.hook:
+                merged = keep.text.rstrip() + " — " + e.hook
+                lines[keep.line - 1].text = merged
+                first[rel] = index.Entry(keep.line, keep.title, keep.target, e.hook, merged)
+            actions.append(f"merged entry {e.title!r} at line {e.line} into line {keep.line} (both link {rel})")
+            continue
+        first[rel] = e
+    for n, _raw, rel, leaves in index_links(idx):
+        if rel is not None and not leaves and n not in drop:
+            live_links.add(rel)
+
+    for e in idx.entries:
+        if e.line in drop:
+            continue
+        cur = lines[e.line - 1].text
+        if len(cur) <= b.max_index_line:
+            continue
+        short = shorten(cur, b.max_index_line)
+        if short is None:
+            reasons.append(f"line {e.line}: the link of {e.title!r} alone is longer than "
+                           f"{b.max_index_line} characters; left as it is")
+            continue
+        lines[e.line - 1].text = short
+        actions.append(f"shortened entry {e.title!r} at line {e.line} from {len(cur)} to {len(short)} characters")
+
+    orphans = [t for rel, t in sorted(topics.items())
+               if not t.team and rel not in live_links and rel != INDEX_NAME]
+    inserts = _place_orphans(lines, idx, orphans, b.max_index_line, nl, actions, fresh=not text.strip())
+
+    out: list[_Line] = []
+    for i, ln in enumerate(lines, 1):
+        if i not in drop:
+            out.append(ln)
+        for new in inserts.get(i, []):
+            if out and out[-1].end == "":
+                out[-1].end = nl
+            out.append(_Line(new, nl))
+    for new in inserts.get(0, []):
+        if out and out[-1].end == "":
+            out[-1].end = nl
+        out.append(_Line(new, nl))
+    new_text = _join(out)
+    after = index.measure(new_text, b.max_lines, b.max_chars, b.warn_ratio)
+    fits = after.level != "over"
+    if not fits:
+        reasons.insert(0, _why_not(new_text, text, orphans, b, after))
+    return RebuildPlan(new_text, original, fits, reasons, actions, before, after)
+
+
+def _is_folder(rel: str, topics: Mapping[str, TopicInfo]) -> bool:
+    prefix = rel.rstrip("/") + "/"
+    return any(k.startswith(prefix) for k in topics)
+
+
+def _why_not(new_text: str, old_text: str, orphans: list[TopicInfo], b: BudgetConfig,
+             after: index.Budget) -> str:
+    figures = (f"{after.lines} lines (limit {after.max_lines}), {after.chars:,} characters "
+               f"(limit {after.max_chars:,})")
+    hidden = ", ".join(repr(e.title) for e in after.hidden[:10])
+    more = f" and {len(after.hidden) - 10} more" if len(after.hidden) > 10 else ""
+    msg = (f"safe moves cannot fit the budget: the rebuilt index would be {figures}"
+           + (f", and {len(after.hidden)} live entries would stay hidden ({hidden}{more})" if after.hidden else "")
+           + "; no live entry is dropped to make room: condense it by hand or with `memd dream`")
+    if orphans:
+        msg += f" ({len(orphans)} unindexed topic file(s) were added)"
+    return msg
+
+
+def _sections(lines: list[_Line], idx: index.Index) -> list[tuple[int, int, str]]:
+    """(line, level, title) of every heading outside frontmatter and comments."""
+    out: list[tuple[int, int, str]] = []
+    for n, ln in enumerate(lines, 1):
+        if n in idx.masked:
+            continue
+        m = _HEADING.match(ln.text)
+        if m:
+            out.append((n, len(m.group(1)), m.group(2).strip()))
+    return out
+
+
+def _place_orphans(lines: list[_Line], idx: index.Index, orphans: list[TopicInfo], limit: int, nl: str,
+                   actions: list[str], *, fresh: bool) -> dict[int, list[str]]:
+    """Where each orphan's new line goes: {after line n: [lines]}, 0 meaning the end of the file."""
+    inserts: dict[int, list[str]] = {}
+    if not orphans:
+        return inserts
+    heads = _sections(lines, idx)
+    new_sections: dict[str, list[str]] = {}
+    for t in orphans:
+        line = entry_line(t, limit)
+        kind = t.type or "other"
+        where = _section_end(lines, heads, kind)
+        if where is not None:
+            inserts.setdefault(where[0], []).append(line)
+            actions.append(f"indexed {t.rel} under {where[1]!r}")
+        elif heads or fresh:
+            title = _TYPE_TITLES.get(kind, "Other")
+            new_sections.setdefault(title, []).append(line)
+            actions.append(f"indexed {t.rel} under a new heading '## {title}'")
+        else:
+            inserts.setdefault(0, []).append(line)
+            actions.append(f"indexed {t.rel} at the end")
+    if new_sections:
+        tail: list[str] = []
+        has_content = any(ln.text.strip() for ln in lines)
+        if has_content and lines[-1].text.strip():
+            tail.append("")
+        order = [*(_TYPE_TITLES[k] for k in ("user", "feedback", "project", "reference")), "Other"]
+        for i, title in enumerate(x for x in order if x in new_sections):
+            if i:
+                tail.append("")
+            tail.append(f"## {title}")
+            tail.extend(new_sections[title])
+        end = inserts.setdefault(0, [])
+        if end:  # plain appended lines (no headings) come first
+            tail = [*end, *tail]
+        inserts[0] = tail
+    return inserts
+
+
+def _section_end(lines: list[_Line], heads: list[tuple[int, int, str]], kind: str) -> tuple[int, str] | None:
+    """(line after which to insert, heading text) of the first heading naming the type."""
+    if kind not in _TYPE_TITLES:
+        return None
+    for i, (n, level, title) in enumerate(heads):
+        if kind not in title.casefold():
+            continue
+        end = len(lines)
+        for n2, level2, _ in heads[i + 1:]:
+            if level2 <= level:
+                end = n2 - 1
+                break
+        while end > n and not lines[end - 1].text.strip():
+            end -= 1
+        return end, lines[n - 1].text.strip()
+    return None

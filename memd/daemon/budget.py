@@ -1,0 +1,125 @@
+"""Condense warnings: measure a project's index after memory writes, warn once per crossing.
+
+A crossing is a move up the scale ok -> near -> over (the index's loaded view, as Claude Code
+loads it). Each crossing is one ``budget.warning`` event and an open warning in the state store
+(``memd status`` shows it); staying at a level, or easing from over to near, says nothing new;
+coming back to ok closes the warning with ``budget.cleared``. The same for more topic files than
+recall scans. The events carry figures and the titles of the entries the session cannot see,
+never the text of a memory.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memd.config import Config
+    from memd.layout import Project
+
+RANK = {"ok": 0, "near": 1, "over": 2}
+KIND_INDEX = "budget"
+KIND_FILES = "topic_files"
+_MAX_TITLES = 50
+
+
+@dataclass(frozen=True)
+class Check:
+    project: str
+    level: str  # ok | near | over (the index)
+    warned: bool  # a budget.warning was issued by this check
+    cleared: bool
+
+
+def count_topic_files(memory_dir: Path) -> int:
+    """Markdown topic files recall would consider (MEMORY.md, team/ and hidden files not counted)."""
+    n = 0
+    stack = [memory_dir]
+    while stack:
+        d = stack.pop()
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        for e in entries:
+            if e.name.startswith("."):
+                continue
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    if not (d == memory_dir and e.name == "team"):
+                        stack.append(Path(e.path))
+                elif e.name.endswith(".md") and not (d == memory_dir and e.name == "MEMORY.md"):
+                    n += 1
+            except OSError:
+                continue
+    return n
+
+
+def signature(project: Project) -> tuple[int, int, int]:
+    """Cheap change detector for the reconcile rescan: MEMORY.md's mtime and size, the folder's mtime."""
+    try:
+        st = os.stat(project.index_path)
+        idx = (st.st_mtime_ns, st.st_size)
+    except OSError:
+        idx = (0, -1)
+    try:
+        dmt = os.stat(project.memory_dir).st_mtime_ns
+    except OSError:
+        dmt = 0
+    return (idx[0], idx[1], dmt)
+
+
+class BudgetMonitor:
+    """Holds nothing but the state store: levels live there, so a restart does not re-warn."""
+
+    def __init__(self, config: Config, state: Any, log: Any) -> None:
+        self.config = config
+        self.state = state
+        self.log = log
+
+    def check(self, project: Project) -> Check:
+        from memd.core.index import measure
+        from memd.store import read_bounded
+
+        b = self.config.budget
+        open_levels = {w.kind: w.level for w in self.state.warnings(project.name)}
+        text = ""
+        if project.memory_dir.is_dir():
+            res = read_bounded(project.index_path, b.max_file_bytes)
+            if res.text is not None:
+                text = res.text
+            elif res.problem and res.problem != "missing" and res.problem.startswith("too large"):
+                text = "\n" * (b.max_lines + 1)  # unreadably large: certainly over
+        m = measure(text, b.max_lines, b.max_chars, b.warn_ratio)
+        warned = cleared = False
+        if m.level == "ok":
+            if self.state.clear_warning(project.name, KIND_INDEX):
+                cleared = True
+                self.log.info("budget.cleared", project=project.name, kind=KIND_INDEX, lines=m.lines,
+                              chars=m.chars)
+        else:
+            details = {"lines": m.lines, "chars": m.chars, "max_lines": m.max_lines, "max_chars": m.max_chars,
+                       "hidden": len(m.hidden), "hidden_titles": [e.title for e in m.hidden[:_MAX_TITLES]]}
+            self.state.set_warning(project.name, KIND_INDEX, m.level, details)
+            before = open_levels.get(KIND_INDEX, "ok")
+            if RANK[m.level] > RANK.get(before, 0):
+                warned = True
+                self.log.warning("budget.warning", project=project.name, kind=KIND_INDEX, level=m.level,
+                                 lines=m.lines, chars=m.chars, max_lines=m.max_lines, max_chars=m.max_chars,
+                                 warn_ratio=b.warn_ratio, hidden=len(m.hidden),
+                                 hidden_titles=details["hidden_titles"])
+        self._check_files(project, open_levels)
+        return Check(project.name, m.level, warned, cleared)
+
+    def _check_files(self, project: Project, open_levels: dict[str, str]) -> None:
+        limit = self.config.budget.max_topic_files
+        n = count_topic_files(project.memory_dir) if project.memory_dir.is_dir() else 0
+        if n > limit:
+            self.state.set_warning(project.name, KIND_FILES, "over", {"files": n, "limit": limit})
+            if KIND_FILES not in open_levels:
+                self.log.warning("budget.warning", project=project.name, kind=KIND_FILES, level="over",
+                                 files=n, limit=limit)
+        elif self.state.clear_warning(project.name, KIND_FILES):
+            self.log.info("budget.cleared", project=project.name, kind=KIND_FILES, files=n, limit=limit)

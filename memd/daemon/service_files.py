@@ -1,0 +1,125 @@
+"""The service files (systemd user unit, launchd agent), rendered with the real paths of this installation.
+
+``systemd/memd.service`` and ``launchd/com.memd.agent.plist`` in the repository are these same
+renderings with placeholder paths (a test keeps them in step), so there is one source.
+"""
+
+from __future__ import annotations
+
+import os
+import plistlib
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+UNIT_NAME = "memd.service"
+LABEL = "com.memd.agent"
+WATCHDOG_S = 120  # systemd restarts a daemon whose main loop has not pinged for this long
+# Variables that change where memd looks; captured at install time so the service sees what you see.
+PASSED_ENV = ("CLAUDE_CONFIG_DIR", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "CLAUDE_CODE_DISABLE_AUTO_MEMORY")
+
+
+@dataclass(frozen=True)
+class Install:
+    argv: list[str]  # the command that runs the daemon
+    home: Path
+    log_dir: Path  # launchd's stdout/stderr files (memd's own log is memd.log in the state folder)
+    stop_timeout_s: float
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def current(stop_timeout_s: float, state_dir: Path, config_path: str | None = None) -> Install:
+    """This installation: this interpreter running this memd, the variables that move its folders."""
+    argv = [sys.executable, "-m", "memd", "run"]
+    if config_path:
+        argv[3:3] = ["--config", str(Path(config_path).expanduser().resolve())]
+    env = {k: os.environ[k] for k in PASSED_ENV if os.environ.get(k)}
+    return Install(argv, Path.home(), state_dir, stop_timeout_s, env)
+
+
+def placeholder(stop_timeout_s: float = 20.0) -> Install:
+    """The template as kept in the repository."""
+    return Install(["/path/to/python", "-m", "memd", "run"], Path("/Users/you"),
+                   Path("/Users/you/.local/state/memd"), stop_timeout_s)
+
+
+def timeout_stop(stop_timeout_s: float) -> int:
+    # The service manager must wait longer than memd's own graceful bound, or it kills a clean stop.
+    return int(stop_timeout_s) + 15
+
+
+def _systemd_quote(arg: str) -> str:
+    if arg and all(c.isalnum() or c in "/._-=:+@" for c in arg):
+        return arg
+    return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def systemd_unit(inst: Install) -> str:
+    env_lines = "".join(f"Environment={_systemd_quote(f'{k}={v}')}\n" for k, v in sorted(inst.env.items()))
+    return f"""\
+# memd user service (written by `memd service install`; `memd service uninstall` removes it)
+[Unit]
+Description=memd: keeps Claude Code's auto memory healthy
+After=default.target
+
+[Service]
+Type=notify
+NotifyAccess=main
+ExecStart={" ".join(_systemd_quote(a) for a in inst.argv)}
+ExecReload=/bin/kill -HUP $MAINPID
+Restart=on-failure
+RestartSec=10
+WatchdogSec={WATCHDOG_S}
+TimeoutStopSec={timeout_stop(inst.stop_timeout_s)}
+# The API key, if any: ANTHROPIC_API_KEY=... in this file (chmod 600); a missing file is fine.
+EnvironmentFile=-%h/.config/memd/env
+{env_lines}NoNewPrivileges=yes
+
+[Install]
+WantedBy=default.target
+"""
+
+
+def launchd_plist(inst: Install) -> bytes:
+    data: dict[str, object] = {
+        "Label": LABEL,
+        "ProgramArguments": list(inst.argv),
+        "RunAtLoad": True,
+        "KeepAlive": {"SuccessfulExit": False},
+        "ProcessType": "Background",
+        "StandardOutPath": str(inst.log_dir / "launchd.out.log"),
+        "StandardErrorPath": str(inst.log_dir / "launchd.err.log"),
+        "ExitTimeOut": timeout_stop(inst.stop_timeout_s),
+        "WorkingDirectory": str(inst.home),
+    }
+    if inst.env:
+        data["EnvironmentVariables"] = dict(sorted(inst.env.items()))
+    return plistlib.dumps(data, sort_keys=False)
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: str  # systemd | launchd
+    path: Path
+    content: bytes
+    start: str  # the one command that starts it
+    stop: str  # the command that stops and unloads it (works after its file is removed)
+    extra: tuple[Path, ...] = ()  # links the service manager makes (removed on uninstall)
+
+
+def target(kind: str, inst: Install) -> Target:
+    if kind == "systemd":
+        base = Path(os.environ.get("XDG_CONFIG_HOME") or inst.home / ".config") / "systemd" / "user"
+        return Target("systemd", base / UNIT_NAME, systemd_unit(inst).encode(),
+                      f"systemctl --user daemon-reload && systemctl --user enable --now {UNIT_NAME}",
+                      f"systemctl --user stop {UNIT_NAME} && systemctl --user daemon-reload",
+                      (base / "default.target.wants" / UNIT_NAME,))
+    path = inst.home / "Library" / "LaunchAgents" / f"{LABEL}.plist"
+    return Target("launchd", path, launchd_plist(inst),
+                  f"launchctl bootstrap gui/$(id -u) {shlex.quote(str(path))}",
+                  f"launchctl bootout gui/$(id -u)/{LABEL}")
+
+
+def default_kind() -> str:
+    return "launchd" if sys.platform == "darwin" else "systemd"

@@ -1,0 +1,231 @@
+"""What one hook run knows: options, the config (loaded only when needed) and memory-folder tests.
+
+Most tool calls are not memory writes. For those the hook must decide "not mine" without loading
+the config or any module beyond ``os`` and ``json``, because its start-up time is paid on every tool
+call. :meth:`HookContext.may_be_memory` is that cheap, conservative filter: it answers False only
+when the path cannot be in a memory folder whatever the config says; everything else goes on to
+:meth:`HookContext.memory_folder`, which decides exactly with the config and ``memd.layout``.
+"""
+
+from __future__ import annotations
+
+import os
+import re  # already loaded by json
+
+from memd.hooks import log
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from memd.config import Config
+
+_MAX_SMALL_FILE = 1 << 20  # settings.json and config.toml are a few KB
+
+
+def _read_small(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read(_MAX_SMALL_FILE)
+    except OSError:
+        return None
+
+
+# The plain TOML forms of the two settings the hook reads without loading the config.
+_CLAUDE_DIR = re.compile(rb'claude_dir[ \t]*=[ \t]*"([^"\\]*)"[ \t]*(?:#.*)?')
+_RECALL_FALSE = re.compile(rb"recall[ \t]*=[ \t]*false[ \t]*(?:#.*)?")
+_RECALL_OTHER = re.compile(rb"recall_[a-z_]+[ \t]*=.*")
+
+
+def _has_memory_parts(parts: list[str]) -> bool:
+    """``.../projects/<x>/memory/<something>``: the shape of every memory path under a Claude folder."""
+    return any(parts[i] == "projects" and parts[i + 2] == "memory" and parts[i + 1]
+               for i in range(len(parts) - 3))
+
+
+def _split(path: str) -> list[str]:
+    return [p for p in path.split(os.sep) if p]
+
+
+def within(path: str, folder: str) -> str | None:
+    """path relative to folder when path lies strictly inside it (both absolute, normalised)."""
+    folder = folder.rstrip(os.sep) or os.sep
+    prefix = folder if folder.endswith(os.sep) else folder + os.sep
+    if path.startswith(prefix) and len(path) > len(prefix):
+        return path[len(prefix):]
+    return None
+
+
+class MemoryTarget:
+    """A file inside a memory folder: the folder, the path relative to it, whether it is team memory."""
+
+    __slots__ = ("memory_dir", "path", "rel")
+
+    def __init__(self, memory_dir: str, path: str, rel: str) -> None:
+        self.memory_dir = memory_dir
+        self.path = path
+        self.rel = rel
+
+    @property
+    def is_team(self) -> bool:
+        return self.rel.split(os.sep, 1)[0] == "team"
+
+    @property
+    def index_dir(self) -> str:
+        """The folder whose MEMORY.md this file belongs to (team/ has its own index)."""
+        return os.path.join(self.memory_dir, "team") if self.is_team else self.memory_dir
+
+    @property
+    def is_index(self) -> bool:
+        return os.path.basename(self.rel) == "MEMORY.md" and os.path.dirname(self.rel) in ("", "team")
+
+
+class HookContext:
+    def __init__(self, config_path: str | None = None, claude_dir: str | None = None) -> None:
+        self.config_path = config_path
+        self.claude_dir_arg = claude_dir
+        self._config: Config | None = None
+        self._config_text: bytes | bool | None = False  # False: not read yet
+        self.abandoned_work = False  # set when a helper thread outlived its deadline
+
+    # ------------------------------------------------------------------ config
+
+    @property
+    def config(self) -> Config:
+        """The config; a broken config raises ConfigError, which the entry turns into silence."""
+        if self._config is None:
+            from memd import config
+
+            self._config = config.load(self.config_path)
+        return self._config
+
+    def config_file_text(self) -> bytes | None:
+        if self._config_text is False:
+            path = self.config_path
+            if path is None:
+                base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+                path = os.path.join(base, "memd", "config.toml")
+            self._config_text = _read_small(path)
+        return self._config_text if isinstance(self._config_text, bytes) else None
+
+    def _setting_lines(self, key: str) -> list[bytes] | None:
+        """Stripped non-comment lines of the config file that mention key; None: ask load()."""
+        if self.config_path is not None and self._config_text is False and not os.path.exists(self.config_path):
+            return None
+        text = self.config_file_text()
+        if text is None:
+            return []
+        k = key.encode()
+        return [s for s in (ln.strip() for ln in text.splitlines()) if k in s and not s.startswith(b"#")]
+
+    def recall_may_be_on(self) -> bool:
+        """False when the config file cannot have turned recall on (absent, or a plain ``recall = false``).
+
+        Users copy config.example.toml, which spells every key out; reading that one line spares
+        every prompt the config load. Anything less plain (dotted keys, inline tables) means: load it.
+        """
+        lines = self._setting_lines("recall")
+        if lines is None:
+            return True
+        lines = [ln for ln in lines if not _RECALL_OTHER.fullmatch(ln)]
+        return not (not lines or (len(lines) == 1 and _RECALL_FALSE.fullmatch(lines[0])))
+
+    @property
+    def state_dir(self) -> str:
+        if self._config is not None and self._config.paths.state_dir:
+            return os.path.expanduser(self._config.paths.state_dir)
+        return log.default_state_dir()
+
+    def log(self, level: str, event: str, **fields: Any) -> None:
+        log.append(self.state_dir, level, event, **fields)
+
+    # ------------------------------------------------------------------ the Claude folder
+
+    def claude_dir_fast(self) -> str | None:
+        """The Claude folder without loading the config, or None when only the config can tell."""
+        if self.claude_dir_arg:
+            return os.path.expanduser(self.claude_dir_arg)
+        lines = self._setting_lines("claude_dir")
+        if lines is None or len(lines) > 1:
+            return None
+        if lines:
+            m = _CLAUDE_DIR.fullmatch(lines[0])
+            if m is None:
+                return None  # not the plain form: only the config loader can tell
+            if m.group(1):
+                return os.path.expanduser(m.group(1).decode("utf-8", "replace"))
+        env = os.environ.get("CLAUDE_CONFIG_DIR")
+        if env:
+            return os.path.expanduser(env)
+        return os.path.join(os.path.expanduser("~"), ".claude")
+
+    def claude_dir(self) -> str:
+        from memd import layout
+
+        if self.claude_dir_arg:
+            return os.fspath(layout.claude_dir(self.claude_dir_arg))
+        return os.fspath(layout.claude_dir(None, self.config.paths.claude_dir))
+
+    # ------------------------------------------------------------------ memory folders
+
+    def may_be_memory(self, path: str) -> bool:
+        """Cheap filter: False only when path cannot be inside any memory folder."""
+        if _has_memory_parts(_split(path)):
+            return True
+        try:
+            real = os.path.realpath(path)
+        except (OSError, ValueError):
+            return True
+        if real != path and _has_memory_parts(_split(real)):
+            return True
+        claude = self.claude_dir_fast()
+        if claude is None:
+            return True
+        settings = _read_small(os.path.join(claude, "settings.json"))
+        return settings is not None and b"autoMemoryDirectory" in settings
+
+    def memory_folder(self, path: str) -> MemoryTarget | None:
+        """The memory folder path lies in (under projects/<x>/memory/ or autoMemoryDirectory), exactly."""
+        from pathlib import Path
+
+        from memd import layout
+
+        claude = self.claude_dir()
+        candidates = [path]
+        try:
+            real = os.path.realpath(path)
+            if real != path:
+                candidates.append(real)
+        except (OSError, ValueError):
+            pass
+        override = layout.memory_override(Path(claude))
+        roots = [os.path.normpath(os.fspath(layout.projects_root(Path(claude))))]
+        try:
+            rroot = os.path.realpath(roots[0])
+            if rroot != roots[0]:
+                roots.append(rroot)
+        except (OSError, ValueError):
+            pass
+        for cand in candidates:
+            if override is not None:
+                for folder in {os.path.normpath(os.fspath(override)), os.path.realpath(override)}:
+                    rel = within(cand, folder)
+                    if rel is not None:
+                        return MemoryTarget(folder, cand, rel)
+            # memory left under projects/<x>/memory/ from before an override is still guarded
+            for root in roots:
+                rel = within(cand, root)
+                if rel is None:
+                    continue
+                parts = rel.split(os.sep)
+                if len(parts) >= 3 and parts[1] == "memory" and parts[0]:
+                    return MemoryTarget(os.path.join(root, parts[0], "memory"), cand, os.sep.join(parts[2:]))
+        return None
+
+
+def absolute(file_path: str, cwd: str | None) -> str:
+    """The tool's file path made absolute the way Claude Code would (relative to the session cwd)."""
+    p = os.path.expanduser(file_path)
+    if not os.path.isabs(p):
+        p = os.path.join(cwd or os.getcwd(), p)
+    return os.path.normpath(p)

@@ -1,0 +1,151 @@
+"""``memd hook``: the one command Claude Code runs for every hook event memd is installed for.
+
+It reads the event (JSON) from stdin, dispatches on ``hook_event_name`` and prints the hook's JSON
+answer. It never breaks a session: on any failure (a bug, a broken config, an unreadable folder, a
+slow model) it exits 0 with no output and appends the error to memd's log. It also runs on every
+matching tool call, so this module and the tool-use handlers import only ``os``, ``sys`` and
+``json`` until an event turns out to concern a memory folder.
+
+Options (for the command line in settings.json): ``--config FILE``, ``--claude-dir DIR``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from memd.hooks.context import HookContext
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    Handler = Callable[[dict[str, Any], HookContext], "dict[str, Any] | None"]
+
+MAX_EVENT_BYTES = 32 * 1024 * 1024  # a Write event carries the whole file; memory files are small
+MAX_OUTPUT_CHARS = 10_000  # Claude Code's cap on a hook's output strings
+
+USAGE = """usage: memd hook [--config FILE] [--claude-dir DIR] < EVENT.json
+
+Run by Claude Code for its hook events (install with `memd hooks install`). Reads one event as
+JSON on stdin and prints memd's answer as JSON; prints nothing and exits 0 when it has nothing
+to say or anything goes wrong (errors go to memd's log).
+"""
+
+# hook_event_name -> (module, function); modules are imported only for their own events
+HANDLERS: dict[str, tuple[str, str]] = {
+    "PreToolUse": ("memd.hooks.tool_use", "pre_tool_use"),
+    "PostToolUse": ("memd.hooks.tool_use", "post_tool_use"),
+    "SessionStart": ("memd.hooks.session", "session_start"),
+    "UserPromptSubmit": ("memd.hooks.prompt", "user_prompt_submit"),
+}
+
+
+def _parse_argv(argv: list[str]) -> tuple[str | None, str | None, bool]:
+    config: str | None = None
+    claude: str | None = None
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok in ("-h", "--help"):
+            return config, claude, True
+        name, eq, value = tok.partition("=")
+        if name in ("--config", "--claude-dir"):
+            if not eq:
+                i += 1
+                if i >= len(argv):
+                    raise ValueError(f"{name} needs a value")
+                value = argv[i]
+            if name == "--config":
+                config = value
+            else:
+                claude = value
+        else:
+            raise ValueError(f"unknown argument {tok!r}")
+        i += 1
+    return config, claude, False
+
+
+def clip(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    return text[: limit - 1] + "…"
+
+
+def _clip_all(value: Any) -> Any:
+    if isinstance(value, str):
+        return clip(value)
+    if isinstance(value, dict):
+        return {k: _clip_all(v) for k, v in value.items()}
+    return value
+
+
+def dispatch(event: dict[str, Any], hc: HookContext) -> dict[str, Any] | None:
+    name = event.get("hook_event_name")
+    target = HANDLERS.get(name) if isinstance(name, str) else None
+    if target is None:
+        return None  # an event memd has nothing to say about (or one newer than memd)
+    import importlib
+
+    handler: Handler = getattr(importlib.import_module(target[0]), target[1])
+    return handler(event, hc)
+
+
+def main(argv: list[str]) -> int:
+    try:
+        config_path, claude_dir, want_help = _parse_argv(list(argv))
+    except ValueError as e:
+        # A broken command line in settings.json still must not break the session.
+        HookContext().log("error", "hook.bad_arguments", error=str(e))
+        print(f"memd hook: {e}", file=sys.stderr)
+        return 0
+    if want_help:
+        sys.stdout.write(USAGE)
+        return 0
+    hc = HookContext(config_path, claude_dir)
+    name: object = None
+    try:
+        if sys.stdin is None or sys.stdin.isatty():
+            sys.stderr.write(USAGE)
+            return 0
+        raw = sys.stdin.buffer.read(MAX_EVENT_BYTES + 1)
+        if len(raw) > MAX_EVENT_BYTES:
+            hc.log("warning", "hook.event_too_large", bytes=len(raw))
+            return 0
+        try:
+            event = json.loads(raw)
+        except ValueError as e:
+            hc.log("warning", "hook.bad_event", error=f"not JSON: {e}"[:200])
+            return 0
+        if not isinstance(event, dict):
+            hc.log("warning", "hook.bad_event", error="not a JSON object")
+            return 0
+        name = event.get("hook_event_name")
+        answer = dispatch(event, hc)
+        out = json.dumps(_clip_all(answer), ensure_ascii=False) if answer else ""
+    except BaseException as exc:  # the one place where every failure becomes silence
+        from memd.hooks.log import describe_exception
+
+        hc.log("error", "hook.failed", hook_event=str(name), **describe_exception(exc))
+        return 0
+    if out:
+        try:
+            sys.stdout.write(out + "\n")
+            sys.stdout.flush()
+        except OSError:
+            # Claude Code stopped listening (timeout, cancelled tool call). Point stdout at devnull so
+            # the interpreter's final flush cannot fail too and turn exit 0 into exit 120.
+            try:
+                sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives until exit
+            except OSError:
+                pass
+    if hc.abandoned_work:
+        # A model call outlived its deadline in a helper thread: leave now rather than wait for it.
+        try:
+            sys.stdout.flush()
+        except OSError:
+            pass
+        os._exit(0)
+    return 0

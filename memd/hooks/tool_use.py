@@ -1,0 +1,242 @@
+"""PreToolUse and PostToolUse on Write|Edit|MultiEdit: guard and measure memory writes.
+
+Claude Code has no memory-write event (facts.md section 5), so memd watches the file tools and
+filters on the path. A path outside every memory folder costs one cheap test
+(:meth:`HookContext.may_be_memory`) and nothing else is imported for it.
+"""
+
+from __future__ import annotations
+
+import os
+
+from memd.hooks.context import HookContext, MemoryTarget, absolute
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from memd.config import Config
+    from memd.core.index import Budget
+
+TOOLS = ("Write", "Edit", "MultiEdit")
+_MAX_LISTED = 40  # hidden entries named in one message (the rest are counted)
+
+
+def target_of(event: dict[str, Any], hc: HookContext) -> MemoryTarget | None:
+    """The memory file a Write/Edit/MultiEdit event aims at, or None."""
+    if event.get("tool_name") not in TOOLS:
+        return None
+    tool_input = event.get("tool_input")
+    if not isinstance(tool_input, dict):
+        return None
+    file_path = tool_input.get("file_path")
+    if not isinstance(file_path, str) or not file_path or "\x00" in file_path:
+        return None
+    cwd = event.get("cwd")
+    path = absolute(file_path, cwd if isinstance(cwd, str) and cwd else None)
+    if not hc.may_be_memory(path):
+        return None
+    return hc.memory_folder(path)
+
+
+def new_texts(tool_name: str, tool_input: dict[str, Any]) -> list[str]:
+    """The text a tool call would put into the file: Write's content, Edit's and MultiEdit's new strings."""
+    if tool_name == "Write":
+        content = tool_input.get("content")
+        return [content] if isinstance(content, str) else []
+    if tool_name == "Edit":
+        new = tool_input.get("new_string")
+        return [new] if isinstance(new, str) else []
+    edits = tool_input.get("edits")
+    if not isinstance(edits, list):
+        return []
+    return [e["new_string"] for e in edits if isinstance(e, dict) and isinstance(e.get("new_string"), str)]
+
+
+# --------------------------------------------------------------------------- PreToolUse
+
+
+def deny_reason(findings: list[tuple[str, str]], *, team: bool, pii: bool) -> str:
+    """The reason shown to the model: kinds and places of what was found, never the text itself."""
+    shown = "; ".join(f"{kind} ({where})" for kind, where in findings[:12])
+    if len(findings) > 12:
+        shown += f"; and {len(findings) - 12} more"
+    what = "a secret or personal data" if team and pii else "a secret"
+    scope = ("Team memory is synced to other people" if team
+             else "Memory is loaded into every future session and kept on disk")
+    return (f"memd blocked this memory write: it would put {what} into memory: {shown}. {scope}. "
+            "Do not store credentials" + (" or personal contact data" if team and pii else "")
+            + " in memory; write where the secret lives instead (the name of an environment variable, "
+            "a vault path, a password-manager entry), then retry the write without it.")
+
+
+def pre_tool_use(event: dict[str, Any], hc: HookContext) -> dict[str, Any] | None:
+    target = target_of(event, hc)
+    if target is None:
+        return None
+    tool_input = event["tool_input"]
+    texts = new_texts(str(event.get("tool_name")), tool_input)
+    if not any(texts):
+        return None
+    cfg = hc.config
+    from memd.core import secrets
+
+    pii = cfg.hooks.team_pii
+    findings: list[tuple[str, str]] = []
+    for n, text in enumerate(texts, 1):
+        for hit in secrets.scan(text, strict=target.is_team, pii=pii):
+            where = f"line {hit.line}" + (f" of edit {n}" if len(texts) > 1 else "")
+            findings.append((hit.kind, where))
+    if not findings:
+        return None  # no "allow": Claude Code's own permission flow decides
+    kinds = sorted({k for k, _ in findings})
+    hc.log("warning", "hook.denied", tool=event.get("tool_name"), file=target.path, kinds=kinds,
+           team=target.is_team)
+    return {"hookSpecificOutput": {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": "deny",
+        "permissionDecisionReason": deny_reason(findings, team=target.is_team, pii=pii),
+    }}
+
+
+# --------------------------------------------------------------------------- PostToolUse
+
+
+def read_text(path: str, max_bytes: int) -> str | None:
+    """A file's text (at most max_bytes of it), or None when it cannot be read as a regular file."""
+    try:
+        # O_NONBLOCK: a FIFO named like a memory file must not hang the hook
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except (OSError, ValueError):
+        return None
+    try:
+        import stat
+
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks: list[bytes] = []
+        left = max_bytes
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def _figures(b: Budget) -> str:
+    return (f"{b.lines} of {b.max_lines} lines and {b.chars:,} of {b.max_chars:,} characters "
+            f"({max(b.line_ratio, b.char_ratio):.0%} of what Claude Code loads at session start)")
+
+
+def condense_advice(cfg: Config) -> str:
+    target = max(1, int(cfg.budget.max_lines * 0.7))
+    return (f"keep one line per entry (`- [Title](file.md) — one-line hook`, at most "
+            f"{cfg.budget.max_index_line} characters), move details into topic files, and merge or delete "
+            f"stale or duplicate entries; aim for under {target} lines.")
+
+
+def hidden_list(b: Budget, budget_chars: int = 8000) -> str:
+    out: list[str] = []
+    used = 0
+    for i, e in enumerate(b.hidden):
+        line = f"- {e.title or e.target} ({e.file}, line {e.line})"
+        if i >= _MAX_LISTED or used + len(line) > budget_chars:
+            out.append(f"- … and {len(b.hidden) - i} more")
+            break
+        out.append(line)
+        used += len(line) + 1
+    return "\n".join(out)
+
+
+def budget_message(b: Budget, cfg: Config, where: str) -> str | None:
+    if b.level == "over":
+        hidden = (f" These {len(b.hidden)} index entries are past the cut and invisible to every new "
+                  f"session:\n{hidden_list(b)}\n" if b.hidden else " The end of the index is cut off.\n")
+        return (f"memd: {where} is OVER the budget Claude Code loads: {_figures(b)}.{hidden}"
+                f"Rewrite {where} now so it fits again: {condense_advice(cfg)}")
+    if b.level == "near":
+        return (f"memd: {where} is near the budget Claude Code loads: {_figures(b)}. Entries past the "
+                f"limit would become invisible to new sessions. Condense it soon: {condense_advice(cfg)}")
+    return None
+
+
+def long_lines_note(text: str, cfg: Config) -> str | None:
+    from memd.core import index
+
+    limit = cfg.budget.max_index_line
+    idx = index.parse(text)
+    long = [(n, index.utf16_len(ln)) for n, ln in enumerate(idx.lines, 1)
+            if n not in idx.masked and index.utf16_len(ln.rstrip()) > limit]
+    if not long:
+        return None
+    shown = ", ".join(f"line {n} ({length} chars)" for n, length in long[:10])
+    more = f" and {len(long) - 10} more" if len(long) > 10 else ""
+    return (f"memd: MEMORY.md has {len(long)} line{'s' if len(long) != 1 else ''} over {limit} characters "
+            f"({shown}{more}). It is an index: one short line per entry; put the detail in the topic file.")
+
+
+def topic_note(target: MemoryTarget, cfg: Config) -> str | None:
+    """A short note for a topic file whose frontmatter lacks what recall and the index rely on."""
+    if not target.rel.endswith(".md"):
+        return None
+    head = read_text(target.path, 64_000)
+    if head is None:
+        return None
+    from memd.core import frontmatter
+
+    has, yaml_text, _, _ = frontmatter.split(head)
+    name = target.rel
+    if not has:
+        return (f"memd: {name} has no frontmatter. Start topic files with `---` / `name:` / `description:` "
+                f"(one line: what recall uses to find it) / `type:` ({', '.join(frontmatter.MEMORY_TYPES)}) "
+                "/ `---`.")
+    data = frontmatter.parse_lenient(yaml_text)
+    meta = data.get("metadata")
+    mtype = data.get("type") or (meta.get("type") if isinstance(meta, dict) else None)
+    desc = data.get("description")
+    missing = [k for k, v in (("description", desc), ("type", mtype)) if not (isinstance(v, str) and v.strip())]
+    notes: list[str] = []
+    if missing:
+        notes.append(f"has no {' or '.join(missing)} in its frontmatter")
+    if isinstance(mtype, str) and mtype.strip() and mtype.strip() not in frontmatter.MEMORY_TYPES:
+        notes.append(f"has type {mtype.strip()!r}, not one of {', '.join(frontmatter.MEMORY_TYPES)}")
+    if not notes:
+        return None
+    return (f"memd: {name} {' and '.join(notes)}. Recall picks memories by their one-line description; "
+            "add it so this memory can be found.")
+
+
+def post_tool_use(event: dict[str, Any], hc: HookContext) -> dict[str, Any] | None:
+    target = target_of(event, hc)
+    if target is None:
+        return None
+    cfg = hc.config
+    notes: list[str] = []
+    index_path = os.path.join(target.index_dir, "MEMORY.md")
+    text = read_text(index_path, cfg.budget.max_file_bytes)
+    if text is not None:
+        from memd.core import index
+
+        b = index.measure(text, cfg.budget.max_lines, cfg.budget.max_chars, cfg.hooks.near_ratio)
+        where = "team/MEMORY.md" if target.is_team else "MEMORY.md"
+        msg = budget_message(b, cfg, where)
+        if msg:
+            notes.append(msg)
+        if target.is_index:
+            note = long_lines_note(text, cfg)
+            if note:
+                notes.append(note)
+    if not target.is_index:
+        note = topic_note(target, cfg)
+        if note:
+            notes.append(note)
+    if not notes:
+        return None
+    hc.log("info", "hook.post_tool_use.note", file=target.path, notes=len(notes))
+    return {"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "\n\n".join(notes)}}

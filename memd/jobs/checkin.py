@@ -1,0 +1,169 @@
+"""The morning check-in: a short report of the night, to the log and to ``state_dir/reports/``.
+
+Runs since the previous check-in (or the last 24 hours), what they changed, tokens and cost,
+warnings still open, and the projects whose runs keep "succeeding" while changing nothing -- the
+way peers' consolidations failed for weeks without anyone noticing. Names and figures only: no
+memory content goes into a report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memd.jobs import JobContext
+    from memd.state import Run, StateStore
+
+REPORTS = "reports"
+LAST_KEY = "checkin.last"
+IDLE_RUNS = 5  # successful runs in a row without a change before a project is called out
+KIND_IDLE = "no_changes"
+_MAX_ROWS = 200
+
+
+@dataclass
+class Report:
+    markdown: str
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def reports_dir(state_dir: Path) -> Path:
+    return state_dir / REPORTS
+
+
+def _when(ts: float | None) -> str:
+    return "-" if ts is None else datetime.fromtimestamp(ts).astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+def _safe(text: str, limit: int = 120) -> str:
+    from memd.core import secrets
+
+    text = " ".join(text.split())
+    if secrets.scan(text):
+        return "[redacted]"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def idle_projects(state: StateStore, projects: list[str], n: int = IDLE_RUNS) -> list[str]:
+    """Projects whose last ``n`` finished model runs all said "ok" and changed nothing."""
+    out: list[str] = []
+    for name in projects:
+        runs = [r for r in state.runs(project=name, limit=4 * n)
+                if r.job in ("dream", "catchup") and r.outcome not in ("running", "skipped")][:n]
+        if len(runs) == n and all(r.outcome == "ok" and not (r.added or r.changed or r.deleted) for r in runs):
+            out.append(name)
+    return out
+
+
+def build_report(state: StateStore, *, now: float, since: float) -> Report:
+    runs: list[Run] = [r for r in state.runs(since=since, limit=10_000) if r.job != "checkin"]
+    runs.sort(key=lambda r: r.started)
+    warnings = state.warnings()
+    names = sorted({r.project for r in runs if r.project} | {p.name for p in state.projects()})
+    idle = idle_projects(state, names)
+    outcomes = Counter(r.outcome for r in runs)
+    tok_in = sum(r.tokens_in for r in runs)
+    tok_out = sum(r.tokens_out for r in runs)
+    cache_r = sum(r.cache_read for r in runs)
+    cache_w = sum(r.cache_write for r in runs)
+    cost = sum(r.cost_usd for r in runs)
+    changes = sum(r.added + r.changed + r.deleted for r in runs)
+
+    lines = [f"# memd check-in, {_when(now)}", "",
+             f"Since {_when(since)}: {len(runs)} project runs"
+             + (" (" + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())) + ")" if runs else "")
+             + f"; {changes} changes; {tok_in:,} tokens in, {tok_out:,} out"
+             + f" (cache {cache_r:,} read, {cache_w:,} written); ${cost:.4f}.", ""]
+    lines += ["## Runs", ""]
+    if runs:
+        lines += ["| started | job | project | outcome | +added ~changed -deleted | tokens in/out | cost | note |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in runs[:_MAX_ROWS]:
+            note = _safe(r.error or r.summary or "")
+            lines.append(f"| {_when(r.started)} | {r.job} | {r.project or '-'} | {r.outcome} | "
+                         f"+{r.added} ~{r.changed} -{r.deleted} | {r.tokens_in}/{r.tokens_out} | "
+                         f"${r.cost_usd:.4f} | {note} |")
+        if len(runs) > _MAX_ROWS:
+            lines.append(f"\n… and {len(runs) - _MAX_ROWS} more runs (`memd status`, the run log).")
+    else:
+        lines.append("No runs.")
+    lines += ["", "## Warnings still open", ""]
+    open_w = [w for w in warnings if w.kind != KIND_IDLE]
+    if open_w:
+        for w in open_w:
+            fig = ", ".join(f"{k} {w.details[k]}" for k in ("lines", "chars", "files", "hidden") if k in w.details)
+            lines.append(f"- {w.project}: {w.kind} {w.level}" + (f" ({fig})" if fig else "")
+                         + f", since {_when(w.since)}")
+    else:
+        lines.append("None.")
+    lines += ["", "## Runs that change nothing", ""]
+    if idle:
+        lines.append(f"The last {IDLE_RUNS} runs of these projects all reported success and changed nothing; "
+                     "check that the job still does its work (`memd history`, `memd logs`):")
+        lines += [f"- {n}" for n in idle]
+    else:
+        lines.append("None.")
+    summary = {"runs": len(runs), "outcomes": dict(outcomes), "changes": changes, "tokens_in": tok_in,
+               "tokens_out": tok_out, "cache_read": cache_r, "cache_write": cache_w, "cost_usd": round(cost, 6),
+               "open_warnings": len(open_w), "idle_projects": idle}
+    return Report("\n".join(lines) + "\n", summary)
+
+
+def write_report(state_dir: Path, report: Report, now: float) -> Path:
+    from memd.store import atomic_write, ensure_private_dir
+
+    folder = ensure_private_dir(reports_dir(state_dir))
+    stamp = datetime.fromtimestamp(now).astimezone().strftime("%Y-%m-%d-%H%M%S")
+    path = folder / f"checkin-{stamp}.md"
+    atomic_write(path, report.markdown, mode=0o600)
+    return path
+
+
+def latest_report(state_dir: Path) -> Path | None:
+    try:
+        names = sorted(e.name for e in os.scandir(reports_dir(state_dir))
+                       if e.name.startswith("checkin-") and e.name.endswith(".md"))
+    except OSError:
+        return None
+    return reports_dir(state_dir) / names[-1] if names else None
+
+
+def run_checkin(jc: JobContext) -> Path | None:
+    """Write the report of the night; returns its path (None in a dry run, which only logs)."""
+    now = jc.now().timestamp()
+    state = jc.state
+    last = state.get(LAST_KEY)
+    try:
+        since = float(last) if last else now - 86_400
+    except ValueError:
+        since = now - 86_400
+    since = max(since, now - 7 * 86_400)
+    t0 = time.monotonic()
+    report = build_report(state, now=now, since=since)
+    idle = report.summary["idle_projects"]
+    path: Path | None = None
+    if not jc.dry_run:
+        for w in state.warnings():
+            if w.kind == KIND_IDLE and w.project not in idle:
+                state.clear_warning(w.project, KIND_IDLE)
+        for name in idle:
+            state.set_warning(name, KIND_IDLE, "near", {"runs": IDLE_RUNS})
+        path = write_report(jc.state_dir, report, now)
+        state.set(LAST_KEY, repr(now))
+        state.set("job.checkin.last", json.dumps({
+            "ended": time.time(), "duration_s": round(time.monotonic() - t0, 3), "report": str(path),
+            "counts": {"ok": 1}, "runs": report.summary["runs"]}))
+    if jc.log is not None:
+        jc.log.info("checkin.report", path=str(path) if path else None, duration_s=round(time.monotonic() - t0, 3),
+                    **{k: v for k, v in report.summary.items() if k != "idle_projects"},
+                    idle_projects=len(idle))
+        for name in idle:
+            jc.log.warning("checkin.no_changes", project=name, runs=IDLE_RUNS)
+    return path

@@ -1,0 +1,200 @@
+"""Dream: the nightly consolidation of one project's memory (one project per call).
+
+The gates (hours, sessions, the consolidate lock) are the runner's (``memd.jobs.runner``). Here:
+
+- Nothing changed since the last consolidation (no session touched, no memory file written, no
+  memory write seen in a transcript): the model is not called (``noop``). ``--force`` runs anyway.
+- No API key: the deterministic index rebuild only (``maintenance.rebuild_project``); the outcome
+  is ``skipped`` (no consolidation happened: gates and the lock's mtime stay) and says that model
+  work is off.
+- Otherwise the dream model works on a staging copy in four phases (orient, gather, consolidate,
+  prune and index; ``memd/prompts/dream.md``), with the confined memory tool and a read-only
+  transcript search, for at most ``dream.max_tool_turns`` calls. Orientation is handed in up front
+  (the index, a manifest of topic files with type, description, size and date, the recent catch-up
+  runs, the sessions since the last dream), so the model reads files only when it needs their body
+  and the input stays bounded by the folder, not by the volume of transcripts.
+- The staged result is rebuilt, guarded and applied by ``memd.jobs.modelrun.finish``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memd import apply as ap
+from memd.jobs import JobContext, ProjectOutcome
+from memd.jobs import modelrun as mr
+
+if TYPE_CHECKING:
+    from memd.layout import Project
+
+MAX_INDEX_CHARS = 30_000  # the index as handed in (the budget is 25,000; an over-budget one is cut)
+
+
+def changed_since(jc: JobContext, project: Project, since: float | None) -> str | None:
+    """Why the project needs a dream (None: nothing changed since ``since``)."""
+    if since is None:
+        return "never consolidated"
+    if jc.state is not None:
+        n = jc.state.sessions_touched_since(project.name, since)
+        if n:
+            return f"{n} session(s) since the last dream"
+        for t in jc.state.transcripts(project.name):
+            if t.memory_write_seen_at is not None and t.memory_write_seen_at > since:
+                return "memory written in a session since the last dream"
+    from memd.history import md_files
+
+    if project.memory_dir.is_dir():
+        for rel in md_files(project.memory_dir):
+            try:
+                if os.stat(project.memory_dir / rel).st_mtime > since:
+                    return f"{rel} changed since the last dream"
+            except OSError:
+                continue
+    return None
+
+
+def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
+    """One project's dream (see the module doc)."""
+    from memd.llm import client as llm
+
+    cfg = jc.config
+    now = jc.now().timestamp()
+    last = jc.state.project(project.name).last_consolidation if jc.state is not None else None
+    why = changed_since(jc, project, last)
+    if why is None and not jc.force:
+        return ProjectOutcome(project.name, "noop", "nothing changed since the last dream; model not called")
+    off = llm.model_off_reason(cfg)
+    if off is not None:
+        return _deterministic(jc, project, off)
+    if not project.memory_dir.is_dir():
+        return ProjectOutcome(project.name, "noop", "no memory folder")
+
+    out = ProjectOutcome(project.name, "noop")
+    out.details["why"] = why or "forced"
+    st = ap.stage(jc.state_dir, project, "dream", ap.new_run_id("dream", now),
+                  max_file_bytes=cfg.budget.max_file_bytes)
+    client: llm.Client | None = None
+    try:
+        from memd.llm import prompts
+        from memd.llm.memtool import MEMORY_TOOL, SEARCH_TOOL, SEARCH_TOOL_NAME, Limits, StagedMemory
+
+        tool = StagedMemory(st.root, Limits(cfg.model.tool_max_file_bytes, cfg.model.tool_max_run_bytes))
+        handlers: dict[str, mr.Handler] = {"memory": tool.handle}
+        tools: list[dict[str, Any]] = [dict(MEMORY_TOOL)]
+        if cfg.dream.max_searches > 0:
+            from memd.llm.memtool import TranscriptSearch
+
+            search = TranscriptSearch(_transcripts(jc, project), max_calls=cfg.dream.max_searches,
+                                      max_line_bytes=min(cfg.transcripts.max_line_bytes, 2_000_000))
+            handlers[SEARCH_TOOL_NAME] = search.handle
+            tools.append(dict(SEARCH_TOOL))
+        system = llm.cached_system(prompts.load("dream"), _orientation(jc, project, st, last))
+        client = llm.Client(cfg)
+        res = mr.tool_loop(client, model=cfg.model.dream_model, system=system, user=_kickoff(now),
+                           tools=tools, handlers=handlers, max_turns=cfg.dream.max_tool_turns, stop=jc.stop)
+        mr.add_usage(out, client.usage)
+        out.details["tool_calls"] = res.tool_calls
+        out.details["refused"] = res.refused
+        if res.notes:
+            out.details["notes"] = res.notes
+        if jc.stop.is_set():
+            out.outcome = "skipped"
+            out.message = "stopped by shutdown before applying; nothing changed"
+            return out
+        mr.finish(jc, st, out, res.final_text)
+        if out.outcome in ("ok", "noop") and not jc.dry_run and jc.state is not None:
+            jc.state.mark_consolidated(project.name, time.time())
+        mr.note_idle(jc, "dream", out)
+        return out
+    except llm.ModelError as e:
+        if client is not None:
+            mr.add_usage(out, client.usage)
+        out.outcome = "failed"
+        out.error = e.reason
+        out.message = f"model call failed: {e.reason}; nothing changed"
+        return out
+    finally:
+        if client is not None:
+            client.close()
+        st.cleanup()
+
+
+def _deterministic(jc: JobContext, project: Project, off: str) -> ProjectOutcome:
+    from memd.maintenance import rebuild_project
+
+    r = rebuild_project(project, jc.config, jc.state_dir, dry_run=jc.dry_run)
+    # "skipped", not "ok": no consolidation happened, so neither memd's last_consolidation nor Claude
+    # Code's .consolidate-lock mtime may move (the runner rolls the lock back for anything but success)
+    out = ProjectOutcome(project.name, "skipped")
+    done = "index rebuilt" if r.written else ("index rebuild proposed" if r.changed else "index already fine")
+    out.message = f"{off}; {done}"
+    if r.reasons:
+        out.details["reasons"] = r.reasons
+    if r.changed and not r.written:
+        out.details["diff"] = r.diff
+    out.details["model_off"] = True
+    return out
+
+
+def _transcripts(jc: JobContext, project: Project) -> list[Path]:
+    from memd.layout import session_files
+
+    paths = {t.path for t in jc.state.transcripts(project.name)} if jc.state is not None else set()
+    paths.update(session_files(project.dir))
+    return sorted(p for p in paths if p.exists())
+
+
+def _orientation(jc: JobContext, project: Project, st: ap.Staging, last: float | None) -> str:
+    from memd import history
+
+    cfg = jc.config
+    idx = st.root / ap.INDEX
+    index_text = idx.read_text(encoding="utf-8", errors="replace") if idx.is_file() else "(no MEMORY.md yet)"
+    if len(index_text) > MAX_INDEX_CHARS:
+        index_text = index_text[:MAX_INDEX_CHARS] + "\n... (cut: the index is far over its budget)"
+    parts = ["## Phase 1 material: MEMORY.md as it is now", "```", index_text.rstrip(), "```", "",
+             "## Topic files (path [type] date size: description), newest first",
+             mr.manifest(st.root, cfg), ""]
+    since = last or 0.0
+    if last:
+        drifted = sorted(rel for rel in history.md_files(st.root)
+                         if rel != ap.INDEX and _mtime(project.memory_dir / rel) > last)[:40]
+        parts.append("## Memory files written since the last dream (check them for drift and duplicates)")
+        parts.append("\n".join(f"- /memories/{r}" for r in drifted) if drifted else "(none)")
+        parts.append("")
+    recent = [r for r in history.list_runs(jc.state_dir, project.name, limit=30)
+              if r.job == "catchup" and r.time > since][:10]
+    parts.append("## Phase 2 material: catch-up runs since the last dream")
+    parts.extend(f"- {datetime.fromtimestamp(r.time).strftime('%Y-%m-%d %H:%M')} {r.summary[:200]}"
+                 for r in recent)
+    if not recent:
+        parts.append("(none)")
+    if jc.state is not None:
+        sessions = [t for t in jc.state.transcripts(project.name)
+                    if t.last_record_at is not None and t.last_record_at > since][:20]
+        parts.append("")
+        parts.append(f"## Sessions since the last dream ({len(sessions)} shown)")
+        parts.extend(f"- {t.session_id[:8]} last active "
+                     f"{datetime.fromtimestamp(t.last_record_at or 0).strftime('%Y-%m-%d %H:%M')}"
+                     for t in sessions)
+    last_s = datetime.fromtimestamp(last).strftime("%Y-%m-%d %H:%M") if last else "never"
+    parts.append("")
+    parts.append(f"Last consolidation: {last_s}.")
+    return "\n".join(parts)
+
+
+def _mtime(p: Path) -> float:
+    try:
+        return p.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _kickoff(now: float) -> str:
+    today = datetime.fromtimestamp(now).strftime("%Y-%m-%d (%A)")
+    return (f"Today is {today}. Consolidate the memory in /memories now, phase by phase, using the "
+            "material above. When you are done, reply with a short summary.")

@@ -1,0 +1,205 @@
+"""Dream gates, cheapest first, and Claude Code's ``.consolidate-lock``.
+
+The order is Claude Code's own (facts.md 6): a memory folder to work on; hours since the last
+consolidation; sessions touched since (UUID-named only); no active session; the lock. ``force``
+(SIGUSR1, ``memd dream --force``) waives the two cheap ones, never the active-session gate or the lock.
+
+The lock (``memory/.consolidate-lock``) is used exactly as Claude Code uses it: its mtime is the
+time of the last consolidation, its body the holder's PID; it is stale after 60 minutes or when
+the holder is dead. Taking it writes our PID (the mtime becomes "now"); a failed run rolls the
+mtime back so the failure does not count as a consolidation. It is the one file memd writes in a
+memory folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memd.jobs import JobContext
+    from memd.layout import Project
+
+LOCK_NAME = ".consolidate-lock"
+GATES = ("memory_folder", "min_hours", "min_sessions", "active_session", "lock")
+
+
+@dataclass(frozen=True)
+class GateResult:
+    passed: bool
+    gate: str | None = None  # the gate that failed
+    reason: str = ""
+
+
+PASS = GateResult(True)
+
+
+# ----------------------------------------------------------------------------- the lock
+
+
+@dataclass(frozen=True)
+class LockState:
+    exists: bool
+    pid: int | None
+    mtime: float | None
+
+
+def read_lock(memory_dir: Path) -> LockState:
+    path = memory_dir / LOCK_NAME
+    try:
+        st = os.stat(path)
+        raw = path.read_bytes()[:64].decode("ascii", "replace").strip()
+    except OSError:
+        return LockState(False, None, None)
+    return LockState(True, int(raw) if raw.isdigit() else None, st.st_mtime)
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    return True
+
+
+_held_lock = threading.Lock()
+_held: dict[Path, ConsolidateLock] = {}  # locks this process holds now (released on shutdown)
+
+
+def lock_is_free(lock: LockState, now: float, stale_minutes: float, path: Path | None = None) -> tuple[bool, str]:
+    if not lock.exists:
+        return True, "no lock"
+    if lock.mtime is not None and now - lock.mtime >= stale_minutes * 60:
+        return True, f"stale (older than {stale_minutes:g} minutes)"
+    if lock.pid is None or not pid_alive(lock.pid):
+        return True, "holder is gone"
+    if lock.pid == os.getpid():
+        with _held_lock:
+            if path is not None and path not in _held:
+                return True, "left by an earlier run of this process"
+        return False, "held by this process"
+    return False, f"held by pid {lock.pid}"
+
+
+class ConsolidateLock:
+    """Take and give back ``.consolidate-lock`` the way Claude Code does."""
+
+    def __init__(self, memory_dir: Path, stale_minutes: float = 60.0) -> None:
+        self.memory_dir = memory_dir
+        self.path = memory_dir / LOCK_NAME
+        self.stale_minutes = stale_minutes
+        self._before: LockState | None = None
+        self.held = False
+
+    def acquire(self, now: float | None = None) -> tuple[bool, str]:
+        t = time.time() if now is None else now
+        before = read_lock(self.memory_dir)
+        free, why = lock_is_free(before, t, self.stale_minutes, self.path)
+        if not free:
+            return False, why
+        if not self.memory_dir.is_dir():
+            return False, "no memory folder"
+        mine = f"{os.getpid()}".encode()
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            try:
+                os.write(fd, mine)
+            finally:
+                os.close(fd)
+            # Two takers racing both write; the one whose PID is read back holds it.
+            if self.path.read_bytes().strip() != mine:
+                return False, "lost the race for the lock"
+        except OSError as e:
+            return False, f"cannot write the lock ({e.strerror})"
+        self._before = before
+        self.held = True
+        with _held_lock:
+            _held[self.path] = self
+        return True, why
+
+    def release(self, *, success: bool) -> None:
+        """Success: leave the lock with its new mtime (the time of this consolidation).
+        Failure: roll the mtime back (or remove a lock that did not exist before)."""
+        if not self.held:
+            return
+        self.held = False
+        with _held_lock:
+            _held.pop(self.path, None)
+        if success:
+            return
+        before = self._before
+        with contextlib.suppress(OSError):
+            if before is None or not before.exists or before.mtime is None:
+                self.path.unlink()
+            else:
+                self.path.write_bytes(f"{before.pid}".encode() if before.pid else b"")
+                os.utime(self.path, (before.mtime, before.mtime))
+
+
+def release_all_held() -> int:
+    """On shutdown with a job abandoned mid-run: give back every lock as a failed run would."""
+    with _held_lock:
+        held = list(_held.values())
+    for lk in held:
+        lk.release(success=False)
+    return len(held)
+
+
+# ----------------------------------------------------------------------------- gates
+
+
+def last_consolidation(jc: JobContext, project: Project) -> float | None:
+    """The later of memd's record and the lock's mtime (Claude Code's own consolidations count too)."""
+    ours = jc.state.project(project.name).last_consolidation if jc.state is not None else None
+    lock = read_lock(project.memory_dir)
+    times = [t for t in (ours, lock.mtime) if t is not None]
+    return max(times) if times else None
+
+
+def has_active_session(project: Project, now: float, minutes: float) -> bool:
+    from memd.layout import session_files, subagent_files
+
+    cutoff = now - minutes * 60
+    for path in (*session_files(project.dir), *subagent_files(project.dir)):
+        try:
+            if os.stat(path).st_mtime > cutoff:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def check_dream(jc: JobContext, project: Project, *, now: float | None = None) -> GateResult:
+    """Every gate but the lock (taken separately, just before the work), cheapest first."""
+    cfg = jc.config.dream
+    t = jc.now().timestamp() if now is None else now
+    if not project.memory_dir.is_dir():
+        return GateResult(False, "memory_folder", "no memory folder yet")
+    last = last_consolidation(jc, project)
+    if not jc.force:
+        if last is not None and cfg.min_hours > 0 and (t - last) < cfg.min_hours * 3600:
+            return GateResult(False, "min_hours",
+                              f"{(t - last) / 3600:.1f} h since the last consolidation (< {cfg.min_hours:g})")
+        if cfg.min_sessions > 0:
+            touched = jc.state.sessions_touched_since(project.name, last or 0.0) if jc.state is not None else 0
+            if touched < cfg.min_sessions:
+                return GateResult(False, "min_sessions",
+                                  f"{touched} sessions touched since the last consolidation "
+                                  f"(< {cfg.min_sessions})")
+    if cfg.require_idle and has_active_session(project, t, jc.config.transcripts.active_minutes):
+        return GateResult(False, "active_session", "a session is active")
+    if cfg.honour_lock:
+        free, why = lock_is_free(read_lock(project.memory_dir), t, cfg.lock_stale_minutes,
+                                 project.memory_dir / LOCK_NAME)
+        if not free:
+            return GateResult(False, "lock", why)
+    return PASS

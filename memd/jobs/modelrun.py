@@ -1,0 +1,247 @@
+"""What catch-up and dream share: the memory manifest, the tool loop, and finishing a staged run.
+
+``tool_loop`` drives one conversation: the model's tool calls are answered by memd's handlers
+(never by the SDK's tool runner, which stops silently at its iteration cap) for at most
+``max_turns`` calls. Prompt caching: tools and system (instructions + manifest) are one cached
+prefix (breakpoint on the last system block); the newest user turn carries a second breakpoint
+that moves forward each turn, so a turn pays full price only for what it adds.
+
+``finish`` takes a staged run to its end: the deterministic rebuild, the guards, then review or
+apply, and fills in the ProjectOutcome (added, changed, deleted, rejected reasons, usage, cost).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memd import apply as ap
+from memd.core import frontmatter, secrets
+from memd.jobs import JobContext, ProjectOutcome
+from memd.llm import client as llm
+
+if TYPE_CHECKING:
+    from memd.config import Config
+
+Handler = Callable[[Any], tuple[str, bool]]
+MANIFEST_DESC_CHARS = 150
+MAX_TOOL_CALLS = 200  # per run: a model looping on tool calls stops here
+MAX_TURN_RESULT_CHARS = 60_000  # tool results of one turn (about 15,000 tokens)
+
+
+def manifest(root: Path, config: Config, *, skip: set[str] | None = None) -> str:
+    """One line per memory file under root: path, type, date, size, description (or name)."""
+    from memd.history import md_files
+
+    rows: list[tuple[float, str]] = []
+    for rel in md_files(root):
+        if rel == ap.INDEX or (skip and rel in skip):
+            continue
+        p = root / rel
+        try:
+            st = p.stat()
+            with p.open("rb") as f:
+                head = f.read(4096).decode("utf-8", "replace")
+        except OSError:
+            continue
+        head = "\n".join(head.splitlines()[: config.budget.max_frontmatter_lines])
+        tf = frontmatter.parse(head + "\n")
+        desc = tf.description or tf.name or _first_line(tf.body)
+        desc = " ".join(desc.split())[:MANIFEST_DESC_CHARS]
+        day = time.strftime("%Y-%m-%d", time.localtime(st.st_mtime))
+        ro = " (read-only)" if rel.startswith("team/") else ""
+        rows.append((st.st_mtime, f"- /memories/{rel} [{tf.type or '?'}] {day} {st.st_size}B{ro}: {desc}"))
+    rows.sort(key=lambda r: r[0], reverse=True)
+    if not rows:
+        return "(no memory files yet)"
+    # As Claude Code's recall does: the newest budget.max_topic_files files (keeps the prompt bounded)
+    limit = config.budget.max_topic_files
+    text = "\n".join(r[1] for r in rows[:limit])
+    if len(rows) > limit:
+        text += f"\n({len(rows) - limit} older files not listed; view /memories to see them)"
+    return text
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip("# ").strip()
+    return ""
+
+
+@dataclass
+class LoopResult:
+    final_text: str = ""
+    turns: int = 0
+    stop_reason: str = ""
+    hit_turn_cap: bool = False
+    tool_calls: int = 0
+    refused: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def _mark_last(messages: list[dict[str, Any]]) -> None:
+    """Keep one moving cache breakpoint: on the last block of the newest user message only."""
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, list):
+            for b in content:
+                if isinstance(b, dict):
+                    b.pop("cache_control", None)
+    last = messages[-1]
+    content = last.get("content")
+    if isinstance(content, str):
+        last["content"] = [{"type": "text", "text": content}]
+        content = last["content"]
+    if isinstance(content, list) and content and isinstance(content[-1], dict):
+        content[-1]["cache_control"] = dict(llm.CACHE)
+
+
+def tool_loop(client: llm.Client, *, model: str, system: list[dict[str, Any]], user: str,
+              tools: list[dict[str, Any]], handlers: dict[str, Handler], max_turns: int,
+              stop: Any = None, betas: tuple[str, ...] = (llm.MEMORY_BETA,)) -> LoopResult:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": user}]}]
+    res = LoopResult()
+    while res.turns < max_turns:
+        if stop is not None and stop.is_set():
+            res.notes.append("stopped (shutdown)")
+            break
+        _mark_last(messages)
+        msg = client.create(model=model, system=system, messages=messages, tools=tools, betas=betas)
+        res.turns += 1
+        res.stop_reason = str(getattr(msg, "stop_reason", "") or "")
+        uses = llm.tool_uses(msg)
+        res.final_text = llm.text_of(msg) or res.final_text
+        if not uses:
+            return res
+        messages.append({"role": "assistant", "content": [_block_param(b) for b in llm.blocks(msg)]})
+        results: list[dict[str, Any]] = []
+        turn_chars = 0
+        for u in uses:
+            res.tool_calls += 1
+            handler = handlers.get(u.name)
+            if res.tool_calls > MAX_TOOL_CALLS:
+                text, is_error = f"Error: at most {MAX_TOOL_CALLS} tool calls per run; finish now.", True
+            elif turn_chars > MAX_TURN_RESULT_CHARS:
+                # every result is re-sent with each later call: one greedy turn must not inflate them all
+                text, is_error = "Error: too much output in one turn; ask again for fewer files.", True
+            elif handler is None:
+                text, is_error = f"Error: no tool named {str(u.name)[:40]!r}.", True
+            else:
+                text, is_error = handler(u.input)
+            turn_chars += len(text)
+            res.refused += int(is_error)
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": u.id, "content": text}
+            if is_error:
+                block["is_error"] = True
+            results.append(block)
+        messages.append({"role": "user", "content": results})
+    res.hit_turn_cap = res.turns >= max_turns
+    if res.hit_turn_cap:
+        res.notes.append(f"stopped at the cap of {max_turns} model calls")
+    return res
+
+
+def _block_param(b: Any) -> dict[str, Any]:
+    """An assistant content block as a request param (what the API accepts back)."""
+    t = getattr(b, "type", None)
+    if t == "text":
+        return {"type": "text", "text": getattr(b, "text", "")}
+    if t == "tool_use":
+        return {"type": "tool_use", "id": b.id, "name": b.name, "input": b.input}
+    if hasattr(b, "model_dump"):
+        d: dict[str, Any] = b.model_dump(exclude_none=True)
+        return d
+    return {"type": "text", "text": ""}
+
+
+def add_usage(out: ProjectOutcome, usage: llm.Usage) -> None:
+    out.tokens_in = usage.input_tokens
+    out.tokens_out = usage.output_tokens
+    out.cache_read = usage.cache_read
+    out.cache_write = usage.cache_write
+    out.cost_usd = round(usage.cost_usd, 6)
+    out.details["model_calls"] = usage.calls
+    if usage.unpriced:
+        out.details["unpriced_models"] = sorted(usage.unpriced)
+
+
+def finish(jc: JobContext, st: ap.Staging, out: ProjectOutcome, note: str) -> ap.ApplyResult | None:
+    """Rebuild, guard, then review or apply the staged run; fills ``out``. Returns the apply result
+    (None when nothing was applied: rejected, review, dry run or no change)."""
+    log = jc.log
+    out.run_id = st.run_id
+    out.details["run"] = st.run_id
+    if not ap.changes(st):  # the model changed nothing (the index alone is `memd rebuild`'s business)
+        out.outcome = "noop"
+        note = " ".join(secrets.redact(note).split())
+        out.message = "nothing to change" + (f" ({note[:200]})" if note else "")
+        return None
+    actions = ap.finalize(st, jc.config)
+    chs = ap.changes(st)
+    real = [c for c in chs if c.rel != ap.INDEX]
+    if actions:
+        out.details["rebuild"] = actions[:10]
+    reasons = ap.guard(st, chs, jc.config)
+    if reasons:
+        out.outcome = "rejected"
+        out.message = "rejected: " + "; ".join(reasons[:5])
+        out.details["rejected"] = reasons
+        if log is not None:
+            log.warning(f"{st.job}.rejected", project=st.project.name, run=st.run_id, reasons=reasons)
+        return None
+    note = secrets.redact(note)  # the model's words are untrusted: they go to logs only redacted
+    summary = ap.summarize(st.job, st.run_id, None, chs, note)
+    if jc.dry_run or jc.config.dream.apply == "review":
+        path = ap.keep_review(st, chs, f"# {summary}\n# proposed, not applied")
+        out.outcome = "review"
+        out.added = sum(1 for c in real if c.kind == "added")
+        out.changed = sum(1 for c in real if c.kind == "changed")
+        out.deleted = sum(1 for c in real if c.kind == "deleted")
+        out.message = f"proposed {summary.split(': ', 1)[1]}; diff kept in {path}"
+        out.details["review"] = str(path)
+        out.details["diff"] = ap.diff_text(chs, 20_000)
+        return None
+    res = ap.apply(st, chs, summary, log)
+    out.added, out.changed, out.deleted = res.count("added"), res.count("changed"), res.count("deleted")
+    out.details["history"] = res.after_commit
+    if res.dropped:
+        out.details["dropped"] = res.dropped
+    out.outcome = "ok" if res.applied else "noop"
+    out.message = ap.summarize(st.job, st.run_id, res, chs, note).split(": ", 1)[1]
+    if res.dropped:
+        out.message += f" ({len(res.dropped)} part(s) dropped: changed meanwhile)"
+    return res
+
+
+IDLE_WARNING = "model_runs_change_nothing"
+IDLE_STREAK = 3
+_NOT_A_MODEL_RUN = ("model not called", "no finished session", "model work is off", "had nothing to extract")
+
+
+def note_idle(jc: JobContext, job: str, out: ProjectOutcome) -> None:
+    """Peers' consolidations reported "ok" for weeks while changing nothing (facts.md section 8): after
+    IDLE_STREAK successful model runs in a row that changed nothing, open a warning the check-in
+    report shows; a run that changes something closes it."""
+    if jc.state is None or jc.dry_run:
+        return
+    if out.outcome == "ok" and (out.added or out.changed or out.deleted):
+        jc.state.clear_warning(out.project, IDLE_WARNING)
+        return
+    if out.outcome != "noop" or not out.details.get("model_calls"):
+        return
+    streak = 1  # this run; its own row is still "running" and is skipped below
+    for r in jc.state.runs(job=job, project=out.project, limit=IDLE_STREAK * 4):
+        if r.outcome == "running" or any(m in r.summary for m in _NOT_A_MODEL_RUN):
+            continue
+        if r.outcome in ("ok", "noop") and r.added + r.changed + r.deleted == 0:
+            streak += 1
+        else:
+            break
+    if streak >= IDLE_STREAK:
+        jc.state.set_warning(out.project, IDLE_WARNING, "warning",
+                             {"job": job, "runs": streak,
+                              "message": f"the last {streak} {job} runs called the model and changed nothing"})

@@ -1,0 +1,209 @@
+"""Run a job over projects: gates, the consolidate lock, events, and the run log.
+
+The daemon and the foreground commands (``memd dream``, ``memd catchup``) both come through
+``run_job``, so a run looks the same in the log and the run log wherever it started:
+``job.start`` / ``job.finish`` (job, project, outcome, duration_s, counts) per project,
+``job.skip`` with the gate that stopped a project, and one row per project run in the state store.
+
+The per-project work comes from ``memd.jobs.dream`` / ``memd.jobs.catchup``; they are imported
+when a job runs, so this module imports cleanly in a build without them (the job then reports
+itself unavailable instead of failing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memd.errors import MemdError
+from memd.jobs import JobContext, ProjectJob, ProjectOutcome
+from memd.jobs import gates as G
+
+if TYPE_CHECKING:
+    from memd.layout import Project
+
+PER_PROJECT = {"dream": ("memd.jobs.dream", "dream_project"), "catchup": ("memd.jobs.catchup", "catchup_project")}
+SUCCESS = ("ok", "noop", "review")
+JOB_LOCK_NAME = "jobs.lock"
+
+_active_lock = threading.Lock()
+_active: dict[int, str] = {}  # run-log ids of project runs in progress (closed on abandon)
+
+
+def active_runs() -> list[int]:
+    """Run-log rows still open in this process (a shutdown that abandons a job closes them)."""
+    with _active_lock:
+        return list(_active)
+
+
+def load_project_job(job: str) -> ProjectJob:
+    """The per-project function of a job, or a stand-in that says the job is not in this build."""
+    mod_name, attr = PER_PROJECT[job]
+    try:
+        fn: ProjectJob = getattr(importlib.import_module(mod_name), attr)
+        return fn
+    except (ImportError, AttributeError):
+        def unavailable(jc: JobContext, project: Project) -> ProjectOutcome:
+            return ProjectOutcome(project.name, "skipped", message=f"the {job} job is not in this build")
+        return unavailable
+
+
+@dataclass
+class JobResult:
+    job: str
+    outcomes: list[ProjectOutcome] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # project -> gate
+    abandoned: bool = False
+    duration_s: float = 0.0
+
+    def count(self, outcome: str) -> int:
+        return sum(1 for o in self.outcomes if o.outcome == outcome)
+
+    @property
+    def failed(self) -> bool:
+        return any(o.outcome == "failed" for o in self.outcomes)
+
+
+class _Silent:
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        return lambda *a, **k: None
+
+
+@contextlib.contextmanager
+def job_lock(state_dir: Path, *, wait: bool = False) -> Iterator[None]:
+    """One job at a time per user, whoever runs it (the daemon's worker or a foreground command)."""
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(state_dir / JOB_LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            raise MemdError("another memd job is running right now (the daemon's, or another command's); "
+                            "try again when it has finished") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def _error_text(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"[:300]
+
+
+def run_project(job: str, jc: JobContext, project: Project, work: ProjectJob) -> ProjectOutcome | None:
+    """One project: gates (dream), the lock (dream), the work, the events and the run-log row.
+    Returns None when a gate skipped the project."""
+    log = jc.log or _Silent()
+    lock: G.ConsolidateLock | None = None
+    if job == "dream":
+        gate = G.check_dream(jc, project)
+        if not gate.passed:
+            log.info("job.skip", job=job, project=project.name, gate=gate.gate, reason=gate.reason)
+            return None
+        if jc.config.dream.honour_lock and not jc.dry_run:
+            lock = G.ConsolidateLock(project.memory_dir, jc.config.dream.lock_stale_minutes)
+            ok, why = lock.acquire(jc.now().timestamp())
+            if not ok:
+                log.info("job.skip", job=job, project=project.name, gate="lock", reason=why)
+                return None
+    started = time.time()
+    t0 = time.monotonic()
+    run_id = jc.state.start_run(job, project.name, started) if jc.state is not None else None
+    if run_id is not None:
+        with _active_lock:
+            _active[run_id] = project.name
+    log.info("job.start", job=job, project=project.name, force=jc.force, dry_run=jc.dry_run)
+    out = ProjectOutcome(project.name, "failed", error="interrupted")
+    try:
+        out = work(jc, project)
+    except Exception as e:  # one project's failure never stops the others
+        out = ProjectOutcome(project.name, "failed", error=_error_text(e))
+    finally:
+        if lock is not None:
+            # success leaves the lock's mtime at this run (Claude Code's "last consolidation");
+            # anything else rolls it back
+            lock.release(success=out.outcome in SUCCESS)
+    duration = time.monotonic() - t0
+    ended = time.time()
+    if jc.state is not None and run_id is not None:
+        jc.state.finish_run(run_id, outcome=out.outcome, ended=ended, added=out.added, changed=out.changed,
+                            deleted=out.deleted, tokens_in=out.tokens_in, tokens_out=out.tokens_out,
+                            cache_read=out.cache_read, cache_write=out.cache_write, cost_usd=out.cost_usd,
+                            error=out.error, summary=out.message[:500])
+        if job == "dream" and out.outcome in SUCCESS and not jc.dry_run:
+            jc.state.mark_consolidated(project.name, ended)
+    if run_id is not None:
+        with _active_lock:
+            _active.pop(run_id, None)
+    out.run_id = out.run_id or (str(run_id) if run_id is not None else None)
+    level = "warning" if out.outcome == "failed" else "info"
+    getattr(log, level)("job.finish", job=job, project=project.name, outcome=out.outcome,
+                        duration_s=round(duration, 3), added=out.added, changed=out.changed,
+                        deleted=out.deleted, tokens_in=out.tokens_in, tokens_out=out.tokens_out,
+                        cost_usd=round(out.cost_usd, 6), message=out.message, error=out.error)
+    return out
+
+
+def run_whole(job: str, jc: JobContext, fn: Callable[[JobContext], str]) -> str:
+    """A job that is not per project (the check-in): the same events and one run-log row.
+    ``fn`` returns a short summary for the row; an exception is a failed run."""
+    log = jc.log or _Silent()
+    t0 = time.monotonic()
+    run_id = jc.state.start_run(job, None, time.time()) if jc.state is not None and not jc.dry_run else None
+    log.info("job.start", job=job, project=None, dry_run=jc.dry_run)
+    outcome, summary, error = "ok", "", None
+    try:
+        summary = fn(jc)
+    except Exception as e:
+        outcome, error = "failed", _error_text(e)
+    if run_id is not None:
+        jc.state.finish_run(run_id, outcome=outcome, ended=time.time(), error=error, summary=summary[:500])
+    getattr(log, "warning" if error else "info")(
+        "job.finish", job=job, project=None, outcome=outcome, duration_s=round(time.monotonic() - t0, 3),
+        error=error)
+    return outcome
+
+
+def run_job(job: str, jc: JobContext, projects: list[Project], work: ProjectJob | None = None,
+            *, before_project: Callable[[Project], Any] | None = None,
+            after_project: Callable[[Project, ProjectOutcome | None], Any] | None = None) -> JobResult:
+    """Run ``job`` over ``projects`` in order; stops between projects when ``jc.stop`` is set."""
+    log = jc.log or _Silent()
+    fn = work or load_project_job(job)
+    result = JobResult(job)
+    t0 = time.monotonic()
+    log.info("job.begin", job=job, projects=len(projects), force=jc.force, dry_run=jc.dry_run)
+    for project in projects:
+        if jc.stop.is_set():
+            result.abandoned = True
+            log.warning("job.abandoned", job=job, remaining=len(projects) - len(result.outcomes)
+                        - len(result.skipped))
+            break
+        if before_project is not None:
+            before_project(project)
+        out = run_project(job, jc, project, fn)
+        if out is None:
+            result.skipped[project.name] = "gate"
+        else:
+            result.outcomes.append(out)
+        if after_project is not None:
+            after_project(project, out)
+    result.duration_s = time.monotonic() - t0
+    counts = {o: result.count(o) for o in ("ok", "noop", "failed", "rejected", "review", "skipped")}
+    if jc.state is not None and not jc.dry_run:
+        # the job as a whole, for `memd status` (the run log has one row per project)
+        jc.state.set(f"job.{job}.last", json.dumps({
+            "ended": time.time(), "duration_s": round(result.duration_s, 3), "projects": len(projects),
+            "ran": len(result.outcomes), "gated": len(result.skipped), "abandoned": result.abandoned,
+            "force": jc.force, "counts": {k: v for k, v in counts.items() if v}}))
+    log.info("job.end", job=job, duration_s=round(result.duration_s, 3), ran=len(result.outcomes),
+             gated=len(result.skipped), abandoned=result.abandoned, **{k: v for k, v in counts.items() if v})
+    return result

@@ -1,0 +1,308 @@
+"""One client for every model call memd makes: key, endpoint, deadline, retries, usage and cost.
+
+API (also used by the hooks' recall)::
+
+    from memd.llm import client as llm
+    reason = llm.model_off_reason(config)          # None, or why model work is off (no key)
+    c = llm.Client(config, deadline_s=60)          # raises llm.ModelOff without a key
+    msg = c.create(model=config.model.extract_model, system=[...], messages=[...], tools=[...])
+    llm.text_of(msg); llm.tool_uses(msg)           # reading a reply
+    c.usage.input_tokens, c.usage.cost_usd         # what the calls cost so far
+    llm.cached_system("instructions", "manifest")  # system blocks with a cache breakpoint
+
+Errors: ``ModelError`` (with ``.reason``, a short text safe for logs) for any failure that ends a
+call: HTTP errors after retries, timeouts, connection errors, malformed replies, the deadline.
+
+Why memd retries itself instead of the SDK: the SDK obeys a server's ``retry-after`` without a cap
+(facts.md section 7), so one 429 could park a job for hours. The SDK client is built with
+``max_retries=0``; ``Client.create`` retries the same statuses (408, 409, 429, 5xx, 529, timeouts,
+connection errors) up to ``model.max_retries`` times, and never sleeps or waits past the run's
+deadline (``model.run_deadline_s`` or the ``deadline_s`` given): a wait that would cross it ends
+the call at once with a ModelError naming the reason.
+
+``anthropic`` is imported lazily (it takes about a second): only ``Client()`` imports it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memd.errors import MemdError
+
+if TYPE_CHECKING:
+    from memd.config import Config
+
+MEMORY_BETA = "context-management-2025-06-27"  # the memory tool's beta flag
+CACHE = {"type": "ephemeral"}
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+MODEL_OFF = ("model work is off: no API key (set ANTHROPIC_API_KEY, or model.api_key_file in the config); "
+             "only the deterministic parts run")
+
+
+class ModelOff(MemdError):
+    """No API key: model work is off (the jobs run their deterministic parts only)."""
+
+
+class ModelError(MemdError):
+    """A model call that could not finish; ``reason`` is short and safe to log (no content)."""
+
+    def __init__(self, reason: str, *, status: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.status = status
+
+
+# --------------------------------------------------------------------------- key and endpoint
+
+
+def api_key(config: Config) -> str | None:
+    """The API key: the file named by model.api_key_file when set, else $ANTHROPIC_API_KEY."""
+    path = config.model.api_key_file
+    if path:
+        try:
+            text = Path(path).expanduser().read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        # a key file may be an env file ("ANTHROPIC_API_KEY=...")
+        for line in text.splitlines():
+            line = line.strip()
+            if line and not line.startswith("#"):
+                return line.split("=", 1)[1].strip().strip("'\"") if "=" in line else line
+        return None
+    key = os.environ.get("ANTHROPIC_API_KEY", "").strip()
+    return key or None
+
+
+def model_off_reason(config: Config) -> str | None:
+    """None when a key is there; else the one sentence that says model work is off."""
+    if api_key(config) is not None:
+        return None
+    if config.model.api_key_file:
+        return (f"model work is off: the key file {config.model.api_key_file} is missing, unreadable or "
+                "empty; only the deterministic parts run")
+    return MODEL_OFF
+
+
+# --------------------------------------------------------------------------- usage and cost
+
+
+def price_for(config: Config, model: str) -> dict[str, float] | None:
+    """Prices of model: an exact entry, else the longest entry that prefixes it (dated ids)."""
+    prices = config.model.prices
+    if model in prices:
+        return prices[model]
+    best = max((k for k in prices if model.startswith(k)), key=len, default=None)
+    return prices[best] if best else None
+
+
+@dataclass
+class Usage:
+    calls: int = 0
+    input_tokens: int = 0  # uncached input
+    output_tokens: int = 0
+    cache_write: int = 0
+    cache_read: int = 0
+    cost_usd: float = 0.0
+    unpriced: set[str] = field(default_factory=set)  # models missing from model.prices
+
+    @property
+    def total_input(self) -> int:
+        return self.input_tokens + self.cache_write + self.cache_read
+
+    def add(self, config: Config, model: str, usage: Any) -> None:
+        def n(name: str) -> int:
+            v = getattr(usage, name, None) if not isinstance(usage, dict) else usage.get(name)
+            return int(v) if isinstance(v, (int, float)) and v > 0 else 0
+
+        i, o = n("input_tokens"), n("output_tokens")
+        w, r = n("cache_creation_input_tokens"), n("cache_read_input_tokens")
+        self.calls += 1
+        self.input_tokens += i
+        self.output_tokens += o
+        self.cache_write += w
+        self.cache_read += r
+        p = price_for(config, model)
+        if p is None:
+            self.unpriced.add(model)
+            return
+        self.cost_usd += (i * p["input"] + o * p["output"] + w * p["cache_write"] + r * p["cache_read"]) / 1e6
+
+    def merge(self, other: Usage) -> None:
+        self.calls += other.calls
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cache_write += other.cache_write
+        self.cache_read += other.cache_read
+        self.cost_usd += other.cost_usd
+        self.unpriced |= other.unpriced
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"calls": self.calls, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "cache_write": self.cache_write, "cache_read": self.cache_read,
+                "cost_usd": round(self.cost_usd, 6), "unpriced": sorted(self.unpriced)}
+
+
+# --------------------------------------------------------------------------- reading replies
+
+
+def blocks(message: Any) -> list[Any]:
+    content = getattr(message, "content", None)
+    return list(content) if isinstance(content, list) else []
+
+
+def text_of(message: Any) -> str:
+    return "".join(getattr(b, "text", "") or "" for b in blocks(message) if getattr(b, "type", None) == "text")
+
+
+def tool_uses(message: Any) -> list[Any]:
+    return [b for b in blocks(message) if getattr(b, "type", None) == "tool_use"]
+
+
+def cached_system(*parts: str) -> list[dict[str, Any]]:
+    """System blocks with a cache breakpoint on the last one: tools + system become one cached prefix."""
+    out: list[dict[str, Any]] = [{"type": "text", "text": p} for p in parts if p]
+    if out:
+        out[-1]["cache_control"] = dict(CACHE)
+    return out
+
+
+# --------------------------------------------------------------------------- the client
+
+
+class Client:
+    """A Messages API client with memd's deadline, retries and usage accounting."""
+
+    def __init__(self, config: Config, *, deadline_s: float | None = None, api_key_value: str | None = None,
+                 base_url: str | None = None, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        key = api_key_value or api_key(config)
+        if not key:
+            raise ModelOff(model_off_reason(config) or MODEL_OFF)
+        import anthropic
+
+        self.config = config
+        self._anthropic = anthropic
+        self._sleep = sleep
+        self._clock = clock
+        self.deadline = clock() + (deadline_s if deadline_s is not None else config.model.run_deadline_s)
+        self.usage = Usage()
+        kwargs: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": config.model.timeout_s}
+        url = base_url or config.model.base_url
+        if url:  # else the SDK reads ANTHROPIC_BASE_URL itself
+            kwargs["base_url"] = url
+        self.sdk = anthropic.Anthropic(**kwargs)
+
+    def remaining(self) -> float:
+        return self.deadline - self._clock()
+
+    def close(self) -> None:
+        self.sdk.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def create(self, *, model: str, messages: Sequence[dict[str, Any]], system: Any = None,
+               tools: Iterable[dict[str, Any]] = (), max_tokens: int | None = None,
+               betas: Sequence[str] = (), beta: bool = True, timeout: float | None = None,
+               **extra: Any) -> Any:
+        """One Messages call (the beta endpoint unless beta=False), retried within the deadline."""
+        params: dict[str, Any] = {"model": model, "max_tokens": max_tokens or self.config.model.max_tokens,
+                                  "messages": list(messages)}
+        if system:
+            params["system"] = system
+        tool_list = list(tools)
+        if tool_list:
+            params["tools"] = tool_list
+        params.update(extra)
+        if beta and betas:
+            params["betas"] = list(betas)
+        attempt = 0
+        while True:
+            left = self.remaining()
+            if left <= 0.5:
+                raise ModelError(f"run deadline reached after {self.usage.calls} call(s)")
+            per_call = min(timeout or self.config.model.timeout_s, left)
+            try:
+                endpoint = self.sdk.beta.messages if beta else self.sdk.messages
+                msg = endpoint.create(timeout=per_call, **params)
+            except self._anthropic.APIStatusError as e:
+                err = ModelError(_status_reason(e), status=e.status_code)
+                retry_after = _retry_after(getattr(e, "response", None))
+                retryable = e.status_code in RETRY_STATUSES and _should_retry(getattr(e, "response", None))
+            except self._anthropic.APITimeoutError:
+                err, retry_after, retryable = ModelError(f"timed out after {per_call:.0f} s"), None, True
+            except self._anthropic.APIConnectionError as e:
+                err, retry_after, retryable = ModelError(f"connection failed ({_first_line(e)})"), None, True
+            except (self._anthropic.APIError, ValueError, TypeError) as e:
+                # a reply the SDK could not read (not JSON, wrong shape): not worth retrying
+                raise ModelError(f"malformed reply ({type(e).__name__})") from None
+            else:
+                _validate(msg)
+                self.usage.add(self.config, model, getattr(msg, "usage", None))
+                return msg
+            if not retryable or attempt >= self.config.model.max_retries:
+                raise err
+            wait = retry_after if retry_after is not None else min(8.0, 0.5 * 2 ** attempt) * (
+                1 - 0.25 * random.random())
+            if wait >= self.remaining() - 0.5:
+                raise ModelError(f"{err.reason}; retrying after {wait:.0f} s would pass the run deadline",
+                                 status=err.status)
+            self._sleep(max(0.0, wait))
+            attempt += 1
+
+
+def _first_line(e: BaseException) -> str:
+    s = str(e).strip().splitlines()
+    return s[0][:200] if s else type(e).__name__
+
+
+def _status_reason(e: Any) -> str:
+    kind = ""
+    body = getattr(e, "body", None)
+    if isinstance(body, dict):
+        err = body.get("error")
+        if isinstance(err, dict) and isinstance(err.get("type"), str):
+            kind = f" {err['type'][:60]}"
+    return f"HTTP {e.status_code}{kind}"
+
+
+def _retry_after(response: Any) -> float | None:
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        v = headers.get(name)
+        if v is None:
+            continue
+        try:
+            return max(0.0, float(v) / scale)
+        except ValueError:
+            continue
+    return None
+
+
+def _should_retry(response: Any) -> bool:
+    headers = getattr(response, "headers", None)
+    return headers is None or headers.get("x-should-retry") != "false"
+
+
+def _validate(msg: Any) -> None:
+    content = getattr(msg, "content", None)
+    if not isinstance(content, list):
+        raise ModelError("malformed reply (no content list)")
+    for b in content:
+        t = getattr(b, "type", None)
+        if not isinstance(t, str):
+            raise ModelError("malformed reply (a content block without a type)")
+        if t == "tool_use" and not (isinstance(getattr(b, "name", None), str)
+                                    and isinstance(getattr(b, "input", None), dict)):
+            raise ModelError("malformed reply (a tool_use block without name or input)")

@@ -1,0 +1,75 @@
+"""Project-level maintenance with I/O: the rebuild of one project's MEMORY.md.
+
+Reads the folder once, plans with the pure core (``memd.core.rebuild``), and writes only
+MEMORY.md: after a snapshot, atomically, and only if the file is still what was read. No topic
+file and nothing in team/ is ever written.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memd.config import Config
+from memd.core.files import INDEX_NAME
+from memd.errors import ConflictError
+from memd.layout import Project
+
+
+@dataclass(frozen=True)
+class RebuildResult:
+    diff: str  # unified diff of MEMORY.md (empty when nothing changes)
+    written: bool
+    fits: bool
+    reasons: list[str] = field(default_factory=list)  # why nothing (or not all) was done
+    snapshot: str | None = None  # the snapshot taken before writing
+    actions: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.diff)
+
+
+def unified_diff(old: str, new: str, path: str) -> str:
+    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                 f"a/{path}", f"b/{path}")
+    out = []
+    for ln in lines:
+        out.append(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_run: bool) -> RebuildResult:
+    """Plan, and unless dry_run write, the rebuilt MEMORY.md of one project."""
+    from memd import snapshots
+    from memd.core.rebuild import plan_rebuild, topics_of
+    from memd.folder import read_folder
+    from memd.store import atomic_write
+
+    snap = read_folder(project.memory_dir, config.budget)
+    if not snap.exists:
+        return RebuildResult("", False, True, ["no memory folder"])
+    if snap.problem:
+        return RebuildResult("", False, False, [f"the memory folder cannot be read: {snap.problem}"])
+    rec = snap.index
+    if rec is not None and rec.symlink is not None:
+        return RebuildResult("", False, False, [f"{INDEX_NAME} is a symlink; memd does not rewrite it"])
+    if rec is not None and rec.text is None:
+        return RebuildResult("", False, False, [f"{INDEX_NAME} cannot be read: {rec.problem}"])
+    old = rec.text if rec is not None else None
+    plan = plan_rebuild(old, topics_of(snap), config.budget)
+    diff = unified_diff(old or "", plan.text, INDEX_NAME) if plan.changed else ""
+    reasons = list(plan.reasons)
+    if not plan.changed or dry_run or not plan.fits:
+        if plan.changed and not plan.fits and not dry_run:
+            reasons.append(f"{INDEX_NAME} was not written")
+        return RebuildResult(diff, False, plan.fits, reasons, None, plan.actions)
+    snap_path = snapshots.snapshot(state_dir, project.name, project.memory_dir, "rebuild")
+    expect = rec.signature if rec is not None else None
+    try:
+        atomic_write(project.index_path, plan.text, expect=expect)
+    except ConflictError:
+        reasons.append(f"{INDEX_NAME} changed since it was read; not overwritten (run rebuild again)")
+        return RebuildResult(diff, False, plan.fits, reasons, snap_path, plan.actions)
+    return RebuildResult(diff, True, plan.fits, reasons, snap_path, plan.actions)

@@ -1,0 +1,629 @@
+"""memd's durable memory of what it has seen and done: one SQLite file (stdlib sqlite3, WAL).
+
+Holds, per transcript, its identity and one offset per consumer: what the scan has read
+(indexing, activity, memory writes seen) and, separately, what the catch-up has extracted, so
+scanning never makes the catch-up skip a span. Per project: last consolidation, last catch-up,
+sessions touched. A run log, outstanding warnings, and a small key/value table.
+
+Rules this module keeps:
+- A corrupt or unreadable-as-database file never stops memd: it is set aside (renamed with a
+  timestamp, its -wal/-shm beside it) with a clear log line, and an empty store is built. The
+  worst case is re-reading transcripts, never skipping them (offsets start at 0 again).
+- The schema is versioned with ``PRAGMA user_version`` and grows by the ``MIGRATIONS`` list
+  only; a migration is never edited once shipped.
+- One connection belongs to one thread (sqlite3's ``check_same_thread`` default). The daemon
+  uses its store from its main loop only; other threads (and the CLI, another process) open
+  their own ``StateStore``. WAL lets readers run beside the one writer; ``busy_timeout`` makes a
+  second writer (e.g. ``memd scan`` while the daemon runs) wait instead of failing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from memd.errors import MemdError
+
+log = logging.getLogger("memd.state")
+
+FILENAME = "state.sqlite3"
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+# sqlite result codes that mean "this file is not a healthy database" (not "busy" or "locked").
+_SQLITE_CORRUPT = 11
+_SQLITE_NOTADB = 26
+
+# Each entry moves the schema from version i to i + 1. Append only.
+MIGRATIONS: list[str] = [
+    # 0 -> 1: the first schema.
+    """
+    CREATE TABLE transcripts (
+        path TEXT PRIMARY KEY,
+        project TEXT NOT NULL DEFAULT '',
+        inode INTEGER NOT NULL DEFAULT 0,
+        size INTEGER NOT NULL DEFAULT 0,
+        scan_offset INTEGER NOT NULL DEFAULT 0,
+        extract_offset INTEGER NOT NULL DEFAULT 0,
+        extract_inode INTEGER NOT NULL DEFAULT 0,
+        session_id TEXT NOT NULL DEFAULT '',
+        records INTEGER NOT NULL DEFAULT 0,
+        bad_lines INTEGER NOT NULL DEFAULT 0,
+        first_record_at REAL,
+        last_record_at REAL,
+        memory_write_seen_at REAL,
+        scanned_at REAL,
+        extracted_at REAL
+    );
+    CREATE INDEX transcripts_project ON transcripts(project);
+    CREATE TABLE projects (
+        name TEXT PRIMARY KEY,
+        last_consolidation REAL,
+        last_catchup REAL,
+        last_session_at REAL,
+        last_scan REAL
+    );
+    CREATE TABLE sessions (
+        project TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        touched_at REAL NOT NULL,
+        PRIMARY KEY (project, session_id)
+    );
+    CREATE TABLE runs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        job TEXT NOT NULL,
+        project TEXT,
+        started REAL NOT NULL,
+        ended REAL,
+        outcome TEXT NOT NULL DEFAULT 'running',
+        added INTEGER NOT NULL DEFAULT 0,
+        changed INTEGER NOT NULL DEFAULT 0,
+        deleted INTEGER NOT NULL DEFAULT 0,
+        tokens_in INTEGER NOT NULL DEFAULT 0,
+        tokens_out INTEGER NOT NULL DEFAULT 0,
+        cache_read INTEGER NOT NULL DEFAULT 0,
+        cache_write INTEGER NOT NULL DEFAULT 0,
+        cost_usd REAL NOT NULL DEFAULT 0,
+        error TEXT,
+        summary TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX runs_job_started ON runs(job, started);
+    CREATE INDEX runs_project_started ON runs(project, started);
+    CREATE TABLE warnings (
+        project TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        level TEXT NOT NULL,
+        details TEXT NOT NULL DEFAULT '{}',
+        since REAL NOT NULL,
+        updated REAL NOT NULL,
+        PRIMARY KEY (project, kind)
+    );
+    CREATE TABLE kv (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    """,
+    # 1 -> 2: the first cwd a transcript's records carried (how its memory folder was decided; a
+    # transcript first seen before any record with a cwd is mapped again once one arrives).
+    """
+    ALTER TABLE transcripts ADD COLUMN cwd TEXT NOT NULL DEFAULT ''
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+@dataclass(frozen=True)
+class TranscriptState:
+    path: Path
+    project: str  # the memory folder (project name) the transcript feeds
+    inode: int
+    size: int  # file size when last scanned
+    scan_offset: int  # bytes the scan has consumed (always just past a newline)
+    extract_offset: int  # bytes the catch-up has extracted (independent of scan_offset)
+    extract_inode: int  # inode the extract offset belongs to (0: unknown)
+    session_id: str
+    records: int  # records seen by the scan, in all
+    bad_lines: int  # unparseable lines seen by the scan, in all
+    first_record_at: float | None
+    last_record_at: float | None
+    memory_write_seen_at: float | None  # last time the main agent was seen writing memory
+    scanned_at: float | None
+    extracted_at: float | None
+    cwd: str = ""  # the first cwd its records carried ("" while none was seen)
+
+
+class ScanRow(NamedTuple):
+    """The fields the scan compares on every pass (cheap to build for thousands of files)."""
+
+    path: str
+    project: str
+    inode: int
+    size: int
+    scan_offset: int
+    session_id: str
+    last_record_at: float | None
+    cwd: str
+
+
+@dataclass(frozen=True)
+class ProjectState:
+    name: str
+    last_consolidation: float | None = None
+    last_catchup: float | None = None
+    last_session_at: float | None = None
+    last_scan: float | None = None
+
+
+@dataclass(frozen=True)
+class Run:
+    id: int
+    job: str
+    project: str | None
+    started: float
+    ended: float | None
+    outcome: str  # "running" until finished
+    added: int
+    changed: int
+    deleted: int
+    tokens_in: int
+    tokens_out: int
+    cache_read: int
+    cache_write: int
+    cost_usd: float
+    error: str | None
+    summary: str
+
+
+@dataclass(frozen=True)
+class Warning:  # shadows the builtin category on purpose: import it as state.Warning
+    project: str
+    kind: str
+    level: str
+    details: dict[str, Any] = field(default_factory=dict)
+    since: float = 0.0  # first raised at this level
+    updated: float = 0.0
+
+
+class StateError(MemdError):
+    """The state folder cannot be used at all (e.g. not writable)."""
+
+
+def _is_corruption(e: sqlite3.DatabaseError) -> bool:
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+    msg = str(e).lower()
+    return "not a database" in msg or "malformed" in msg
+
+
+class _Corrupt(Exception):
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+class StateStore:
+    """The state file. Open with ``StateStore.open(state_dir)``; use from one thread."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self._conn = conn
+        self.path = path
+        self._depth = 0  # nesting of batch()
+        self.set_aside: Path | None = None  # where a corrupt file was moved on open, if it was
+
+    # ------------------------------------------------------------------ opening
+
+    @classmethod
+    def open(cls, state_dir: Path, *, timeout: float = 10.0) -> StateStore:
+        """Open (creating, migrating, or rebuilding a corrupt file) ``state_dir/state.sqlite3``."""
+        try:
+            state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as e:
+            raise StateError(f"cannot create the state folder: {e.strerror}", path=str(state_dir)) from None
+        path = state_dir / FILENAME
+        moved: Path | None = None
+        for attempt in (1, 2):
+            try:
+                conn = cls._connect(path, timeout)
+            except sqlite3.DatabaseError as e:
+                if attempt == 2 or not _is_corruption(e):
+                    raise StateError(f"cannot open the state file: {e}", path=str(path)) from None
+                moved = _set_aside(path, str(e))
+                continue
+            except _Corrupt as e:
+                if attempt == 2:
+                    raise StateError(f"cannot rebuild the state file: {e.why}", path=str(path)) from None
+                moved = _set_aside(path, e.why)
+                continue
+            store = cls(conn, path)
+            store.set_aside = moved
+            return store
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @staticmethod
+    def _connect(path: Path, timeout: float) -> sqlite3.Connection:
+        conn = sqlite3.connect(path, timeout=timeout, isolation_level=None)
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            # The first real read: a file that is not a database fails here.
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            if version > SCHEMA_VERSION:
+                raise _Corrupt(f"schema version {version} is newer than this memd knows ({SCHEMA_VERSION})")
+            if version > 0:
+                row = conn.execute("PRAGMA quick_check").fetchone()
+                if row is None or row[0] != "ok":
+                    raise _Corrupt(f"integrity check failed: {row[0] if row else 'no answer'}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                log.warning("state file not in WAL mode (%s): %s", mode, path)
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            _migrate(conn, version)
+            try:
+                os.chmod(path, 0o600)
+            except OSError:
+                pass
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def close(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.close()
+
+    def __enter__(self) -> StateStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def schema_version(self) -> int:
+        return int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group many writes into one transaction (one fsync): ``with store.batch(): ...``."""
+        if self._depth:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        self._conn.execute("BEGIN IMMEDIATE")
+        self._depth = 1
+        try:
+            yield
+        except BaseException:
+            self._depth = 0
+            self._conn.execute("ROLLBACK")
+            raise
+        self._depth = 0
+        self._conn.execute("COMMIT")
+
+    def _exec(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> sqlite3.Cursor:
+        return self._conn.execute(sql, params)
+
+    # ------------------------------------------------------------------ transcripts
+
+    def transcript(self, path: Path) -> TranscriptState | None:
+        row = self._exec("SELECT * FROM transcripts WHERE path = ?", (str(path),)).fetchone()
+        return _transcript(row) if row is not None else None
+
+    def transcripts(self, project: str | None = None) -> list[TranscriptState]:
+        """Every known transcript (of one memory project), by path."""
+        if project is None:
+            rows = self._exec("SELECT * FROM transcripts ORDER BY path").fetchall()
+        else:
+            rows = self._exec("SELECT * FROM transcripts WHERE project = ? ORDER BY path",
+                              (project,)).fetchall()
+        return [_transcript(r) for r in rows]
+
+    def transcripts_under(self, folder: Path) -> dict[Path, TranscriptState]:
+        """Known transcripts inside ``folder`` (a projects/<name> folder), keyed by path."""
+        lo = str(folder).rstrip("/") + "/"
+        hi = lo[:-1] + "0"  # '0' sorts right after '/': a range scan over the primary key
+        rows = self._exec("SELECT * FROM transcripts WHERE path >= ? AND path < ?", (lo, hi)).fetchall()
+        return {Path(r["path"]): _transcript(r) for r in rows}
+
+    def scan_rows(self, folder: Path) -> dict[str, ScanRow]:
+        """What the scan needs of the known transcripts inside ``folder``, keyed by path string."""
+        lo = str(folder).rstrip("/") + "/"
+        rows = self._exec(
+            "SELECT path, project, inode, size, scan_offset, session_id, last_record_at, cwd FROM transcripts "
+            "WHERE path >= ? AND path < ?", (lo, lo[:-1] + "0")).fetchall()
+        return {r[0]: ScanRow(*r) for r in rows}
+
+    def save_scan(self, path: Path, *, project: str, inode: int, size: int, offset: int,
+                  session_id: str = "", records: int = 0, bad_lines: int = 0,
+                  first_record_at: float | None = None, last_record_at: float | None = None,
+                  memory_write_seen_at: float | None = None, when: float | None = None,
+                  expect_offset: int | None = None, cwd: str = "") -> bool:
+        """Record a scan pass: ``records``/``bad_lines`` are this pass's counts (added to the totals);
+        record times only move forward; the extract offset is left alone.
+
+        ``expect_offset`` (the scan offset the pass started from) makes the save conditional: when
+        another scanner saved meanwhile, nothing is written and False is returned, so two scanners
+        of one file never count its lines twice.
+        """
+        now = time.time() if when is None else when
+        cur = self._exec(
+            """
+            INSERT INTO transcripts (path, project, inode, size, scan_offset, session_id, records,
+                                     bad_lines, first_record_at, last_record_at, memory_write_seen_at,
+                                     scanned_at, cwd)
+            VALUES (:path, :project, :inode, :size, :offset, :session_id, :records, :bad_lines,
+                    :first, :last, :mem, :now, :cwd)
+            ON CONFLICT(path) DO UPDATE SET
+                project = excluded.project,
+                inode = excluded.inode,
+                size = excluded.size,
+                scan_offset = excluded.scan_offset,
+                session_id = CASE WHEN excluded.session_id != '' THEN excluded.session_id
+                                  ELSE transcripts.session_id END,
+                records = transcripts.records + excluded.records,
+                bad_lines = transcripts.bad_lines + excluded.bad_lines,
+                first_record_at = COALESCE(transcripts.first_record_at, excluded.first_record_at),
+                last_record_at = COALESCE(MAX(transcripts.last_record_at, excluded.last_record_at),
+                                          transcripts.last_record_at, excluded.last_record_at),
+                memory_write_seen_at = COALESCE(
+                    MAX(transcripts.memory_write_seen_at, excluded.memory_write_seen_at),
+                    transcripts.memory_write_seen_at, excluded.memory_write_seen_at),
+                scanned_at = excluded.scanned_at,
+                cwd = CASE WHEN transcripts.cwd = '' THEN excluded.cwd ELSE transcripts.cwd END
+            WHERE :expect IS NULL OR transcripts.scan_offset = :expect
+            """,
+            {"path": str(path), "project": project, "inode": inode, "size": size, "offset": offset,
+             "session_id": session_id, "records": records, "bad_lines": bad_lines,
+             "first": first_record_at, "last": last_record_at, "mem": memory_write_seen_at, "now": now,
+             "expect": expect_offset, "cwd": cwd})
+        return cur.rowcount > 0
+
+    def save_extract(self, path: Path, *, inode: int, offset: int, when: float | None = None) -> None:
+        """Record what the catch-up has extracted (only the catch-up calls this)."""
+        now = time.time() if when is None else when
+        self._exec(
+            """
+            INSERT INTO transcripts (path, inode, extract_offset, extract_inode, extracted_at)
+            VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT(path) DO UPDATE SET
+                extract_offset = excluded.extract_offset,
+                extract_inode = excluded.extract_inode,
+                extracted_at = excluded.extracted_at
+            """,
+            (str(path), inode, offset, inode, now))
+
+    def reset_transcript(self, path: Path, *, expect_offset: int | None = None) -> bool:
+        """A replaced or truncated file: both offsets and the scan's counts start over. With
+        ``expect_offset``, only when the scan offset is still that one (no other scanner got there first)."""
+        cur = self._exec(
+            """
+            UPDATE transcripts SET scan_offset = 0, extract_offset = 0, extract_inode = 0, size = 0,
+                                   records = 0, bad_lines = 0, first_record_at = NULL, cwd = ''
+            WHERE path = ? AND (? IS NULL OR scan_offset = ?)
+            """,
+            (str(path), expect_offset, expect_offset))
+        return cur.rowcount > 0
+
+    def forget_transcript(self, path: Path) -> None:
+        """A transcript that no longer exists (Claude Code cleans them up after 30 days)."""
+        self._exec("DELETE FROM transcripts WHERE path = ?", (str(path),))
+
+    # ------------------------------------------------------------------ projects
+
+    def project(self, name: str) -> ProjectState:
+        row = self._exec("SELECT * FROM projects WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            return ProjectState(name)
+        return ProjectState(name, row["last_consolidation"], row["last_catchup"], row["last_session_at"],
+                            row["last_scan"])
+
+    def _project_set(self, name: str, column: str, when: float, *, only_forward: bool = False) -> None:
+        assert column in ("last_consolidation", "last_catchup", "last_session_at", "last_scan")
+        value = (f"COALESCE(MAX(projects.{column}, excluded.{column}), excluded.{column})"
+                 if only_forward else f"excluded.{column}")
+        self._exec(f"INSERT INTO projects (name, {column}) VALUES (?, ?) "
+                   f"ON CONFLICT(name) DO UPDATE SET {column} = {value}", (name, when))
+
+    def mark_consolidated(self, name: str, when: float) -> None:
+        self._project_set(name, "last_consolidation", when)
+
+    def mark_catchup(self, name: str, when: float) -> None:
+        self._project_set(name, "last_catchup", when)
+
+    def mark_scanned(self, name: str, when: float) -> None:
+        self._project_set(name, "last_scan", when)
+
+    def touch_session(self, name: str, session_id: str, when: float) -> None:
+        """A session of project ``name`` had a record at ``when`` (times only move forward)."""
+        self._exec(
+            """
+            INSERT INTO sessions (project, session_id, touched_at) VALUES (?, ?, ?)
+            ON CONFLICT(project, session_id) DO UPDATE SET
+                touched_at = MAX(sessions.touched_at, excluded.touched_at)
+            """,
+            (name, session_id, when))
+        self._project_set(name, "last_session_at", when, only_forward=True)
+
+    def sessions_touched_since(self, name: str, since: float, *, exclude: str | None = None) -> int:
+        """Sessions (UUID-named only, as Claude Code counts them) touched after ``since``."""
+        rows = self._exec("SELECT session_id FROM sessions WHERE project = ? AND touched_at > ?",
+                          (name, since)).fetchall()
+        return sum(1 for r in rows if _UUID.match(r[0]) and r[0] != exclude)
+
+    def projects(self) -> list[ProjectState]:
+        rows = self._exec("SELECT name FROM projects ORDER BY name").fetchall()
+        return [self.project(r[0]) for r in rows]
+
+    # ------------------------------------------------------------------ run log
+
+    def start_run(self, job: str, project: str | None, started: float) -> int:
+        cur = self._exec("INSERT INTO runs (job, project, started) VALUES (?, ?, ?)", (job, project, started))
+        rid = cur.lastrowid
+        assert rid is not None
+        return int(rid)
+
+    def finish_run(self, run_id: int, *, outcome: str, ended: float, added: int = 0, changed: int = 0,
+                   deleted: int = 0, tokens_in: int = 0, tokens_out: int = 0, cache_read: int = 0,
+                   cache_write: int = 0, cost_usd: float = 0.0, error: str | None = None,
+                   summary: str = "") -> None:
+        self._exec(
+            """
+            UPDATE runs SET outcome = ?, ended = ?, added = ?, changed = ?, deleted = ?, tokens_in = ?,
+                            tokens_out = ?, cache_read = ?, cache_write = ?, cost_usd = ?, error = ?,
+                            summary = ?
+            WHERE id = ?
+            """,
+            (outcome, ended, added, changed, deleted, tokens_in, tokens_out, cache_read, cache_write,
+             float(cost_usd), error, summary, run_id))
+
+    def runs(self, *, job: str | None = None, project: str | None = None, since: float | None = None,
+             limit: int = 100) -> list[Run]:
+        """Runs, newest first."""
+        where: list[str] = []
+        params: list[Any] = []
+        if job is not None:
+            where.append("job = ?")
+            params.append(job)
+        if project is not None:
+            where.append("project = ?")
+            params.append(project)
+        if since is not None:
+            where.append("started >= ?")
+            params.append(since)
+        sql = "SELECT * FROM runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY started DESC, id DESC LIMIT ?"
+        params.append(limit)
+        return [_run(r) for r in self._exec(sql, tuple(params)).fetchall()]
+
+    def run(self, run_id: int) -> Run | None:
+        row = self._exec("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return _run(row) if row is not None else None
+
+    # ------------------------------------------------------------------ warnings
+
+    def set_warning(self, project: str, kind: str, level: str, details: dict[str, Any],
+                    when: float | None = None) -> bool:
+        """Open or update a warning; True when this is a new crossing (new, or its level changed)."""
+        now = time.time() if when is None else when
+        blob = json.dumps(details, sort_keys=True, default=str)
+        with self.batch():
+            row = self._exec("SELECT level FROM warnings WHERE project = ? AND kind = ?",
+                             (project, kind)).fetchone()
+            if row is None or row[0] != level:
+                self._exec(
+                    "INSERT OR REPLACE INTO warnings (project, kind, level, details, since, updated) "
+                    "VALUES (?, ?, ?, ?, ?, ?)", (project, kind, level, blob, now, now))
+                return True
+            self._exec("UPDATE warnings SET details = ?, updated = ? WHERE project = ? AND kind = ?",
+                       (blob, now, project, kind))
+            return False
+
+    def clear_warning(self, project: str, kind: str) -> bool:
+        """Close a warning; True when one was open."""
+        cur = self._exec("DELETE FROM warnings WHERE project = ? AND kind = ?", (project, kind))
+        return cur.rowcount > 0
+
+    def warnings(self, project: str | None = None) -> list[Warning]:
+        if project is None:
+            rows = self._exec("SELECT * FROM warnings ORDER BY project, kind").fetchall()
+        else:
+            rows = self._exec("SELECT * FROM warnings WHERE project = ? ORDER BY kind", (project,)).fetchall()
+        out: list[Warning] = []
+        for r in rows:
+            try:
+                details = json.loads(r["details"])
+            except ValueError:
+                details = {}
+            out.append(Warning(r["project"], r["kind"], r["level"],
+                               details if isinstance(details, dict) else {}, r["since"], r["updated"]))
+        return out
+
+    # ------------------------------------------------------------------ key/value
+
+    def get(self, key: str) -> str | None:
+        row = self._exec("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set(self, key: str, value: str) -> None:
+        self._exec("INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = "
+                   "excluded.value", (key, value))
+
+    def delete(self, key: str) -> None:
+        self._exec("DELETE FROM kv WHERE key = ?", (key,))
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _migrate(conn: sqlite3.Connection, version: int) -> None:
+    if version == SCHEMA_VERSION:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # Re-read under the write lock: another process may have migrated meanwhile.
+        current = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        for i in range(current, SCHEMA_VERSION):
+            for stmt in _statements(MIGRATIONS[i]):
+                conn.execute(stmt)
+            conn.execute(f"PRAGMA user_version = {i + 1}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    if version != SCHEMA_VERSION and version:
+        log.info("state schema migrated from version %d to %d", version, SCHEMA_VERSION)
+
+
+def _statements(script: str) -> list[str]:
+    # executescript() would commit our transaction; split on ';' instead (no ';' inside literals).
+    return [s.strip() for s in script.split(";") if s.strip()]
+
+
+def _set_aside(path: Path, why: str) -> Path:
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    target = path.with_name(f"{path.name}.corrupt-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+    for suffix in ("", "-wal", "-shm"):
+        src = Path(str(path) + suffix)
+        try:
+            os.replace(src, Path(str(target) + suffix))
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise StateError(f"cannot set the corrupt state file aside: {e.strerror}", path=str(src)) from None
+    log.warning("state file %s is unusable (%s): set aside as %s and rebuilt; transcripts will be "
+                "re-read from the start", path, why, target)
+    return target
+
+
+def _transcript(r: sqlite3.Row) -> TranscriptState:
+    return TranscriptState(
+        path=Path(r["path"]), project=r["project"], inode=r["inode"], size=r["size"],
+        scan_offset=r["scan_offset"], extract_offset=r["extract_offset"], extract_inode=r["extract_inode"],
+        session_id=r["session_id"], records=r["records"], bad_lines=r["bad_lines"],
+        first_record_at=r["first_record_at"], last_record_at=r["last_record_at"],
+        memory_write_seen_at=r["memory_write_seen_at"], scanned_at=r["scanned_at"],
+        extracted_at=r["extracted_at"], cwd=r["cwd"])
+
+
+def _run(r: sqlite3.Row) -> Run:
+    return Run(id=r["id"], job=r["job"], project=r["project"], started=r["started"], ended=r["ended"],
+               outcome=r["outcome"], added=r["added"], changed=r["changed"], deleted=r["deleted"],
+               tokens_in=r["tokens_in"], tokens_out=r["tokens_out"], cache_read=r["cache_read"],
+               cache_write=r["cache_write"], cost_usd=r["cost_usd"], error=r["error"], summary=r["summary"])

@@ -1,0 +1,373 @@
+"""Scanning a project's transcripts (the scan consumer) and reading spans (the catch-up consumer).
+
+``scan_project`` advances only the SCAN offsets in the state store: indexing, activity, sessions
+touched, memory writes seen. It never moves the catch-up's extract offsets, so a scan can never
+make the catch-up skip a span. ``read_span`` reads typed records for the catch-up from its own
+offset; the catch-up saves where it got to with ``StateStore.save_extract``.
+
+A file whose size and inode did not change since the last scan is not opened: an incremental
+pass over a thousand idle sessions costs a thousand ``stat`` calls and one query.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memd import layout
+from memd.transcripts import records as rec
+from memd.transcripts.reader import LineReader
+from memd.transcripts.sessions import (
+    MEMORY_WRITE_TOOLS,
+    MemoryPaths,
+    is_subagent,
+    memory_project_for,
+    memory_write_in,
+    session_id_for,
+)
+
+if TYPE_CHECKING:
+    from memd.config import Config
+    from memd.state import ScanRow, StateStore
+
+log = logging.getLogger("memd.transcripts")
+_SUBAGENTS = f"{os.sep}subagents{os.sep}"
+
+
+@dataclass
+class SessionScan:
+    file: str  # the transcript's path (a string: thousands are built per pass; ``path`` for a Path)
+    session_id: str
+    feeds: str  # the projects/ folder whose memory this session feeds
+    main: bool  # a main session (not a subagent transcript)
+    records: int  # records read by this pass
+    bad_lines: int  # unparseable or skipped lines met by this pass
+    new_bytes: int  # bytes consumed by this pass
+    offset: int  # the scan offset after this pass (just past the last complete line)
+    size: int
+    active: bool
+    replaced: bool = False
+    missing: bool = False
+    last_record_at: float | None = None
+    memory_write_at: float | None = None  # the main agent wrote memory (latest time seen in this pass)
+
+    @property
+    def path(self) -> Path:
+        return Path(self.file)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"path": self.file, "records": self.records, "bad_lines": self.bad_lines,
+                "offset": self.offset, "size": self.size, "active": self.active}
+
+
+@dataclass
+class ProjectScan:
+    project: layout.Project
+    sessions: list[SessionScan] = field(default_factory=list)
+    forgotten: list[Path] = field(default_factory=list)  # known transcripts that no longer exist
+
+    @property
+    def new_bytes(self) -> int:
+        return sum(s.new_bytes for s in self.sessions)
+
+    @property
+    def records(self) -> int:
+        return sum(s.records for s in self.sessions)
+
+    @property
+    def bad_lines(self) -> int:
+        return sum(s.bad_lines for s in self.sessions)
+
+    @property
+    def active(self) -> list[SessionScan]:
+        return [s for s in self.sessions if s.active]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"project": self.project.name, "memory_dir": str(self.project.memory_dir),
+                "sessions": [s.as_json() for s in self.sessions]}
+
+
+class _Digest:
+    """What the scan keeps of one pass over a transcript: cheap, no typed records."""
+
+    __slots__ = ("cwd", "first_at", "last_at", "session_id", "writes")
+
+    def __init__(self) -> None:
+        self.cwd: str | None = None
+        self.session_id: str | None = None
+        self.first_at: float | None = None
+        self.last_at: float | None = None
+        self.writes: list[tuple[float | None, str]] = []  # (time, file path) of file-writing tool uses
+
+    def feed(self, obj: dict[str, Any]) -> None:
+        ts = rec.parse_time(obj.get("timestamp"))
+        if ts is not None:
+            if self.first_at is None or ts < self.first_at:
+                self.first_at = ts
+            if self.last_at is None or ts > self.last_at:
+                self.last_at = ts
+        if self.cwd is None:
+            cwd = obj.get("cwd")
+            if isinstance(cwd, str) and cwd:
+                self.cwd = cwd
+        if self.session_id is None:
+            sid = obj.get("sessionId")
+            if isinstance(sid, str) and sid:
+                self.session_id = sid
+        if obj.get("type") == "assistant" and obj.get("isSidechain") is not True:
+            msg = obj.get("message")
+            content = msg.get("content") if isinstance(msg, dict) else None
+            if isinstance(content, list):
+                for b in content:
+                    if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("name") in MEMORY_WRITE_TOOLS:
+                        inp = b.get("input")
+                        fp = (inp.get("file_path") or inp.get("notebook_path")) if isinstance(inp, dict) else None
+                        if isinstance(fp, str) and fp:
+                            # only the path: a session with thousands of edits must not hold their bodies
+                            self.writes.append((ts, fp))
+
+
+def transcript_files(project_dir: Path) -> list[Path]:
+    """Every transcript of a transcript folder: sessions and subagents, both layouts."""
+    return [Path(p) for p in _transcript_paths(str(project_dir))]
+
+
+def _transcript_paths(folder: str) -> list[str]:
+    # layout.session_files + layout.subagent_files on plain strings: an incremental pass over a
+    # thousand sessions should not spend its time building Path objects.
+    out: list[str] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return out
+    for e in entries:
+        try:
+            if e.name.endswith(".jsonl") and e.is_file(follow_symlinks=False):
+                out.append(e.path)
+            elif e.name != "memory" and e.is_dir(follow_symlinks=False):
+                sub = os.path.join(e.path, "subagents")
+                try:
+                    out.extend(s.path for s in os.scandir(sub)
+                               if s.name.startswith("agent-") and s.name.endswith(".jsonl"))
+                except OSError:
+                    pass
+        except OSError:
+            continue
+    out.sort()
+    return out
+
+
+class _Scanner:
+    """One pass over (some of) a transcript folder: the reading, then one batch of saves."""
+
+    def __init__(self, project: layout.Project, state: StateStore, config: Config, now: float) -> None:
+        self.project = project
+        self.state = state
+        self.config = config
+        self.now = now
+        self.root = project.dir.parent
+        self.claude = self.root.parent
+        self.active_s = config.transcripts.active_minutes * 60.0
+        self._feeds_cache: dict[str, str] = {}
+        self._paths_cache: dict[str, MemoryPaths] = {}
+        self._settings: dict[str, Any] | None = None
+        self.saves: list[tuple[SessionScan, LineReader, _Digest, ScanRow | None, str]] = []
+
+    def one(self, spath: str, prev: ScanRow | None) -> SessionScan | None:
+        try:
+            st = os.stat(spath)
+        except OSError:  # vanished since the listing
+            return None
+        active = self.now - st.st_mtime < self.active_s
+        if prev is not None and prev.inode == st.st_ino and prev.size == st.st_size \
+                and prev.scan_offset <= st.st_size:
+            main = not (os.path.basename(spath).startswith("agent-") or _SUBAGENTS in spath)
+            return SessionScan(spath, prev.session_id or session_id_for(Path(spath)), prev.project, main, 0, 0, 0,
+                               prev.scan_offset, st.st_size, active, last_record_at=prev.last_record_at)
+        path = Path(spath)
+        reader = LineReader(path, prev.scan_offset if prev else 0,
+                            max_line_bytes=self.config.transcripts.max_line_bytes,
+                            expect_inode=prev.inode if prev and prev.inode else None)
+        digest = _Digest()
+        for _off, obj in reader:
+            digest.feed(obj)
+        if reader.missing:
+            return None
+        main = not is_subagent(path)
+        # The memory folder is decided by the first cwd the records carry; a transcript first seen
+        # before any such record (it starts with snapshots and queue operations) is decided again.
+        known_cwd = prev.cwd if prev is not None and not reader.replaced else ""
+        if known_cwd and prev is not None and prev.project:
+            feeds = prev.project
+        else:
+            feeds = memory_project_for(digest.cwd, self.project.name, self.root, self._feeds_cache)
+        cwd = known_cwd or digest.cwd or ""
+        mem_at: float | None = None
+        if main and digest.writes:
+            mp = self._memory_paths(feeds)
+            for ts, fp in digest.writes:
+                if mp.contains(fp):
+                    when = ts if ts is not None else self.now
+                    mem_at = when if mem_at is None else max(mem_at, when)
+        sid = session_id_for(path, digest.session_id)
+        scan = SessionScan(spath, sid, feeds, main, reader.records, reader.bad_lines, reader.bytes_read,
+                           reader.end_offset, max(reader.size, st.st_size), active, reader.replaced,
+                           last_record_at=digest.last_at or (prev.last_record_at if prev else None),
+                           memory_write_at=mem_at)
+        self.saves.append((scan, reader, digest, prev, cwd))
+        return scan
+
+    def _memory_paths(self, feeds: str) -> MemoryPaths:
+        mp = self._paths_cache.get(feeds)
+        if mp is None:
+            if self._settings is None:
+                self._settings = layout.read_settings(self.claude)
+            mem_dir = layout.project_for_folder(self.claude, self.root / feeds, self._settings).memory_dir
+            mp = self._paths_cache[feeds] = MemoryPaths(mem_dir, feeds)
+        return mp
+
+    def save(self, forgotten: list[Path], *, mark: bool) -> None:
+        state = self.state
+        with state.batch():
+            for scan, reader, digest, prev, cwd in self.saves:
+                start = prev.scan_offset if prev is not None else 0
+                if reader.replaced and prev is not None:
+                    if not state.reset_transcript(scan.path, expect_offset=start):
+                        continue  # another scanner handled the replacement first
+                    start = 0
+                # Conditional: if another scanner saved this file meanwhile, this pass's lines
+                # were counted there; counting them again would double the session's records.
+                # A read that stopped on an I/O error saves size 0, so the next pass tries again
+                # instead of taking the file for unchanged.
+                size = scan.size if reader.error is None else 0
+                if not state.save_scan(scan.path, project=scan.feeds, inode=reader.inode, size=size,
+                                       offset=scan.offset, session_id=scan.session_id, records=scan.records,
+                                       bad_lines=scan.bad_lines, first_record_at=digest.first_at,
+                                       last_record_at=digest.last_at, memory_write_seen_at=scan.memory_write_at,
+                                       when=self.now, expect_offset=start, cwd=cwd):
+                    continue
+                if digest.last_at is not None and scan.records:
+                    state.touch_session(scan.feeds, scan.session_id, digest.last_at)
+            for p in forgotten:
+                state.forget_transcript(p)
+            if mark:
+                state.mark_scanned(self.project.name, self.now)
+
+
+def scan_project(project: layout.Project, state: StateStore, config: Config, *, now: float,
+                 dry_run: bool = False) -> ProjectScan:
+    """Read every transcript of ``project.dir`` from its scan offset; save the new offsets (unless
+    ``dry_run``), the sessions touched and the memory writes seen. Never raises for a file's sake."""
+    known = state.scan_rows(project.dir)
+    out = ProjectScan(project)
+    scanner = _Scanner(project, state, config, now)
+    files = _transcript_paths(str(project.dir))
+    for spath in files:
+        scan = scanner.one(spath, known.get(spath))
+        if scan is not None:
+            out.sessions.append(scan)
+    listed = set(files)
+    out.forgotten = [Path(p) for p in known if p not in listed and not os.path.exists(p)]
+    if not dry_run:
+        scanner.save(out.forgotten, mark=True)
+    return out
+
+
+def scan_file(project: layout.Project, path: Path, state: StateStore, config: Config, *, now: float,
+              dry_run: bool = False) -> SessionScan | None:
+    """Scan one transcript of ``project.dir`` (a watcher event); None when it does not exist."""
+    spath = str(path)
+    prev = state.scan_rows(path.parent).get(spath)
+    scanner = _Scanner(project, state, config, now)
+    scan = scanner.one(spath, prev)
+    if scan is None and prev is not None and not os.path.exists(spath) and not dry_run:
+        state.forget_transcript(path)
+    if scan is not None and not dry_run:
+        scanner.save([], mark=False)
+    return scan
+
+
+def scan_all(claude: Path, state: StateStore, config: Config, *, now: float,
+             dry_run: bool = False) -> list[ProjectScan]:
+    return [scan_project(p, state, config, now=now, dry_run=dry_run) for p in layout.list_projects(claude)]
+
+
+# ---------------------------------------------------------------------- spans for the catch-up
+
+
+@dataclass
+class Span:
+    path: Path
+    start_offset: int  # where reading began (0 when the file was replaced or truncated)
+    end_offset: int  # just past the last complete line read: save this as the extract offset
+    inode: int
+    size: int
+    records: list[rec.Record]
+    bad_lines: int
+    replaced: bool
+    missing: bool
+    wrote_memory: bool  # the main agent wrote into the memory folder within this span
+    session_id: str
+    cwd: str | None
+    first_at: float | None
+    last_at: float | None
+
+    @property
+    def empty(self) -> bool:
+        return self.end_offset <= self.start_offset
+
+    @property
+    def pending_bytes(self) -> int:
+        return max(0, self.size - self.end_offset)
+
+
+def read_span(path: Path, start_offset: int, config: Config, *, memory_dir: Path | None = None,
+              project_name: str | None = None, inode: int | None = None, max_bytes: int | None = None,
+              include_sidechain: bool = False) -> Span:
+    """Typed records of ``path`` from ``start_offset`` to the last complete line (or to about
+    ``max_bytes`` past the start). ``inode`` is the one the offset belongs to: another inode (or a
+    shorter file) means the file was replaced and the span starts at 0. ``wrote_memory`` needs
+    ``memory_dir`` (and ``project_name``, to recognise the folder under another Claude folder)."""
+    reader = LineReader(path, start_offset, max_line_bytes=config.transcripts.max_line_bytes,
+                        expect_inode=inode or None, max_bytes=max_bytes)
+    # Texts are cut when parsed: a span's memory stays small whatever the session holds. Tool
+    # results, thinking and tool inputs keep a few times what rendering shows of them.
+    t = config.transcripts
+    parser = rec.Parser(text_cap=t.render_max_chars,
+                        result_cap=max(4096, 4 * max(t.render_tool_result_chars, t.render_thinking_chars)),
+                        include_sidechain=include_sidechain)
+    mp = MemoryPaths(memory_dir, project_name or "") if memory_dir is not None else None
+    wrote = False
+    main = not is_subagent(path)
+    for off, obj in reader:
+        parser.feed(off, obj)
+        if mp is not None and main and not wrote and memory_write_in(obj, mp):
+            wrote = True
+    return Span(path, reader.start, reader.end_offset, reader.inode, reader.size, parser.out,
+                reader.bad_lines, reader.replaced, reader.missing, wrote,
+                session_id_for(path, parser.session_id), parser.cwd, parser.first_at, parser.last_at)
+
+
+def find_session(claude: Path, session: str) -> Path | None:
+    """A session given as a path to a .jsonl or as its UUID (searched under projects/)."""
+    p = Path(session).expanduser()
+    if p.suffix == ".jsonl" and p.is_file():
+        return p
+    name = session if session.endswith(".jsonl") else f"{session}.jsonl"
+    root = layout.projects_root(claude)
+    try:
+        folders = sorted(e.path for e in os.scandir(root) if e.is_dir(follow_symlinks=False))
+    except OSError:
+        return None
+    for folder in folders:
+        cand = Path(folder) / name
+        if cand.is_file():
+            return cand
+    for folder in folders:  # a subagent transcript: <session>/subagents/agent-x.jsonl
+        for cand in Path(folder).glob(f"*/subagents/{name}"):
+            if cand.is_file():
+                return cand
+    return None

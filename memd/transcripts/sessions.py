@@ -1,0 +1,86 @@
+"""What a session is to memd: which memory folder it feeds, its id, whether it is active, and
+whether the main agent wrote memory in it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from memd import layout
+
+MEMORY_WRITE_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
+
+
+def is_subagent(path: Path) -> bool:
+    return not layout.is_main_session(path)
+
+
+def session_id_for(path: Path, recorded: str | None = None) -> str:
+    """The session a transcript belongs to: its UUID name, the session folder of a subagent
+    (``<session>/subagents/agent-x.jsonl``), else the ``sessionId`` its records carry."""
+    if path.parent.name == "subagents":
+        return path.parent.parent.name
+    if path.name.startswith("agent-") and recorded:
+        return recorded
+    return path.stem
+
+
+def memory_project_for(cwd: str | None, own_folder: str, projects_root: Path,
+                       cache: dict[str, str] | None = None) -> str:
+    """The projects/ folder name whose memory a session feeds (facts.md section 1).
+
+    Record ``cwd`` -> canonical git root -> folder name. Falls back to the session's own folder
+    when the records carry no cwd or the cwd is not on this machine (its git root is unknowable).
+    """
+    if not cwd or not os.path.isabs(cwd):
+        return own_folder
+    if cache is not None and cwd in cache:
+        return cache[cwd]
+    name = own_folder
+    try:
+        if os.path.isdir(cwd):
+            derived = layout.folder_for_cwd(cwd)
+            found = layout.find_folder(projects_root, derived)
+            name = found.name if found is not None else derived
+    except OSError:
+        name = own_folder
+    if cache is not None:
+        cache[cwd] = name
+    return name
+
+
+class MemoryPaths:
+    """Decides whether a path written by a tool lies inside a project's memory folder."""
+
+    def __init__(self, memory_dir: Path, project_name: str) -> None:
+        self.prefix = os.path.normpath(os.fspath(memory_dir)) + os.sep
+        # The session may have seen the folder under another Claude folder (another HOME, a
+        # CLAUDE_CONFIG_DIR): the projects/<name>/memory/ part is what identifies it.
+        self.marker = f"{os.sep}projects{os.sep}{project_name}{os.sep}memory{os.sep}"
+
+    def contains(self, file_path: str) -> bool:
+        p = os.path.normpath(file_path)
+        return p.startswith(self.prefix) or self.marker in p
+
+
+def memory_write_in(obj: dict[str, Any], paths: MemoryPaths) -> bool:
+    """True when this record is a main-agent assistant line with a file-writing tool use aimed into
+    the memory folder."""
+    if obj.get("type") != "assistant" or obj.get("isSidechain") is True:
+        return False
+    msg = obj.get("message")
+    if not isinstance(msg, dict):
+        return False
+    content = msg.get("content")
+    if not isinstance(content, list):
+        return False
+    for b in content:
+        if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("name") in MEMORY_WRITE_TOOLS:
+            inp = b.get("input")
+            if isinstance(inp, dict):
+                fp = inp.get("file_path") or inp.get("notebook_path")
+                if isinstance(fp, str) and fp and paths.contains(fp):
+                    return True
+    return False

@@ -1,0 +1,175 @@
+"""The daemon's commands in-process: service files, logs, report, foreground dream/catch-up, trigger."""
+
+from __future__ import annotations
+
+import json
+import os
+import plistlib
+import sys
+from pathlib import Path
+
+import pytest
+
+from memd import cli
+from memd.config import Config
+from memd.daemon import service_files as sf
+from memd.state import StateStore
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def memd(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = cli.main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_repository_templates_are_the_rendered_files() -> None:
+    assert (ROOT / "systemd" / "memd.service").read_text() == sf.systemd_unit(sf.placeholder())
+    assert (ROOT / "launchd" / "com.memd.agent.plist").read_bytes() == sf.launchd_plist(sf.placeholder())
+
+
+def test_systemd_unit_contents() -> None:
+    unit = sf.systemd_unit(sf.current(20.0, Path("/s"), None))
+    for line in ("Type=notify", "ExecReload=/bin/kill -HUP $MAINPID", "Restart=on-failure",
+                 "EnvironmentFile=-%h/.config/memd/env", "NoNewPrivileges=yes", "WantedBy=default.target",
+                 f"WatchdogSec={sf.WATCHDOG_S}"):
+        assert line in unit.splitlines()
+    stop = int(next(x for x in unit.splitlines() if x.startswith("TimeoutStopSec=")).split("=")[1])
+    assert stop > 20.0  # longer than memd's own graceful bound
+    assert f"ExecStart={sys.executable} -m memd run" in unit
+
+
+def test_service_install_status_uninstall_systemd(claude_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = memd(capsys, "service", "install", "--dry-run", "--manager", "systemd")
+    assert code == 0 and "Type=notify" in out and "systemctl --user" in out
+    unit = Path(os.environ["XDG_CONFIG_HOME"]) / "systemd" / "user" / "memd.service"
+    assert not unit.exists()
+    code, out, _ = memd(capsys, "service", "install", "--manager", "systemd")
+    assert code == 0 and unit.exists()
+    assert "systemctl --user daemon-reload && systemctl --user enable --now memd.service" in out
+    assert "memd hooks install" in out
+    assert f"ExecStart={sys.executable} -m memd run" in unit.read_text()
+    assert f"Environment=XDG_STATE_HOME={os.environ['XDG_STATE_HOME']}" in unit.read_text()
+    code, out, _ = memd(capsys, "service", "status", "--manager", "systemd")
+    assert "installed, up to date" in out and "not running" in out
+    wants = unit.parent / "default.target.wants" / "memd.service"
+    wants.parent.mkdir()
+    wants.symlink_to(unit)  # what `systemctl enable` makes
+    code, out, _ = memd(capsys, "service", "uninstall", "--manager", "systemd", "--dry-run")
+    assert unit.exists() and "would remove" in out
+    code, out, _ = memd(capsys, "service", "uninstall", "--manager", "systemd")
+    assert code == 0 and not unit.exists() and not os.path.lexists(wants)
+    assert "systemctl --user stop memd.service" in out
+
+
+def test_service_refuses_to_clobber_a_foreign_file(claude_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    unit = Path(os.environ["XDG_CONFIG_HOME"]) / "systemd" / "user" / "memd.service"
+    unit.parent.mkdir(parents=True)
+    unit.write_text("[Service]\nExecStart=/usr/bin/something-else\n")
+    code, _, err = memd(capsys, "service", "install", "--manager", "systemd")
+    assert code == 1 and "not memd's" in err
+    assert "something-else" in unit.read_text()
+
+
+def test_service_install_launchd(claude_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = memd(capsys, "service", "install", "--manager", "launchd")
+    path = Path(os.environ["HOME"]) / "Library" / "LaunchAgents" / "com.memd.agent.plist"
+    assert code == 0 and "launchctl bootstrap gui/$(id -u)" in out
+    data = plistlib.loads(path.read_bytes())
+    assert data["RunAtLoad"] is True and data["KeepAlive"] == {"SuccessfulExit": False}
+    assert data["ProcessType"] == "Background"
+    assert data["ProgramArguments"] == [sys.executable, "-m", "memd", "run"]
+    assert Path(data["StandardErrorPath"]).parent.is_dir()  # launchd needs the folder to exist
+
+
+def test_logs_command(claude_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = memd(capsys, "logs")
+    assert code == 1 and "no log yet" in err
+    sd = Path(os.environ["XDG_STATE_HOME"]) / "memd"
+    sd.mkdir(parents=True)
+    lines = [json.dumps({"event": f"e{i}", "severity": "info", "timestamp": "2026-11-29T01:02:03Z", "n": i})
+             for i in range(100)]
+    (sd / "memd.log").write_text("\n".join(lines) + "\n")
+    code, out, _ = memd(capsys, "logs", "-n", "3")
+    assert code == 0 and out.splitlines() == ["2026-11-29 01:02:03 INFO    e97 n=97",
+                                              "2026-11-29 01:02:03 INFO    e98 n=98",
+                                              "2026-11-29 01:02:03 INFO    e99 n=99"]
+    code, out, _ = memd(capsys, "logs", "-n", "1", "--json")
+    assert json.loads(out)["event"] == "e99"
+
+
+def test_report_command(claude_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = memd(capsys, "report")
+    assert code == 1 and "no check-in report yet" in err
+    code, out, _ = memd(capsys, "report", "--now")
+    assert code == 0 and out.startswith("# memd check-in")
+    from memd.jobs import checkin
+
+    sd = Path(os.environ["XDG_STATE_HOME"]) / "memd"
+    checkin.write_report(sd, checkin.Report("# memd check-in, test\n"), 1_800_000_000)
+    code, out, _ = memd(capsys, "report")
+    assert out == "# memd check-in, test\n"
+
+
+def test_foreground_dream_and_catchup(claude_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    mem = claude_home / "projects" / "-home-u-app" / "memory"
+    mem.mkdir(parents=True)
+    (mem / "MEMORY.md").write_text("- [A](a.md) — a\n")
+    code, out, _ = memd(capsys, "dream", "-home-u-app")
+    assert code == 0 and "not run (a gate said no" in out  # min_sessions
+    code, out, _ = memd(capsys, "dream", "-home-u-app", "--force", "--dry-run")
+    assert code == 0 and out.startswith("-home-u-app: ")
+    code, out, _ = memd(capsys, "catchup", "--dry-run")
+    assert code == 0 and "-home-u-app: " in out
+    sd = Path(os.environ["XDG_STATE_HOME"]) / "memd"
+    with StateStore.open(sd) as st:
+        assert {r.job for r in st.runs()} == {"dream", "catchup"}
+    events = [json.loads(x)["event"] for x in (sd / "memd.log").read_text().splitlines()]
+    assert "job.skip" in events and "job.finish" in events
+
+
+def test_trigger_without_a_daemon(claude_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = memd(capsys, "trigger", "dream")
+    assert code == 1 and "not running" in err
+    code, _, err = memd(capsys, "trigger", "reload", "--project", ".")
+    assert code == 2
+
+
+def test_status_shows_the_daemon_part(claude_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (claude_home / "projects" / "-home-u-app" / "memory").mkdir(parents=True)
+    code, out, _ = memd(capsys, "status")
+    assert code == 0 and "daemon: not running" in out and "open warnings: none" in out
+    assert Config  # the schema stays importable beside the commands
+
+
+def test_logs_follow_survives_rotation(claude_home: Path) -> None:
+    import subprocess
+    import time
+
+    sd = Path(os.environ["XDG_STATE_HOME"]) / "memd"
+    sd.mkdir(parents=True)
+    log = sd / "memd.log"
+    log.write_text(json.dumps({"event": "before", "severity": "info"}) + "\n")
+    proc = subprocess.Popen([sys.executable, "-m", "memd", "logs", "-f", "-n", "1"], stdout=subprocess.PIPE,
+                            text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    import select
+
+    def readline() -> str:  # never hang the suite: fail after a generous wait instead
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        assert ready, "memd logs -f printed nothing"
+        return proc.stdout.readline()
+
+    try:
+        assert "before" in readline()
+        with log.open("a") as f:
+            f.write(json.dumps({"event": "appended", "severity": "info"}) + "\n")
+        assert "appended" in readline()
+        os.replace(log, sd / "memd.log.1")  # rotated: the follower moves to the new file
+        time.sleep(0.1)
+        log.write_text(json.dumps({"event": "after.rotation", "severity": "info"}) + "\n")
+        assert "after.rotation" in readline()
+    finally:
+        proc.kill()
+        proc.wait()

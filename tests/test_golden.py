@@ -1,0 +1,70 @@
+"""Golden files: input and expected output side by side, one case per folder (tests/golden/).
+
+- view/<case>/MEMORY.md -> expected.txt (the loaded view, then the budget figures and hidden entries)
+- lint/<case>/memory/ -> expected.txt (one finding per line)
+- rebuild/<case>/memory/ -> expected.md (the rebuilt MEMORY.md) and expected.txt (fits, reasons, actions)
+
+A new bug becomes a new case folder. ``MEMD_UPDATE_GOLDEN=1 pytest tests/test_golden.py`` rewrites
+the expected files from the current code (review the diff before committing it).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from memd.config import BudgetConfig
+from memd.core import index
+from memd.core.lint import lint
+from memd.core.rebuild import plan_rebuild, topics_of
+from memd.folder import read_folder
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("MEMD_UPDATE_GOLDEN") == "1"
+
+
+def cases(kind: str) -> list[Path]:
+    return sorted(p for p in (GOLDEN / kind).iterdir() if p.is_dir())
+
+
+def compare(path: Path, actual: str) -> None:
+    if UPDATE:
+        path.write_bytes(actual.encode("utf-8"))
+        return
+    assert path.exists(), f"{path} is missing: run with MEMD_UPDATE_GOLDEN=1 to create it"
+    assert actual == path.read_bytes().decode("utf-8"), f"{path} differs (MEMD_UPDATE_GOLDEN=1 to update)"
+
+
+@pytest.mark.parametrize("case", cases("view"), ids=lambda p: p.name)
+def test_loaded_view(case: Path) -> None:
+    text = (case / "MEMORY.md").read_bytes().decode("utf-8")
+    view = index.loaded_view(text)
+    b = index.measure(text)
+    tail = [
+        "",
+        "=" * 20,
+        f"lines={view.lines} chars={view.chars} cut_by={view.cut_by} level={b.level}",
+        *(f"hidden: line {e.line}: {e.title}" for e in b.hidden),
+    ]
+    compare(case / "expected.txt", view.text + "\n" + "\n".join(tail) + "\n")
+
+
+@pytest.mark.parametrize("case", cases("lint"), ids=lambda p: p.name)
+def test_lint(case: Path) -> None:
+    snap = read_folder(case / "memory", BudgetConfig())
+    compare(case / "expected.txt", "".join(f.render() + "\n" for f in lint(snap)))
+
+
+@pytest.mark.parametrize("case", cases("rebuild"), ids=lambda p: p.name)
+def test_rebuild(case: Path) -> None:
+    snap = read_folder(case / "memory", BudgetConfig())
+    old = snap.index.text if snap.index is not None else None
+    plan = plan_rebuild(old, topics_of(snap), BudgetConfig())
+    compare(case / "expected.md", plan.text)
+    report = [f"fits: {plan.fits}", f"changed: {plan.changed}",
+              *(f"reason: {r}" for r in plan.reasons), *(f"action: {a}" for a in plan.actions)]
+    compare(case / "expected.txt", "\n".join(report) + "\n")
+    again = plan_rebuild(plan.text, topics_of(snap), BudgetConfig())
+    assert again.text == plan.text and not again.actions, "rebuilding a rebuilt index must change nothing"

@@ -1,0 +1,581 @@
+"""Catch-up and dream through the real SDK against the local stub: guards, apply, failures, undo."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memd import history
+from memd.config import CatchupConfig, Config, DreamConfig, ModelConfig
+from memd.jobs import JobContext, ProjectOutcome
+from memd.jobs.catchup import catchup_project
+from memd.jobs.dream import dream_project
+from memd.layout import Project
+from memd.state import StateStore
+from tests.plugins.stub_api import Reply, StubAPI
+
+REAL_SESSION = "-home-marco-projects-spotter/55604662-cf2a-4331-851a-ec234028f8ca.jsonl"
+SECRET = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+OLD = time.time() - 86400 * 3
+
+
+def topic(name: str, desc: str, body: str, type_: str = "feedback") -> str:
+    return f"---\nname: {name}\ndescription: {desc}\ntype: {type_}\n---\n{body}\n"
+
+
+class Env:
+    def __init__(self, root: Path, stub: StubAPI, claude: Path) -> None:
+        self.stub = stub
+        self.claude = claude
+        self.state_dir = root / "state"
+        self.state = StateStore.open(self.state_dir)
+        self.config = Config(
+            model=dataclasses.replace(ModelConfig(), base_url=stub.base_url, max_retries=1, timeout_s=1.0),
+            catchup=dataclasses.replace(CatchupConfig(), max_tool_turns=5),
+            dream=dataclasses.replace(DreamConfig(), max_tool_turns=6))
+
+    def project(self, name: str) -> Project:
+        d = self.claude / "projects" / name
+        d.mkdir(parents=True, exist_ok=True)
+        return Project(name, d, d / "memory")
+
+    def jc(self, **kw: Any) -> JobContext:
+        return JobContext(config=kw.pop("config", self.config), claude_dir=self.claude,
+                          state_dir=self.state_dir, state=self.state, **kw)
+
+    def memory(self, project: Project, files: dict[str, str]) -> None:
+        project.memory_dir.mkdir(parents=True, exist_ok=True)
+        for rel, text in files.items():
+            p = project.memory_dir / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text)
+            os.utime(p, (OLD, OLD))
+
+
+def tree(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def env(tmp_path: Path, stub_api: StubAPI, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    e = Env(tmp_path, stub_api, tmp_path / "claude")
+    try:
+        yield e
+    finally:
+        e.state.close()
+
+
+def dup_folder(env: Env) -> Project:
+    p = env.project("-home-dev-app")
+    env.memory(p, {
+        "MEMORY.md": "# Memory\n\n- [Tabs](feedback_tabs.md) — indent with tabs\n"
+                     "- [Tabs again](feedback_tabs_2.md) — tabs, not spaces\n"
+                     "- [Role](user_role.md) — backend engineer\n- [Deploy](project_deploy.md) — deploy on Fridays\n",
+        "feedback_tabs.md": topic("Tabs", "indent with tabs", "Use tabs."),
+        "feedback_tabs_2.md": topic("Tabs again", "tabs, not spaces", "Tabs, never spaces. **Why:** the linter."),
+        "user_role.md": topic("Role", "backend engineer", "The user is a backend engineer.", "user"),
+        "project_deploy.md": topic("Deploy", "deploy on Fridays", "Deploys happen on Fridays.", "project"),
+        "team/MEMORY.md": "- [T](t.md) — team\n",
+        "team/t.md": topic("T", "team", "team fact", "project"),
+    })
+    return p
+
+
+# --------------------------------------------------------------------------- catch-up
+
+
+def real_session_project(env: Env, claude_data: Path) -> tuple[Project, Path]:
+    p = env.project("-home-dev-spotter")
+    src = claude_data / "projects" / REAL_SESSION
+    dst = p.dir / src.name
+    shutil.copy(src, dst)
+    os.utime(dst, (OLD, OLD))
+    env.memory(p, {"MEMORY.md": "- [Phoenix](project_phoenix.md) — the app is a Phoenix server\n",
+                   "project_phoenix.md": topic("Phoenix", "the app is a Phoenix server",
+                                               "Spotter is a Phoenix app.", "project")})
+    return p, dst
+
+
+def test_catchup_creates_and_updates_from_a_real_transcript(env: Env, claude_data: Path) -> None:
+    p, session = real_session_project(env, claude_data)
+    s = env.stub
+    s.script(
+        s.message(s.memory("create", path="/memories/feedback_ask_before_running.md", file_text=topic(
+            "Ask before running the server", "user rejects unasked mix phx.server runs",
+            "Do not start `mix phx.server` unasked.\n**Why:** the user interrupted it (2026-02-10).")),
+            s.memory("str_replace", path="/memories/project_phoenix.md", old_str="Spotter is a Phoenix app.",
+                     new_str="Spotter is a Phoenix app; `mix phx.server` failed to start on 2026-02-10.")),
+        s.message(s.text("saved one feedback memory, updated one")),
+    )
+    out = catchup_project(env.jc(), p)
+    assert out.outcome == "ok", out
+    assert (out.added, out.changed, out.deleted) == (1, 1, 0)
+    mem = tree(p.memory_dir)
+    assert "Do not start `mix phx.server` unasked." in mem["feedback_ask_before_running.md"]
+    assert "failed to start on 2026-02-10" in mem["project_phoenix.md"]
+    assert "(feedback_ask_before_running.md)" in mem["MEMORY.md"]  # the rebuild indexed it
+    # what the model was given
+    first = s.requests[0].body
+    system = "".join(b["text"] for b in first["system"])
+    assert "/memories/project_phoenix.md [project]" in system  # the manifest, up front
+    assert first["system"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert first["tools"] == [{"type": "memory_20250818", "name": "memory"}]
+    assert "context-management-2025-06-27" in s.requests[0].headers["anthropic-beta"]
+    user = first["messages"][0]["content"][0]["text"]
+    assert "mix phx.server doesnt seem to start" in user and "[2026-02-10 Tue" in user
+    assert first["model"] == env.config.model.extract_model
+    # usage and offsets
+    assert out.tokens_in + out.cache_write > 0 and out.cache_read > 0  # the second call read the cache
+    assert out.cost_usd > 0 and out.details["model_calls"] == 2
+    t = env.state.transcript(session)
+    assert t is not None and t.extract_offset == t.scan_offset == session.stat().st_size
+    assert env.state.project(p.name).last_catchup is not None
+    assert [r.job for r in history.list_runs(env.state_dir, p.name)] == ["catchup"]
+    # a second run has nothing to read: no model call
+    n = len(s.requests)
+    assert catchup_project(env.jc(), p).outcome == "noop"
+    assert len(s.requests) == n
+
+
+def _fake_session(path: Path, lines: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    os.utime(path, (OLD, OLD))
+
+
+def _user(text: str, ts: str = "2026-03-05T10:00:00Z") -> dict[str, Any]:
+    return {"type": "user", "uuid": "u1", "sessionId": "s", "timestamp": ts,
+            "message": {"role": "user", "content": text}}
+
+
+def test_catchup_skips_a_span_where_the_session_wrote_memory(env: Env) -> None:
+    p = env.project("-home-dev-w")
+    env.memory(p, {"MEMORY.md": ""})
+    sess = p.dir / "11111111-2222-3333-4444-555555555555.jsonl"
+    _fake_session(sess, [_user("remember that I like tabs"), {
+        "type": "assistant", "uuid": "a1", "sessionId": "s", "timestamp": "2026-03-05T10:00:01Z",
+        "message": {"id": "m1", "role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Write",
+                    "input": {"file_path": str(p.memory_dir / "user_tabs.md"), "content": "x"}}]}}])
+    out = catchup_project(env.jc(), p)
+    assert out.outcome == "noop" and env.stub.requests == []
+    t = env.state.transcript(sess)
+    assert t is not None and t.extract_offset == sess.stat().st_size
+
+
+def test_catchup_without_a_key_says_model_work_is_off(env: Env, monkeypatch: pytest.MonkeyPatch,
+                                                       claude_data: Path) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    p, session = real_session_project(env, claude_data)
+    before = tree(p.memory_dir)
+    out = catchup_project(env.jc(), p)
+    assert out.outcome == "skipped" and "model work is off" in out.message
+    assert env.stub.requests == [] and tree(p.memory_dir) == before
+    t = env.state.transcript(session)
+    assert t is not None and t.scan_offset > 0 and t.extract_offset == 0  # scanned, not extracted
+
+
+FAILURES: dict[str, Callable[[StubAPI], list[Reply]]] = {
+    "429": lambda s: [s.error(429, retry_after=0), s.error(429, retry_after=0)],
+    "529": lambda s: [s.error(529, retry_after=0), s.error(529, retry_after=0)],
+    "500": lambda s: [s.error(500), s.error(500)],
+    "timeout": lambda s: [Reply(body=s.message(s.text("late")), delay=4)] * 2,
+    "malformed": lambda s: [Reply(raw=b'{"type": "message", "content": [{"type": "tool_use"')],
+    "retry-after-too-long": lambda s: [s.error(429, retry_after=7200)],
+}
+
+
+@pytest.mark.parametrize("failure", sorted(FAILURES))
+def test_api_failure_leaves_state_unchanged(env: Env, claude_data: Path, failure: str) -> None:
+    p, session = real_session_project(env, claude_data)
+    s = env.stub
+    # the first call works (the model edits staging), then the API fails: nothing may be applied
+    s.enqueue(s.message(s.memory("create", path="/memories/user_x.md", file_text=topic("X", "x", "x", "user"))))
+    s.script(*FAILURES[failure](s))
+    before = tree(p.memory_dir)
+    out = catchup_project(env.jc(), p)
+    assert out.outcome == "failed" and out.error, out
+    assert tree(p.memory_dir) == before
+    t = env.state.transcript(session)
+    assert t is not None and t.extract_offset == 0
+    assert env.state.project(p.name).last_catchup is None
+    assert history.list_runs(env.state_dir, p.name) == []
+    assert not list((env.state_dir / "staging").rglob("*.md"))
+
+
+def test_dream_api_failure_leaves_consolidation_unchanged(env: Env) -> None:
+    p = dup_folder(env)
+    s = env.stub
+    s.script(s.message(s.memory("delete", path="/memories/feedback_tabs_2.md")), s.error(500), s.error(500))
+    before = tree(p.memory_dir)
+    out = dream_project(env.jc(), p)
+    assert out.outcome == "failed" and "HTTP 500" in (out.error or "")
+    assert tree(p.memory_dir) == before
+    assert env.state.project(p.name).last_consolidation is None
+
+
+# --------------------------------------------------------------------------- dream
+
+
+def test_dream_merges_duplicates_and_rebuilds_the_index(env: Env) -> None:
+    p = dup_folder(env)
+    s = env.stub
+    s.script(
+        s.message(s.memory("view", path="/memories/feedback_tabs_2.md")),
+        s.message(s.memory("str_replace", path="/memories/feedback_tabs.md", old_str="Use tabs.",
+                           new_str="Use tabs, never spaces.\n**Why:** the linter rejects spaces."),
+                  s.memory("delete", path="/memories/feedback_tabs_2.md")),
+        s.message(s.text("Merged the two tab memories into feedback_tabs.md.")),
+    )
+    out = dream_project(env.jc(), p)
+    assert out.outcome == "ok", out
+    assert (out.added, out.changed, out.deleted) == (0, 1, 1)
+    mem = tree(p.memory_dir)
+    assert "feedback_tabs_2.md" not in mem
+    assert "never spaces" in mem["feedback_tabs.md"]
+    assert "feedback_tabs_2.md" not in mem["MEMORY.md"] and "(feedback_tabs.md)" in mem["MEMORY.md"]
+    assert mem["team/t.md"] == topic("T", "team", "team fact", "project")
+    assert env.state.project(p.name).last_consolidation is not None
+    body = s.requests[0].body
+    assert body["model"] == env.config.model.dream_model
+    assert {t["name"] for t in body["tools"]} == {"memory", "search_transcripts"}
+    system = "".join(b["text"] for b in body["system"])
+    assert "Orient" in system and "/memories/feedback_tabs_2.md [feedback]" in system
+    assert "- [Tabs again](feedback_tabs_2.md)" in system  # the index, handed in
+    # the second call carries the tool result and a moving cache breakpoint
+    second = s.requests[1].body["messages"]
+    assert second[-1]["content"][0]["type"] == "tool_result"
+    assert second[-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert "Tabs, never spaces" in second[-1]["content"][0]["content"]
+    runs = history.list_runs(env.state_dir, p.name)
+    assert runs[0].job == "dream" and "+0 ~1 -1" in runs[0].summary
+
+
+def test_dream_does_not_call_the_model_when_nothing_changed(env: Env) -> None:
+    p = dup_folder(env)
+    env.state.mark_consolidated(p.name, time.time())
+    out = dream_project(env.jc(), p)
+    assert out.outcome == "noop" and "not called" in out.message and env.stub.requests == []
+
+
+def test_dream_without_a_key_rebuilds_only(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    p = dup_folder(env)
+    (p.memory_dir / "feedback_tabs_2.md").unlink()  # a dangling link for the rebuild to drop
+    out = dream_project(env.jc(), p)
+    assert "model work is off" in out.message and "index rebuilt" in out.message and env.stub.requests == []
+    assert out.outcome == "skipped"  # not a consolidation: gates and the lock stay where they were
+    assert "feedback_tabs_2.md" not in (p.memory_dir / "MEMORY.md").read_text()
+
+
+HOSTILE = {
+    "outside": {"command": "create", "path": "/memories/../evil.md", "file_text": "x"},
+    "absolute": {"command": "create", "path": "/etc/evil.md", "file_text": "x"},
+    "team": {"command": "str_replace", "path": "/memories/team/t.md", "old_str": "team fact", "new_str": "pwned"},
+    "non-md": {"command": "create", "path": "/memories/run.sh", "file_text": "rm -rf ~"},
+    "secret": {"command": "create", "path": "/memories/reference_keys.md",
+               "file_text": topic("Keys", "keys", f"token: {SECRET}", "reference")},
+}
+
+
+@pytest.mark.parametrize("attack", sorted(HOSTILE))
+def test_hostile_model_is_refused_and_nothing_is_lost(env: Env, attack: str) -> None:
+    p = dup_folder(env)
+    s = env.stub
+    s.script(s.message(s.tool_use("memory", HOSTILE[attack])), s.message(s.text("done")))
+    before = tree(p.memory_dir)
+    out = dream_project(env.jc(), p)
+    assert out.outcome == "noop", out
+    assert tree(p.memory_dir) == before
+    assert not (p.dir / "evil.md").exists() and not Path("/etc/evil.md").exists()
+    result = s.requests[1].body["messages"][-1]["content"][0]
+    assert result["is_error"] is True and SECRET not in result["content"]
+    assert out.details["refused"] == 1
+
+
+def test_deleting_everything_is_rejected_whole(env: Env) -> None:
+    p = dup_folder(env)
+    s = env.stub
+    topics = ["feedback_tabs.md", "feedback_tabs_2.md", "user_role.md", "project_deploy.md"]
+    s.script(s.message(*[s.memory("delete", path=f"/memories/{t}") for t in topics]),
+             s.message(s.memory("create", path="/memories/project_new.md",
+                                file_text=topic("New", "new", "new", "project"))),
+             s.message(s.text("cleaned up")))
+    logged: list[tuple[str, dict[str, Any]]] = []
+
+    class Log:
+        def warning(self, event: str, **kw: Any) -> None:
+            logged.append((event, kw))
+
+        def __getattr__(self, name: str) -> Any:
+            return lambda *a, **k: None
+
+    before = tree(p.memory_dir)
+    out = dream_project(env.jc(log=Log()), p)
+    assert out.outcome == "rejected" and "deletes every memory" in out.message
+    assert tree(p.memory_dir) == before
+    assert logged and logged[0][0] == "dream.rejected" and logged[0][1]["reasons"]
+    assert env.state.project(p.name).last_consolidation is None
+    assert history.list_runs(env.state_dir, p.name) == []
+
+
+def test_deleting_more_than_the_share_is_rejected(env: Env) -> None:
+    p = dup_folder(env)
+    s = env.stub
+    s.script(s.message(s.memory("delete", path="/memories/user_role.md"),
+                       s.memory("delete", path="/memories/project_deploy.md")), s.message(s.text("ok")))
+    before = tree(p.memory_dir)
+    out = dream_project(env.jc(), p)
+    assert out.outcome == "rejected" and "deletes 2 of 4" in out.message
+    assert tree(p.memory_dir) == before
+
+
+def test_broken_frontmatter_is_rejected(env: Env) -> None:
+    p = dup_folder(env)
+    s = env.stub
+    s.script(s.message(s.memory("create", path="/memories/user_x.md", file_text="no frontmatter at all\n")),
+             s.message(s.text("ok")))
+    before = tree(p.memory_dir)
+    out = dream_project(env.jc(), p)
+    assert out.outcome == "rejected" and "user_x.md: has no frontmatter" in out.message
+    assert tree(p.memory_dir) == before
+
+
+def test_a_concurrent_write_by_claude_code_is_not_clobbered(env: Env) -> None:
+    p = dup_folder(env)
+    s = env.stub
+    theirs = topic("Role", "backend engineer", "The user is a staff engineer (said today).", "user")
+
+    def claude_code_writes() -> None:
+        (p.memory_dir / "user_role.md").write_text(theirs)
+
+    s.script(
+        s.message(s.memory("str_replace", path="/memories/user_role.md", old_str="backend engineer.",
+                           new_str="backend engineer who likes Go."),
+                  s.memory("str_replace", path="/memories/project_deploy.md", old_str="Fridays.",
+                           new_str="Fridays (since 2026-03-01)."),
+                  s.memory("delete", path="/memories/feedback_tabs_2.md")),
+        Reply(body=s.message(s.text("done")), before=claude_code_writes),
+    )
+    out = dream_project(env.jc(), p)
+    assert out.outcome == "ok", out
+    mem = tree(p.memory_dir)
+    assert mem["user_role.md"] == theirs  # theirs kept
+    assert "since 2026-03-01" in mem["project_deploy.md"]  # the rest applied
+    assert "feedback_tabs_2.md" in mem  # a deletion is skipped once part of the run was dropped
+    dropped = dict(out.details["dropped"])
+    assert "user_role.md" in dropped and "feedback_tabs_2.md" in dropped
+
+
+def test_review_mode_keeps_the_diff_and_applies_nothing(env: Env) -> None:
+    p = dup_folder(env)
+    s = env.stub
+    s.script(s.message(s.memory("str_replace", path="/memories/user_role.md", old_str="a backend",
+                                new_str="a platform")), s.message(s.text("ok")))
+    cfg = dataclasses.replace(env.config, dream=dataclasses.replace(env.config.dream, apply="review"))
+    before = tree(p.memory_dir)
+    out = dream_project(env.jc(config=cfg), p)
+    assert out.outcome == "review" and out.changed == 1
+    assert tree(p.memory_dir) == before
+    diff = Path(out.details["review"]).read_text()
+    assert "-The user is a backend engineer." in diff and "+The user is a platform engineer." in diff
+
+
+def test_undo_restores_a_run(env: Env) -> None:
+    p = dup_folder(env)
+    s = env.stub
+    before = tree(p.memory_dir)
+    s.script(s.message(s.memory("create", path="/memories/user_lang.md",
+                                file_text=topic("Lang", "speaks French", "The user speaks French.", "user")),
+                       s.memory("delete", path="/memories/feedback_tabs_2.md"),
+                       s.memory("str_replace", path="/memories/user_role.md", old_str="a backend",
+                                new_str="a frontend")),
+             s.message(s.text("ok")))
+    out = dream_project(env.jc(), p)
+    assert out.outcome == "ok" and tree(p.memory_dir) != before
+    res = history.undo_run(env.state_dir, p.name, p.memory_dir)
+    assert res.run == out.run_id
+    assert tree(p.memory_dir) == before
+    assert res.removed == ["user_lang.md"] and not res.skipped
+    # the undo is itself in the history, and can be undone by restoring the snapshot it took
+    log = history.log(env.state_dir, p.name)
+    assert log[0].kind == "undo" and log[1].summary.startswith("before undo")
+
+
+def outcome_json(o: ProjectOutcome) -> dict[str, Any]:
+    return dataclasses.asdict(o)
+
+
+CRASH_SCRIPT = r"""
+import dataclasses, sys
+from pathlib import Path
+from memd.config import Config, ModelConfig
+from memd.jobs import JobContext
+from memd.jobs.dream import dream_project
+from memd.layout import Project
+from memd.state import StateStore
+
+base_url, claude, state_dir, name = sys.argv[1:]
+cfg = Config(model=dataclasses.replace(ModelConfig(), base_url=base_url, max_retries=0))
+d = Path(claude) / "projects" / name
+state = StateStore.open(Path(state_dir))
+jc = JobContext(config=cfg, claude_dir=Path(claude), state_dir=Path(state_dir), state=state)
+print(dream_project(jc, Project(name, d, d / "memory")))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["apply.after-snapshot", "apply.mid"])
+def test_a_crash_leaves_each_file_before_or_after(env: Env, point: str) -> None:
+    import subprocess
+    import sys
+
+    p = dup_folder(env)
+    s = env.stub
+    new_role = topic("Role", "backend engineer", "The user is a backend engineer who likes Go.", "user")
+    s.script(s.message(s.memory("create", path="/memories/user_lang.md",
+                                file_text=topic("Lang", "speaks French", "The user speaks French.", "user")),
+                       s.memory("str_replace", path="/memories/user_role.md", old_str="engineer.",
+                                new_str="engineer who likes Go."),
+                       s.memory("delete", path="/memories/feedback_tabs_2.md")),
+             s.message(s.text("done")))
+    before = tree(p.memory_dir)
+    env.state.close()
+    proc = subprocess.run(
+        [sys.executable, "-c", CRASH_SCRIPT, s.base_url, str(env.claude), str(env.state_dir), p.name],
+        env={**os.environ, "MEMD_FAULT": point, "ANTHROPIC_API_KEY": "test"},
+        capture_output=True, text=True, timeout=60)
+    env.state = StateStore.open(env.state_dir)
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    after = tree(p.memory_dir)
+    assert not [n for n in after if ".memd-" in n]  # no temp file left in the memory folder
+    wanted = {"user_lang.md": topic("Lang", "speaks French", "The user speaks French.", "user"),
+              "user_role.md": new_role}
+    for rel in set(before) | set(after):
+        assert after.get(rel) in (before.get(rel), wanted.get(rel, before.get(rel))), rel
+        if rel == "feedback_tabs_2.md":
+            assert rel in after  # deletions come after every write
+    if point == "apply.after-snapshot":
+        assert after == before
+    else:
+        assert after != before  # one file landed before the kill
+    # the interrupted run is in the history and can be undone file by file
+    runs = history.list_runs(env.state_dir, p.name)
+    assert runs and not runs[0].complete
+    history.undo_run(env.state_dir, p.name, p.memory_dir)
+    assert tree(p.memory_dir) == before
+    # and the next dream starts clean (the crashed staging copy is dropped)
+    s.script(s.message(s.text("nothing to do")))
+    assert dream_project(env.jc(force=True), p).outcome == "noop"
+    assert len(list((env.state_dir / "staging" / p.name).iterdir())) == 0
+
+
+def test_runs_that_keep_changing_nothing_raise_a_warning(env: Env) -> None:
+    p = dup_folder(env)
+    s = env.stub
+    for i in range(3):
+        s.enqueue(s.message(s.text(f"all fine {SECRET}")))
+        rid = env.state.start_run("dream", p.name, time.time())
+        out = dream_project(env.jc(force=True), p)
+        assert out.outcome == "noop" and SECRET not in out.message
+        env.state.finish_run(rid, outcome=out.outcome, ended=time.time(), summary=out.message)
+        assert bool(env.state.warnings(p.name)) == (i == 2)
+    w = env.state.warnings(p.name)[0]
+    assert w.kind == "model_runs_change_nothing" and w.details["runs"] == 3
+    s.script(s.message(s.memory("str_replace", path="/memories/user_role.md", old_str="a backend",
+                                new_str="a platform")), s.message(s.text("fixed")))
+    assert dream_project(env.jc(force=True), p).outcome == "ok"
+    assert env.state.warnings(p.name) == []
+
+
+def test_first_memory_of_a_project_creates_folder_and_index(env: Env) -> None:
+    p = env.project("-home-dev-new")
+    sess = p.dir / "11111111-2222-3333-4444-666666666666.jsonl"
+    _fake_session(sess, [_user("From now on, answer in French. I'm a data engineer.", "2026-03-05T10:00:00Z")])
+    s = env.stub
+    s.script(s.message(s.memory("create", path="/memories/user_language.md", file_text=topic(
+        "Language", "answer in French", "Answer in French (asked on 2026-03-05).", "user"))),
+        s.message(s.text("saved")))
+    out = catchup_project(env.jc(), p)
+    assert out.outcome == "ok" and out.added == 1
+    assert "(user_language.md)" in (p.memory_dir / "MEMORY.md").read_text()
+    assert "(no memory files yet)" in s.requests[0].body["system"][-1]["text"]
+
+
+def test_rejected_or_reviewed_catchup_keeps_offsets(env: Env) -> None:
+    p = env.project("-home-dev-rej")
+    env.memory(p, {"MEMORY.md": ""})
+    sess = p.dir / "11111111-2222-3333-4444-777777777777.jsonl"
+    _fake_session(sess, [_user("remember my token")])
+    s = env.stub
+    s.script(s.message(s.memory("create", path="/memories/user_x.md", file_text="no frontmatter\n")),
+             s.message(s.text("saved")))
+    assert catchup_project(env.jc(), p).outcome == "rejected"
+    t = env.state.transcript(sess)
+    assert t is not None and t.extract_offset == 0
+    s.script(s.message(s.memory("create", path="/memories/user_x.md", file_text=topic("X", "x", "x", "user"))),
+             s.message(s.text("saved")))
+    out = catchup_project(env.jc(dry_run=True), p)
+    assert out.outcome == "review" and "+user_x.md" not in out.details["diff"] and "+x" in out.details["diff"]
+    t = env.state.transcript(sess)
+    assert t is not None and t.extract_offset == 0 and not (p.memory_dir / "user_x.md").exists()
+
+
+def test_shutdown_while_the_model_works_changes_nothing(env: Env, claude_data: Path) -> None:
+    p, session = real_session_project(env, claude_data)
+    s = env.stub
+    jc = env.jc()
+    s.script(Reply(body=s.message(s.memory("create", path="/memories/user_x.md",
+                                            file_text=topic("X", "x", "x", "user"))), before=jc.stop.set))
+    before = tree(p.memory_dir)
+    out = catchup_project(jc, p)
+    assert out.outcome == "skipped" and "shutdown" in out.message
+    assert tree(p.memory_dir) == before and len(s.requests) == 1
+    t = env.state.transcript(session)
+    assert t is not None and t.extract_offset == 0
+
+
+def test_dream_orientation_names_files_written_since_the_last_dream(env: Env) -> None:
+    p = dup_folder(env)
+    env.state.mark_consolidated(p.name, OLD + 10)
+    (p.memory_dir / "user_role.md").write_text(topic("Role", "staff engineer", "Now a staff engineer.", "user"))
+    env.stub.script(env.stub.message(env.stub.text("nothing to merge")))
+    out = dream_project(env.jc(), p)
+    assert out.outcome == "noop" and "user_role.md changed" in out.details["why"]
+    system = env.stub.requests[0].body["system"][-1]["text"]
+    section = system.split("written since the last dream", 1)[1].split("##", 1)[0]
+    assert "/memories/user_role.md" in section and "feedback_tabs.md" not in section
+
+
+def test_a_dream_that_only_edits_the_index_is_applied(env: Env) -> None:
+    p = dup_folder(env)
+    s = env.stub
+    s.script(s.message(s.memory("str_replace", path="/memories/MEMORY.md",
+                                old_str="— tabs, not spaces", new_str="— tabs only")),
+             s.message(s.text("shortened an index line")))
+    out = dream_project(env.jc(), p)
+    assert out.outcome == "ok" and "(index updated)" in out.message, out
+    assert "- [Tabs again](feedback_tabs_2.md) — tabs only\n" in (p.memory_dir / "MEMORY.md").read_text()
+    assert (p.memory_dir / "feedback_tabs_2.md").exists()
+
+
+def test_one_greedy_turn_cannot_inflate_the_conversation(env: Env) -> None:
+    p = env.project("-home-dev-big")
+    env.memory(p, {"MEMORY.md": "", **{f"reference_{i:02d}.md": topic(f"R{i}", f"r{i}", "x" * 9000, "reference")
+                                       for i in range(20)}})
+    s = env.stub
+    s.script(s.message(*[s.memory("view", path=f"/memories/reference_{i:02d}.md") for i in range(20)]),
+             s.message(s.text("done")))
+    assert dream_project(env.jc(), p).outcome == "noop"
+    results = s.requests[1].body["messages"][-1]["content"]
+    assert len(results) == 20
+    assert sum(len(r["content"]) for r in results) < 80_000
+    assert results[-1]["is_error"] and "fewer files" in results[-1]["content"]

@@ -1,0 +1,180 @@
+"""Index rebuilds: the plan (pure) and the write (snapshot, atomic, no clobber, topic files untouched)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memd.config import BudgetConfig, Config
+from memd.core import index
+from memd.core.files import FolderSnapshot
+from memd.core.lint import lint
+from memd.core.rebuild import TopicInfo, plan_rebuild, shorten, topics_of
+from memd.layout import Project
+from memd.maintenance import rebuild_project
+from tests.plugins.memory_folders import topic, write_tree
+
+
+def tree_hash(folder: Path, skip: str = "") -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != skip}
+
+
+def test_untouched_index_is_returned_byte_for_byte() -> None:
+    text = "---\nx: 1\n---\n# Memory\r\n\n<!-- c -->\n- [A](a.md) — one  \n\n\n- [B](b.md)"
+    plan = plan_rebuild(text, {"a.md": TopicInfo("a.md"), "b.md": TopicInfo("b.md")})
+    assert plan.text == text and not plan.changed and plan.fits and plan.actions == []
+
+
+def test_shorten_cuts_at_a_word_boundary() -> None:
+    line = "- [T](t.md) — " + " ".join(["word"] * 60)
+    out = shorten(line, 150)
+    assert out is not None and len(out) <= 150 and out.endswith("word…")
+    assert shorten("- [T](" + "x" * 200 + ".md)", 150) is None
+
+
+def test_plan_lints_clean_for_the_problems_it_fixes() -> None:
+    texts = {
+        "MEMORY.md": "# Memory\n\n## User\n- [A](user_a.md) — " + "long hook words " * 12 + "\n"
+                     "- [Gone](gone.md) — x\n- [A again](user_a.md) — y\n",
+        "user_a.md": topic("A", "first", "user"),
+        "feedback_b.md": topic("B", "second", "feedback"),
+    }
+    snap = FolderSnapshot.from_texts(texts)
+    plan = plan_rebuild(texts["MEMORY.md"], topics_of(snap))
+    after = FolderSnapshot.from_texts({**texts, "MEMORY.md": plan.text})
+    codes = {f.code for f in lint(after)}
+    assert plan.fits and not codes & {"MEM004", "MEM005", "MEM010", "MEM011"}, plan.text
+
+
+_title = st.text(alphabet="abc XYZ-_é😀[]", min_size=1, max_size=30)
+_hook = st.text(alphabet="abc xyz,.—`é😀", max_size=220)
+
+
+@st.composite
+def _folder(draw: st.DrawFn) -> tuple[str, dict[str, TopicInfo]]:
+    names = draw(st.lists(st.sampled_from([f"t{i}.md" for i in range(12)]), max_size=12, unique=True))
+    topics = {n: TopicInfo(n, draw(st.one_of(st.none(), _title)), draw(st.one_of(st.none(), _hook)),
+                           draw(st.sampled_from([None, "user", "feedback", "project", "reference"])))
+              for n in names}
+    lines: list[str] = []
+    for _ in range(draw(st.integers(0, 25))):
+        kind = draw(st.integers(0, 5))
+        target = draw(st.sampled_from([*names, "gone.md", "https://x.y/z", "../out.md"]))
+        if kind == 0:
+            lines.append(f"## {draw(st.sampled_from(['User', 'Feedback', 'Project notes', 'Misc']))}")
+        elif kind == 1:
+            lines.append(draw(st.sampled_from(["", "prose", "<!-- note -->", "  indented prose"])))
+        else:
+            lines.append(f"- [{draw(_title).replace(']', '')}]({target}) — {draw(_hook)}".rstrip())
+    nl = draw(st.sampled_from(["\n", "\r\n"]))
+    return nl.join(lines) + draw(st.sampled_from(["", nl])), topics
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_folder(), st.integers(3, 60), st.integers(400, 6000))
+def test_rebuild_fits_or_says_why_and_is_idempotent(case: tuple[str, dict[str, TopicInfo]],
+                                                    max_lines: int, max_chars: int) -> None:
+    text, topics = case
+    b = BudgetConfig(max_lines=max_lines, max_chars=max_chars)
+    plan = plan_rebuild(text, topics, b)
+    again = plan_rebuild(plan.text, topics, b)
+    assert again.text == plan.text and again.actions == []
+    measured = index.measure(plan.text, b.max_lines, b.max_chars, b.warn_ratio)
+    assert plan.fits == (measured.level != "over")
+    if not plan.fits:
+        assert plan.reasons and "cannot fit" in plan.reasons[0]
+    # no live entry is ever dropped: every existing local target stays linked
+    live_before = {e.file for e in index.parse(text).entries if e.file in topics}
+    live_after = {e.file for e in index.parse(plan.text).entries}
+    assert live_before <= live_after
+    if "\r\n" in text:
+        assert "\r\n" in plan.text or not plan.text
+
+
+# --------------------------------------------------------------------------- writing
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    mem = write_tree(tmp_path / "projects" / "-p" / "memory", {
+        "MEMORY.md": "# Memory\n\n## User\n- [A](user_a.md) — first\n- [Gone](gone.md) — dangling\n",
+        "user_a.md": topic("A", "first", "user"),
+        "user_b.md": topic("B", "second", "user"),
+        "team/MEMORY.md": "- [T](t.md)\n- [Gone](gone.md)\n",
+        "team/t.md": topic("T", "team", "reference"),
+        "team/orphan.md": topic("O", "team orphan", "reference"),
+    })
+    return Project("-p", mem.parent, mem)
+
+
+def test_rebuild_writes_index_only_after_a_snapshot(project: Project, tmp_path: Path) -> None:
+    before = tree_hash(project.memory_dir, skip="MEMORY.md")
+    old = project.index_path.read_text()
+    state = tmp_path / "state"
+    res = rebuild_project(project, Config(), state, dry_run=False)
+    assert res.written and res.fits and res.snapshot is not None
+    new = project.index_path.read_text()
+    assert "gone.md" not in new and "- [B](user_b.md) — second" in new and "team/" not in new
+    assert tree_hash(project.memory_dir, skip="MEMORY.md") == before  # topic files and team/ untouched
+    snap = Path(res.snapshot)
+    assert (snap / "MEMORY.md").read_text() == old and (snap / "team" / "t.md").exists()
+    assert res.diff.startswith("--- a/MEMORY.md\n+++ b/MEMORY.md\n") and "-- [Gone](gone.md)" in res.diff
+    assert not [p for p in project.memory_dir.iterdir() if p.name.startswith(".memd-")]
+    second = rebuild_project(project, Config(), state, dry_run=False)
+    assert not second.written and second.diff == "" and second.fits
+
+
+def test_dry_run_writes_nothing(project: Project, tmp_path: Path) -> None:
+    before = tree_hash(project.memory_dir)
+    res = rebuild_project(project, Config(), tmp_path / "state", dry_run=True)
+    assert res.diff and not res.written and res.snapshot is None
+    assert tree_hash(project.memory_dir) == before and not (tmp_path / "state").exists()
+
+
+def test_refuses_to_clobber_a_concurrent_edit(project: Project, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from memd import snapshots
+
+    real = snapshots.snapshot
+
+    def edit_then_snapshot(*a: object, **k: object) -> str:
+        project.index_path.write_text("# Edited by Claude Code meanwhile\n")
+        return real(*a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(snapshots, "snapshot", edit_then_snapshot)
+    res = rebuild_project(project, Config(), tmp_path / "state", dry_run=False)
+    assert not res.written and any("changed since it was read" in r for r in res.reasons)
+    assert project.index_path.read_text() == "# Edited by Claude Code meanwhile\n"
+
+
+def test_does_not_write_when_it_cannot_fit(project: Project, tmp_path: Path) -> None:
+    cfg = Config(budget=BudgetConfig(max_lines=3))
+    before = tree_hash(project.memory_dir)
+    res = rebuild_project(project, cfg, tmp_path / "state", dry_run=False)
+    assert not res.fits and not res.written and res.diff and "cannot fit" in res.reasons[0]
+    assert tree_hash(project.memory_dir) == before
+
+
+def test_symlinked_or_unreadable_index_is_left_alone(project: Project, tmp_path: Path) -> None:
+    real = tmp_path / "elsewhere.md"
+    real.write_text("- [A](user_a.md)\n")
+    project.index_path.unlink()
+    os.symlink(real, project.index_path)
+    res = rebuild_project(project, Config(), tmp_path / "state", dry_run=False)
+    assert not res.written and "symlink" in res.reasons[0]
+    project.index_path.unlink()
+    project.index_path.write_bytes(b"\xff\xfe not utf-8")
+    res = rebuild_project(project, Config(), tmp_path / "state", dry_run=False)
+    assert not res.written and "cannot be read" in res.reasons[0]
+
+
+def test_missing_index_is_created(tmp_path: Path) -> None:
+    mem = write_tree(tmp_path / "m" / "memory", {"user_a.md": topic("A", "first", "user")})
+    res = rebuild_project(Project("-m", mem.parent, mem), Config(), tmp_path / "state", dry_run=False)
+    assert res.written and (mem / "MEMORY.md").read_text() == "## User\n- [A](user_a.md) — first\n"
