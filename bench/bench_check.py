@@ -69,13 +69,19 @@ def make_folder(mem: Path, n: int, rng: random.Random, indexed: int) -> None:
         (mem / f"{TYPES[i % 4]}_{i}.md").write_text(topic_text(rng, i), encoding="utf-8")
 
 
-def median_time(cmd: list[str], runs: int) -> float:
-    times = []
+def run_once(cmd: list[str]) -> float:
+    t = time.perf_counter()
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    return time.perf_counter() - t
+
+
+def medians(cmds: dict[str, list[str]], runs: int) -> dict[str, float]:
+    """Median wall time of each command, run round-robin so load drifts hit them all alike."""
+    times: dict[str, list[float]] = {k: [] for k in cmds}
     for _ in range(runs):
-        t = time.perf_counter()
-        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+        for k, cmd in cmds.items():
+            times[k].append(run_once(cmd))
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def write_doc(section: str) -> None:
@@ -110,38 +116,57 @@ def main() -> int:
         env_home.mkdir()
         os.environ.update(HOME=str(env_home), XDG_CONFIG_HOME=str(env_home / ".config"),
                           XDG_STATE_HOME=str(env_home / ".state"))
+        # byte-compile memd first, as pip does on install (with PYTHONDONTWRITEBYTECODE set, every
+        # recently edited module would otherwise be compiled again in every run)
+        subprocess.run([py, "-m", "compileall", "-q", str(ROOT / "memd")], check=False)
         one_cmd = [py, "-m", "memd", "--claude-dir", str(claude1), "check", "-home-u-big"]
         many_cmd = [py, "-m", "memd", "--claude-dir", str(claude2), "check", "--all"]
-        few = max(3, args.runs // 2)
-        bare = median_time([py, "-c", "pass"], args.runs * 2)
-        one_cold = median_time([*one_cmd, "--no-cache"], args.runs)
-        many_cold = median_time([*many_cmd, "--no-cache"], few)
         subprocess.run(one_cmd, stdout=subprocess.DEVNULL, check=False)  # fill the cache
         subprocess.run(many_cmd, stdout=subprocess.DEVNULL, check=False)
-        one = median_time(one_cmd, args.runs)
-        many = median_time(many_cmd, few)
-        bare = min(bare, median_time([py, "-c", "pass"], args.runs * 2))
+        small = medians({
+            "bare": [py, "-c", "pass"],
+            "door": [py, "-m", "memd", "--version"],
+            "one": one_cmd,
+            "one_cold": [*one_cmd, "--no-cache"],
+        }, args.runs)
+        big = medians({"many": many_cmd, "many_cold": [*many_cmd, "--no-cache"]}, max(3, args.runs // 2))
+    bare = small["bare"]
     rows = [
-        ("`python -c pass` (baseline)", bare, 1.0, ""),
-        ("`memd check PROJECT`, one folder of 200 topic files, unchanged since the last check", one,
-         one / bare, "< 3x"),
-        ("the same with `--no-cache` (every file read and checked)", one_cold, one_cold / bare, ""),
-        ("`memd check --all`, 1,000 projects x 6 files, unchanged since the last check", many, many / bare,
-         "< 2 s"),
-        ("the same with `--no-cache`", many_cold, many_cold / bare, "< 2 s"),
+        ("`python -c pass` (baseline)", bare, ""),
+        ("`memd --version` (the door alone: importing `memd.cli`, building the parser)", small["door"], ""),
+        ("`memd check PROJECT`, one folder of 200 topic files, unchanged since the last check", small["one"],
+         "< 3x"),
+        ("the same with `--no-cache` (every file read and checked)", small["one_cold"], ""),
+        ("`memd check --all`, 1,000 projects x 6 files, unchanged since the last check", big["many"], "< 2 s"),
+        ("the same with `--no-cache`", big["many_cold"], "< 2 s"),
     ]
     table = ["| what | median | ratio to baseline | target |", "| --- | --- | --- | --- |"]
-    table += [f"| {w} | {t * 1000:.0f} ms | {r:.2f}x | {g} |" for w, t, r, g in rows]
+    table += [f"| {w} | {t * 1000:.0f} ms | {t / bare:.2f}x | {g} |" for w, t, g in rows]
     section = "\n".join([
         "## memd check", "",
-        f"Command: `.venv/bin/python bench/bench_check.py` (median of {args.runs} runs; the 1,000-project "
-        f"tree of {max(3, args.runs // 2)}). Run on {time.strftime('%Y-%m-%d', time.gmtime())}, "
+        f"Command: `.venv/bin/python bench/bench_check.py` (median of {args.runs} runs, round-robin; the "
+        f"1,000-project tree of {max(3, args.runs // 2)}; memd byte-compiled first, as pip does on install). "
+        f"Run on {time.strftime('%Y-%m-%d', time.gmtime())}, "
         f"Python {sys.version.split()[0]}, {os.cpu_count()} cores.", "",
         *table, "",
         "Each topic file is 0.5-2 KB of Zipf-distributed words with flat frontmatter; the 200-file folder",
         "is indexed with 180 entries. An unchanged folder (same sizes, times and inodes of every file, same",
         "budget, same memd) reuses its last result from memd's state folder, as ruff does; `--no-cache`",
-        "reads and checks everything.", "", ""])
+        "reads and checks everything.", "",
+        f"- One folder, unchanged: {small['one'] / bare:.2f}x"
+        f" ({'within' if small['one'] / bare < 3 else 'over'} the 3x target). The door alone (`memd --version`)"
+        f" is already {small['door'] / bare:.2f}x; `memd check` adds"
+        f" {1000 * (small['one'] - small['door']):.0f} ms to it:"
+        " about 10 ms to import `memd.config` (the schema's dataclasses, tomllib), about 2 ms for the check's own"
+        " modules, about 1 ms to fingerprint the 200 files and answer from the cache (measured in-process)."
+        " The margin is thin: a leaner door (building only the invoked command's parser, importing tomllib"
+        " only when a config file exists) would widen it.",
+        f"- One folder, every file checked: {small['one_cold'] / bare:.2f}x. In-process: reading 200 files ~4 ms,"
+        " parsing frontmatter ~3 ms (PyYAML is not imported for the usual flat shapes), checks ~35 ms (secret"
+        " rules ~17 ms with the per-rule literal pre-test, near-duplicate bodies ~9 ms, relative dates ~4 ms),"
+        " importing the linter and compiling the 60+ secret rules ~15 ms.",
+        f"- 1,000 projects: {big['many']:.2f} s unchanged, {big['many_cold']:.2f} s checked afresh (target 2 s).",
+        "", ""])
     print(section)
     if not args.no_write:
         write_doc(section)

@@ -20,8 +20,9 @@ from typing import Any
 from memd import __version__
 from memd.config import BudgetConfig
 
-_MODULES = ("core/lint.py", "core/fastscan.py", "core/secrets.py", "core/frontmatter.py", "core/index.py",
-            "core/files.py", "core/findings.py", "folder.py", "checkcache.py", "commands/check.py")
+_MODULES = ("core/lint.py", "core/links.py", "core/dates.py", "core/fastscan.py", "core/secrets.py",
+            "core/frontmatter.py", "core/index.py", "core/files.py", "core/findings.py", "folder.py",
+            "store.py", "checkcache.py", "commands/check.py", "config.py")
 RACY_SECONDS = 2.0
 _CODE_KEY: str | None = None
 

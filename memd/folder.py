@@ -10,28 +10,38 @@ The walk itself is bounded (entries and depth) so a pathological folder cannot s
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memd.core.files import FileRecord, FolderSnapshot
-
 if TYPE_CHECKING:
     from memd.config import BudgetConfig
+    from memd.core.files import FileRecord, FolderSnapshot
 
 __all__ = ["FileRecord", "FolderSnapshot", "fingerprint", "read_folder"]
+
+
+def __getattr__(name: str) -> object:
+    # FileRecord and FolderSnapshot are re-exported lazily: fingerprint(), the cached path of
+    # `memd check`, needs neither (their dataclasses cost a few ms to create at import)
+    if name in ("FileRecord", "FolderSnapshot"):
+        from memd.core import files
+
+        return getattr(files, name)
+    raise AttributeError(name)
 
 MAX_ENTRIES = 20_000  # directory entries looked at in one folder walk
 MAX_DEPTH = 12
 
 
-@dataclass
 class _Walk:
-    exists: bool = True
-    problem: str | None = None
-    truncated: bool = False
-    files: list[tuple[str, os.DirEntry[str]]] = field(default_factory=list)  # *.md files and symlinks
-    unreadable: list[tuple[str, str]] = field(default_factory=list)  # (rel, problem) of sub-folders
+    __slots__ = ("exists", "files", "problem", "truncated", "unreadable")
+
+    def __init__(self, exists: bool = True, problem: str | None = None) -> None:
+        self.exists = exists
+        self.problem = problem
+        self.truncated = False
+        self.files: list[tuple[str, os.DirEntry[str]]] = []  # *.md files and symlinks
+        self.unreadable: list[tuple[str, str]] = []  # (rel, problem) of sub-folders
 
 
 def _walk(memory_dir: Path) -> _Walk:
@@ -82,6 +92,8 @@ def _walk(memory_dir: Path) -> _Walk:
 
 def read_folder(memory_dir: Path, budget: BudgetConfig | None = None) -> FolderSnapshot:
     """Read MEMORY.md and every topic file under memory_dir (team/ included, read-only)."""
+    from memd.core.files import FileRecord, FolderSnapshot
+
     if budget is None:
         from memd.config import BudgetConfig
 
@@ -136,6 +148,7 @@ def fingerprint(memory_dir: Path) -> tuple[object, ...] | None:
 
 def _read(path: Path, rel: str, max_bytes: int, entry: os.DirEntry[str] | None,
           symlink: str | None = None) -> FileRecord:
+    from memd.core.files import FileRecord
     from memd.store import read_bounded  # not needed by fingerprint(), the cached path
 
     r = read_bounded(path, max_bytes)
@@ -153,6 +166,8 @@ def _read(path: Path, rel: str, max_bytes: int, entry: os.DirEntry[str] | None,
 
 
 def _symlink(entry: os.DirEntry[str], rel: str, real_root: str, max_bytes: int) -> FileRecord | None:
+    from memd.core.files import FileRecord
+
     try:
         target = os.readlink(entry.path)
     except OSError:

@@ -17,6 +17,7 @@ import logging
 import logging.handlers
 import os
 import sys
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +30,24 @@ def log_path(state_dir: Path) -> Path:
     return state_dir / LOG_NAME
 
 
-def _scrub(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+def _clean(v: str) -> str:
     from memd.core import secrets
 
+    if secrets.scan(v):
+        return "[redacted: looks like a secret]"
+    if len(v) > _MAX_VALUE_CHARS:
+        return v[:_MAX_VALUE_CHARS] + f"... [{len(v) - _MAX_VALUE_CHARS} more characters]"
+    return v
+
+
+def _scrub(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
     for k, v in list(event.items()):
-        if not isinstance(v, str) or k in ("timestamp", "severity", "logger"):
+        if k in ("timestamp", "severity", "logger"):
             continue
-        if secrets.scan(v):
-            event[k] = "[redacted: looks like a secret]"
-        elif len(v) > _MAX_VALUE_CHARS:
-            event[k] = v[:_MAX_VALUE_CHARS] + f"... [{len(v) - _MAX_VALUE_CHARS} more characters]"
+        if isinstance(v, str):
+            event[k] = _clean(v)
+        elif isinstance(v, (list, tuple)) and any(isinstance(x, str) for x in v):
+            event[k] = [_clean(x) if isinstance(x, str) else x for x in v]  # e.g. hidden_titles
     return event
 
 
@@ -96,7 +105,7 @@ def setup(state_dir: Path | None, *, level: str = "info", console: bool | None =
             pass
         fh.setFormatter(structlog.stdlib.ProcessorFormatter(
             processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                        structlog.processors.format_exc_info,
+                        structlog.processors.format_exc_info, _order,
                         structlog.processors.JSONRenderer(sort_keys=False)],
             foreign_pre_chain=foreign))
         fh._memd = True  # type: ignore[attr-defined]
@@ -122,6 +131,16 @@ def reset() -> None:
             root.removeHandler(h)
             h.close()
     _configured.clear()
+
+
+_FIRST = ("timestamp", "severity", "event")
+
+
+def _order(logger: Any, method: str, event: MutableMapping[str, Any]) -> dict[str, Any]:
+    # time, severity and name first: the file reads well with `tail` and `jq -c`
+    out = {k: event[k] for k in _FIRST if k in event}
+    out.update((k, v) for k, v in event.items() if k not in out)
+    return out
 
 
 def _add_severity(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:

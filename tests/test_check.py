@@ -138,9 +138,9 @@ def test_real_memory_folders(claude_data: Path) -> None:
     assert Counter(f.code for f in found) == EXPECTED_PIPELINE
     assert not any(f.severity == "error" for f in found)
     by_code = {c: sorted((f.path, f.line) for f in found if f.code == c) for c in EXPECTED_PIPELINE}
-    assert by_code["MEM022"] == [("feedback_cover_letter_quality.md", 1),
-                                 ("project_dustin_dipaulo_ventures_2026-03-24.md", 1),
-                                 ("project_session_2026-03-15.md", 1)]
+    assert by_code["MEM022"] == [("feedback_cover_letter_quality.md", 3),
+                                 ("project_dustin_dipaulo_ventures_2026-03-24.md", 3),
+                                 ("project_session_2026-03-15.md", 3)]
     assert by_code["MEM040"] == [("feedback_building_for_others.md", 3), ("feedback_building_for_others.md", 9)]
     assert by_code["MEM041"] == [
         ("project_maddie_ventures_2026-03-24.md", 23), ("project_maddie_ventures_2026-03-24.md", 54),
@@ -210,3 +210,47 @@ def test_cli_no_cache_flag(make_project: Callable[..., Path], memd_cli: Run) -> 
     assert "from the cache" in memd_cli("check", "-home-u-broken").stdout
     fresh = memd_cli("check", "-home-u-broken", "--no-cache")
     assert fresh.returncode == 1 and "from the cache" not in fresh.stdout
+
+
+def test_cache_key_covers_every_module_of_the_check(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    import memd
+    from memd import checkcache
+    from tests.plugins.memory_folders import write_tree
+
+    mem = write_tree(tmp_path / "memory", {**{k: v for k, v in BROKEN.items() if isinstance(v, str)},
+                                           "dates.md": topic("D", "d", "user", "Done yesterday.\n")})
+    code = ("import sys; from pathlib import Path; from memd.folder import read_folder; "
+            "from memd.core.lint import lint; lint(read_folder(Path(sys.argv[1]))); "
+            "print('\\n'.join(m for m in sys.modules if m.startswith('memd.')))")
+    out = subprocess.run([sys.executable, "-c", code, str(mem)], capture_output=True, text=True, check=True).stdout
+    used = {m.removeprefix("memd.").replace(".", "/") + ".py" for m in out.split()}
+    used -= {"core.py", "core/__init__.py", "errors.py"}
+    used = {u for u in used if (Path(memd.__file__).parent / u).exists()}
+    assert used <= set(checkcache._MODULES), f"missing from the cache key: {used - set(checkcache._MODULES)}"
+    assert all((Path(memd.__file__).parent / m).exists() for m in checkcache._MODULES)
+
+
+def _modules_after_check(claude: Path, project: str, state: Path) -> set[str]:
+    import subprocess
+    import sys
+
+    code = ("import sys, io; from memd.cli import main; sys.stdout = io.StringIO(); "
+            f"main(['--claude-dir', {str(claude)!r}, 'check', {project!r}]); "
+            "sys.stdout = sys.__stdout__; print('\\n'.join(sys.modules))")
+    env = {**os.environ, "XDG_STATE_HOME": str(state)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    return set(out.stdout.split())
+
+
+def test_light_imports(make_project: Callable[..., Path], claude_home: Path, tmp_path: Path) -> None:
+    mem = make_project("-home-u-clean", CLEAN)
+    _age(mem)
+    cold = _modules_after_check(claude_home, "-home-u-clean", tmp_path / "state")
+    assert "yaml" not in cold, "plain flat frontmatter must not need PyYAML"
+    assert "memd.core.lint" in cold
+    warm = _modules_after_check(claude_home, "-home-u-clean", tmp_path / "state")
+    assert not {"memd.core.lint", "memd.core.secrets", "memd.core.frontmatter", "yaml"} & warm, \
+        "an unchanged folder is answered from the cache without loading the linter"

@@ -216,3 +216,23 @@ def test_unreadable_file_when_not_root(tmp_path: Path) -> None:
 def test_record_helpers() -> None:
     r = FileRecord("team/x.md", "text")
     assert r.team and not r.is_index and FileRecord("team/MEMORY.md").is_index and not FileRecord("x.md").team
+
+
+_junk = st.one_of(
+    st.text(max_size=300),
+    st.sampled_from(["---\n", "---\nname: x\n---\n", "```\n", "<!--\n", "-->\n", "- [a](b.md) — c\n",
+                     "- [](<>)\n", "## User\n", "\r\n", "\ufeff---\n", "- [x](../../etc.md)\n", "[[wiki]]\n"]),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.dictionaries(st.sampled_from(["MEMORY.md", "a.md", "b.md", "team/MEMORY.md", "team/t.md", "d/e.md"]),
+                       st.lists(_junk, max_size=12).map("".join), max_size=6))
+def test_lint_and_rebuild_never_raise(texts: dict[str, str]) -> None:
+    from memd.core.rebuild import plan_rebuild, topics_of
+
+    snap = FolderSnapshot.from_texts(texts)
+    for f in lint(snap):
+        assert f.code in CODES and f.line >= 1 and f.severity == CODES[f.code].severity
+    plan = plan_rebuild(texts.get("MEMORY.md"), topics_of(snap))
+    assert plan_rebuild(plan.text, topics_of(snap)).text == plan.text

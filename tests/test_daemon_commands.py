@@ -173,3 +173,5 @@ def test_logs_follow_survives_rotation(claude_home: Path) -> None:
     finally:
         proc.kill()
         proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()

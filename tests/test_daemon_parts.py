@@ -264,7 +264,7 @@ def test_logs_are_json_lines_and_stdlib_loggers_share_the_format(tmp_path: Path)
         log = logs.get_logger("memd.test")
         log.warning("budget.warning", project="-p", level="over", lines=230)
         log.info("job.finish", note="key sk-ant-api03-" + "A" * 90)
-        log.info("job.finish", note="x" * 5000)
+        log.info("job.finish", note="x" * 5000, titles=["fine", "token ghp_" + "a" * 36])
         logging.getLogger("apscheduler.scheduler").warning("Run time of job was missed by %d s", 5)
         logging.getLogger("apscheduler.scheduler").info("chatty")  # below the dependency threshold
     finally:
@@ -275,6 +275,7 @@ def test_logs_are_json_lines_and_stdlib_loggers_share_the_format(tmp_path: Path)
     assert lines[0]["severity"] == "warning" and lines[0]["timestamp"].endswith("Z")
     assert "sk-ant" not in json.dumps(lines[1]) and "redacted" in lines[1]["note"]
     assert len(lines[2]["note"]) < 600
+    assert lines[2]["titles"] == ["fine", "[redacted: looks like a secret]"]
     assert lines[3]["event"] == "Run time of job was missed by 5 s"
     assert lines[3]["logger"] == "apscheduler.scheduler" and lines[3]["severity"] == "warning"
     assert len(lines) == 4

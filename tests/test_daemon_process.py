@@ -323,3 +323,17 @@ def test_systemd_notify_ready_watchdog_stopping(run_daemon: RunDaemon, tmp_path:
     # under journald (JOURNAL_STREAM) the readable lines go to stderr, without timestamps
     err = d.stderr()
     assert "daemon.ready" in err and "Z [" not in err
+
+
+def test_a_daemon_job_waits_for_a_foreground_job(run_daemon: RunDaemon) -> None:
+    from memd.jobs.runner import job_lock
+
+    d = run_daemon()
+    d.wait_for("daemon.ready")
+    with job_lock(d.state_dir):  # as `memd dream` in a terminal holds it
+        d.signal(signal.SIGUSR2)
+        d.wait_for("job.waiting")
+        assert not d.events("job.begin", job="catchup")
+    d.wait_for("job.end", job="catchup")
+    d.signal(signal.SIGTERM)
+    assert d.wait_exit() == 0

@@ -579,3 +579,18 @@ def test_one_greedy_turn_cannot_inflate_the_conversation(env: Env) -> None:
     assert len(results) == 20
     assert sum(len(r["content"]) for r in results) < 80_000
     assert results[-1]["is_error"] and "fewer files" in results[-1]["content"]
+
+
+def test_through_the_runner_the_run_log_gets_tokens_and_cost(env: Env) -> None:
+    from memd.jobs.runner import run_job
+
+    p = dup_folder(env)
+    s = env.stub
+    s.script(s.message(s.memory("delete", path="/memories/feedback_tabs_2.md")), s.message(s.text("merged")))
+    result = run_job("dream", env.jc(force=True), [p])
+    (out,) = result.outcomes
+    assert out.outcome == "ok" and out.deleted == 1
+    (row,) = env.state.runs(job="dream", project=p.name)
+    assert row.outcome == "ok" and row.deleted == 1 and row.cost_usd > 0
+    assert row.tokens_in + row.cache_write > 0 and row.cache_read > 0
+    assert history.list_runs(env.state_dir, p.name)[0].run == out.run_id

@@ -69,7 +69,8 @@ def _folder(draw: st.DrawFn) -> tuple[str, dict[str, TopicInfo]]:
         if kind == 0:
             lines.append(f"## {draw(st.sampled_from(['User', 'Feedback', 'Project notes', 'Misc']))}")
         elif kind == 1:
-            lines.append(draw(st.sampled_from(["", "prose", "<!-- note -->", "  indented prose"])))
+            lines.append(draw(st.sampled_from(["", "prose", "<!-- note -->", "  indented prose", "```", "~~~",
+                                               "<!--", "-->", "---", "   ```py"])))
         else:
             lines.append(f"- [{draw(_title).replace(']', '')}]({target}) — {draw(_hook)}".rstrip())
     nl = draw(st.sampled_from(["\n", "\r\n"]))
@@ -93,8 +94,8 @@ def test_rebuild_fits_or_says_why_and_is_idempotent(case: tuple[str, dict[str, T
     live_before = {e.file for e in index.parse(text).entries if e.file in topics}
     live_after = {e.file for e in index.parse(plan.text).entries}
     assert live_before <= live_after
-    if "\r\n" in text:
-        assert "\r\n" in plan.text or not plan.text
+    if "\r\n" in text:  # a CRLF file stays CRLF: no bare "\n" appears
+        assert "\n" not in plan.text.replace("\r\n", "")
 
 
 # --------------------------------------------------------------------------- writing
@@ -178,3 +179,34 @@ def test_missing_index_is_created(tmp_path: Path) -> None:
     mem = write_tree(tmp_path / "m" / "memory", {"user_a.md": topic("A", "first", "user")})
     res = rebuild_project(Project("-m", mem.parent, mem), Config(), tmp_path / "state", dry_run=False)
     assert res.written and (mem / "MEMORY.md").read_text() == "## User\n- [A](user_a.md) — first\n"
+
+
+def test_case_insensitive_links_are_live_and_reported() -> None:
+    texts = {"MEMORY.md": "- [Notes](Notes.md) — capitalised link\n- [Café](café.md) — NFD file\n",
+             "notes.md": topic("Notes", "n", "user"), "cafe\u0301.md": topic("Café", "c", "user")}
+    snap = FolderSnapshot.from_texts(texts)
+    found = [(f.code, f.line) for f in lint(snap)]
+    assert ("MEM009", 1) in found and ("MEM009", 2) in found
+    assert not [c for c, _ in found if c in ("MEM005", "MEM010")]
+    plan = plan_rebuild(texts["MEMORY.md"], topics_of(snap))
+    assert plan.text == texts["MEMORY.md"] and not plan.actions  # nothing dropped, nothing re-added
+
+
+def test_shortening_never_cuts_a_link_or_code_span_in_half() -> None:
+    hook = "see [the deploy notes](deploy_notes_for_the_production_cluster.md) and `kubectl rollout status`"
+    for pad in range(0, 80, 3):
+        line = "- [T](t.md) — " + "w " * pad + hook + " tail words" * 5
+        out = shorten(line, 150)
+        assert out is not None and len(out) <= 150
+        rest = out.split(" — ", 1)[1]
+        assert rest.count("`") % 2 == 0
+        assert rest.count("[") == rest.count("]") and rest.count("](") == rest.count(".md)")
+
+
+def test_orphan_titles_and_odd_file_names() -> None:
+    topics = {"a\\b [x].md": TopicInfo("a\\b [x].md", "back\\slash [y]", "d", "user"),
+              "we<ird>.md": TopicInfo("we<ird>.md", None, None, "user")}
+    plan = plan_rebuild(None, topics)
+    entries = index.parse(plan.text).entries
+    assert {e.file for e in entries} == set(topics)
+    assert next(e.title for e in entries) == "back\\\\slash [y]"

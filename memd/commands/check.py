@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from memd.cli import Context
     from memd.config import BudgetConfig
     from memd.core.files import FolderSnapshot
-    from memd.core.lint import Finding
+    from memd.core.findings import Finding
     from memd.layout import Project
 
 HELP = "lint memory folders: budget, links, duplicates, frontmatter, relative dates, secrets"
@@ -72,17 +72,16 @@ class ProjectCheck:
 def check_snapshot(project: Project, snap: FolderSnapshot, budget: BudgetConfig,
                    *, team_pii: bool = True) -> ProjectCheck:
     """Lint one read folder and measure its index (also used by `memd status`)."""
-    from memd.core import index
-    from memd.core.lint import lint
+    from memd.core import lint
 
     res = ProjectCheck(project, snap.exists, max_lines=budget.max_lines, max_chars=budget.max_chars)
     if not snap.exists:
         return res
-    res.findings = lint(snap, budget, team_pii=team_pii)
+    report = lint.check(snap, budget, team_pii=team_pii)
+    res.findings = report.findings
     res.topic_files = sum(1 for _ in snap.topics())
-    rec = snap.index
-    if rec is not None and rec.text is not None:
-        b = index.measure(rec.text, budget.max_lines, budget.max_chars, budget.warn_ratio)
+    if report.budget is not None:
+        b = report.budget
         res.lines, res.chars, res.hidden_entries, res.level = b.lines, b.chars, len(b.hidden), b.level
     return res
 

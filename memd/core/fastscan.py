@@ -230,10 +230,10 @@ class _Needles:
         return cls(strings, tuple(tuple(sorted(by_needle[n])) for n in strings), char_mask,
                    frozenset(char_mask), (1 << len(strings)) - 1)
 
-    def found(self, text: str) -> tuple[set[str], set[int]]:
-        """(needles in text, rules they belong to)."""
+    def found(self, text: str, chars: set[str]) -> tuple[set[str], set[int]]:
+        """(needles in text, rules they belong to); chars: the set of text's characters."""
         cand = self.full
-        for ch in self.chars - set(text):
+        for ch in self.chars - chars:
             cand &= ~self.char_mask[ch]
         needles: set[str] = set()
         rules: set[int] = set()
@@ -280,9 +280,12 @@ def ruleset(strict: bool = False, pii: bool = True) -> RuleSet:
 
 def active(rs: RuleSet, text: str) -> list[Rule]:
     """The rules of rs that can match text, in their order."""
-    found, cand = rs.exact.found(text)
+    chars = set(text)
+    found, cand = rs.exact.found(text, chars)
     if rs.folded.strings:
-        found_f, cand_f = rs.folded.found(fold(text))
+        # casefold maps each character on its own, so the folded text's characters are those of
+        # the folded characters (one short string instead of a second pass over the text)
+        found_f, cand_f = rs.folded.found(fold(text), set(fold("".join(chars))))
         found |= found_f
         cand |= cand_f
     keep = set(rs.always)

@@ -1,22 +1,21 @@
 """Findings of `memd check`: the stable codes, their severities, and one finding's shape.
 
-Import-light (no regexes, no YAML) so that cached results can be shown without loading the linter.
+Import-light (no regexes, no YAML, named tuples rather than dataclasses) so that cached results can be
+shown without loading the linter.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from memd.core.files import INDEX_NAME
+INDEX_NAME = "MEMORY.md"
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 SEVERITIES = (ERROR, WARNING, INFO)
 
 
-@dataclass(frozen=True)
-class Code:
+class Code(NamedTuple):
     severity: str
     name: str
     summary: str
@@ -33,6 +32,8 @@ CODES: dict[str, Code] = {
     "MEM006": Code(WARNING, "dangling-topic-link", "A topic file links to a file that does not exist."),
     "MEM007": Code(WARNING, "link-leaves-folder", "A link points outside the memory folder."),
     "MEM008": Code(ERROR, "symlink-leaves-folder", "A symlink in the memory folder points outside it."),
+    "MEM009": Code(WARNING, "link-case-mismatch",
+                   "A link matches a file only when case or Unicode normalization is ignored."),
     "MEM010": Code(WARNING, "orphan-topic", "A topic file is not linked from MEMORY.md."),
     "MEM011": Code(WARNING, "duplicate-entry", "Two index entries link to the same file."),
     "MEM012": Code(WARNING, "duplicate-name", "Two topic files have the same name."),
@@ -57,11 +58,12 @@ CODES: dict[str, Code] = {
     "MEM070": Code(WARNING, "no-index", "Topic files exist but MEMORY.md does not."),
     "MEM071": Code(ERROR, "folder-unreadable", "The memory folder cannot be listed."),
     "MEM072": Code(WARNING, "folder-too-big", "The memory folder has more entries than memd walks."),
+    "MEM080": Code(ERROR, "unclosed-comment",
+                   "An HTML comment in MEMORY.md is never closed: everything after it is hidden from sessions."),
 }
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(NamedTuple):
     code: str
     severity: str
     path: str
@@ -69,7 +71,7 @@ class Finding:
     message: str
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return self._asdict()
 
     def render(self) -> str:
         return f"{self.path}:{self.line}: {self.code} {self.severity}: {self.message}"

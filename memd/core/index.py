@@ -69,6 +69,20 @@ class Index:
     lines: list[str]  # the file's lines without their endings
     entries: list[Entry]
     masked: frozenset[int] = field(default_factory=frozenset)  # 1-based lines in frontmatter/comments
+    fenced: frozenset[int] = field(default_factory=frozenset)  # 1-based lines of fenced code (loaded, not entries)
+    open_fence: bool = False  # the text ends inside a code fence that is never closed
+    open_comment: bool = False  # the text ends inside an HTML comment that is never closed
+
+    @property
+    def open_at_end(self) -> bool:
+        return self.open_fence or self.open_comment
+
+    def inside_block(self, n: int) -> bool:
+        """True when a line inserted after line n would land inside fenced code or a comment."""
+        last = n == len(self.lines)
+        if n in self.fenced and (n + 1 in self.fenced or (last and self.open_fence)):
+            return True
+        return n in self.masked and (n + 1 in self.masked or (last and self.open_comment))
 
     @property
     def newline(self) -> str:
@@ -77,7 +91,13 @@ class Index:
 
 def _masked_lines(lines: list[str]) -> set[int]:
     """1-based line numbers that Claude Code strips: frontmatter and block-level HTML comments."""
+    return _masked(lines)[0]
+
+
+def _masked(lines: list[str]) -> tuple[set[int], bool]:
+    """_masked_lines, and whether the last comment is left open (it then runs to the end)."""
     masked: set[int] = set()
+    open_comment = False
     i = 0
     if lines and re.match(r"^(?:\ufeff)?---[ \t]*$", lines[0]):
         for j in range(1, len(lines)):
@@ -90,27 +110,51 @@ def _masked_lines(lines: list[str]) -> set[int]:
             j = i
             while j < len(lines) and "-->" not in lines[j][lines[j].find("<!--") + 4 if j == i else 0:]:
                 j += 1
+            open_comment = j >= len(lines)
             end = min(j, len(lines) - 1)
             masked.update(range(i + 1, end + 2))
             i = end + 1
             continue
         i += 1
-    return masked
+    return masked, open_comment
+
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+def _fenced_lines(lines: list[str], masked: set[int]) -> tuple[set[int], bool]:
+    """1-based lines of fenced code blocks, fences included (a list item there is an example, not an
+    entry), and whether the last block is left open."""
+    fenced: set[int] = set()
+    fence: str | None = None
+    for n, ln in enumerate(lines, 1):
+        if n in masked:
+            continue
+        m = _FENCE.match(ln) if ("`" in ln[:4] or "~" in ln[:4]) else None
+        if fence is not None:
+            fenced.add(n)
+            if m and m.group(1).startswith(fence) and not ln[m.end():].strip():
+                fence = None
+        elif m:
+            fence = m.group(1)[0] * len(m.group(1))
+            fenced.add(n)
+    return fenced, fence is not None
 
 
 def parse(text: str) -> Index:
     lines = split_lines(text)
-    masked = _masked_lines(lines)
+    masked, open_comment = _masked(lines)
+    fenced, open_fence = _fenced_lines(lines, masked) if "``" in text or "~~" in text else (set(), False)
     entries: list[Entry] = []
     for n, ln in enumerate(lines, 1):
-        if n in masked:
+        if n in masked or n in fenced:
             continue
         m = ENTRY.match(ln)
         if m:
             hook = _HOOK_SEP.sub("", m.group("rest"), count=1).strip()
             title = m.group("title").replace("\\]", "]").replace("\\[", "[")
             entries.append(Entry(n, title, m.group("target"), hook, ln))
-    return Index(text, lines, entries, frozenset(masked))
+    return Index(text, lines, entries, frozenset(masked), frozenset(fenced), open_fence, open_comment)
 
 
 @dataclass(frozen=True)
@@ -136,9 +180,13 @@ def warning_line(chars: int, max_chars: int) -> str:
             "move detail into topic files.")
 
 
-def loaded_view(text: str, max_lines: int = 200, max_chars: int = 25_000) -> LoadedView:
-    src = split_lines(text)
-    masked = _masked_lines(src)
+def loaded_view(text: str, max_lines: int = 200, max_chars: int = 25_000, *, idx: Index | None = None) -> LoadedView:
+    """The index as a session sees it (``idx``: the text already parsed, to save parsing it again)."""
+    if idx is not None:
+        src, masked = idx.lines, set(idx.masked)
+    else:
+        src = split_lines(text)
+        masked = _masked_lines(src)
     kept = [(n, ln) for n, ln in enumerate(src, 1) if n not in masked]
     # trim: drop leading/trailing blank lines, and surrounding whitespace of the whole text
     while kept and not kept[0][1].strip():
@@ -194,10 +242,11 @@ class Budget:
         return self.chars / self.max_chars
 
 
-def measure(text: str, max_lines: int = 200, max_chars: int = 25_000, warn_ratio: float = 0.8) -> Budget:
+def measure(text: str, max_lines: int = 200, max_chars: int = 25_000, warn_ratio: float = 0.8,
+            *, idx: Index | None = None) -> Budget:
     """Measure an index against its budget: figures, level and the entries that are hidden."""
-    view = loaded_view(text, max_lines, max_chars)
-    idx = parse(text)
+    idx = idx if idx is not None else parse(text)
+    view = loaded_view(text, max_lines, max_chars, idx=idx)
     hidden = [e for e in idx.entries if e.line not in view.visible]
     if view.truncated:
         level = "over"

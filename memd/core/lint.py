@@ -11,37 +11,59 @@ files beside it). ``team/`` is synced from a server and read-only: its files get
 
 from __future__ import annotations
 
-import functools
 import posixpath
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
+from itertools import filterfalse
 
 from memd.config import BudgetConfig
 from memd.core import fastscan, frontmatter, index, secrets
+from memd.core.dates import relative_dates
 from memd.core.files import INDEX_NAME, FileRecord, FolderSnapshot
 from memd.core.findings import CODES, ERROR, INFO, SEVERITIES, WARNING, Code, Finding, counts, sort_key
+from memd.core.links import LINK, fold_path, index_links, is_folder, link_target, mask_code, resolve_link
 
-__all__ = ["CODES", "ERROR", "INFO", "SEVERITIES", "WARNING", "Code", "Finding", "counts", "lint", "sort_key"]
+__all__ = ["CODES", "ERROR", "INFO", "SEVERITIES", "WARNING", "Code", "Finding", "Report", "check", "counts", "lint",
+           "sort_key"]
 
 
 def _f(code: str, path: str, line: int, message: str) -> Finding:
     return Finding(code, CODES[code].severity, path, line, message)
 
 
+@dataclass(frozen=True)
+class Report:
+    findings: list[Finding]
+    budget: index.Budget | None  # MEMORY.md measured against its budget (None without a readable one)
+
+
 def lint(snap: FolderSnapshot, budget: BudgetConfig | None = None, *, team_pii: bool = True) -> list[Finding]:
     """Every finding for one memory folder, sorted (folder, MEMORY.md, then files by path and line)."""
+    return check(snap, budget, team_pii=team_pii).findings
+
+
+def check(snap: FolderSnapshot, budget: BudgetConfig | None = None, *, team_pii: bool = True) -> Report:
+    """The findings and the measured index of one memory folder."""
     b = budget or BudgetConfig()
     out: list[Finding] = []
     if not snap.exists:
-        return out
+        return Report(out, None)
     if snap.problem:
-        return [_f("MEM071", ".", 1, f"the memory folder cannot be read: {snap.problem}")]
+        return Report([_f("MEM071", ".", 1, f"the memory folder cannot be read: {snap.problem}")], None)
     if snap.truncated:
         out.append(_f("MEM072", ".", 1, "the memory folder has too many entries or is nested too deeply; "
                                         "only part of it was checked"))
     for rec in snap.files:
         out.extend(_file_problems(rec))
-    out.extend(_index_checks(snap, b))
+    measured: index.Budget | None = None
+    index_rec = snap.index
+    if index_rec is not None and index_rec.text is not None:
+        idx = index.parse(index_rec.text)
+        measured = index.measure(index_rec.text, b.max_lines, b.max_chars, b.warn_ratio, idx=idx)
+        out.extend(_index_checks(snap, b, idx, measured))
+    elif index_rec is None:
+        out.extend(_no_index(snap))
     topics = [t for t in snap.topics() if t.text is not None]
     for rec in topics:
         out.extend(_frontmatter_checks(rec, b))
@@ -57,7 +79,7 @@ def lint(snap: FolderSnapshot, budget: BudgetConfig | None = None, *, team_pii: 
         for rec, hits in zip(group, scanned, strict=True):
             out.extend(_secret_findings(rec, hits))
     out.sort(key=sort_key)
-    return out
+    return Report(out, measured)
 
 
 # --------------------------------------------------------------------------- files
@@ -80,52 +102,16 @@ def _file_problems(rec: FileRecord) -> Iterable[Finding]:
 
 # --------------------------------------------------------------------------- the index
 
-_LINK = re.compile(r"(?<!!)\[(?:[^\]\\]|\\.)*\]\((<[^>]*>|[^)\s]*)(?:\s+\"[^\"]*\")?\)")
-_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.\-]*:")
-
-
-def link_target(raw: str, base_dir: str) -> tuple[str | None, bool]:
-    """(path relative to the memory folder, leaves_folder) of a local link; (None, False) otherwise."""
-    t = raw[1:-1] if raw.startswith("<") and raw.endswith(">") else raw
-    t = t.split("#", 1)[0].split("?", 1)[0]
-    if not t or _SCHEME.match(t):
-        return None, False
-    from urllib.parse import unquote
-
-    t = unquote(t)
-    if t.startswith(("/", "~")):
-        return t, True
-    joined = posixpath.normpath(posixpath.join(base_dir, t))
-    if joined == ".." or joined.startswith("../"):
-        return joined, True
-    return joined, False
-
-
-def index_links(idx: index.Index) -> list[tuple[int, str, str | None, bool]]:
-    """Every markdown link of the index outside frontmatter and comments:
-    (line, raw target, path relative to the memory folder, leaves_folder)."""
-    out: list[tuple[int, str, str | None, bool]] = []
-    for n, ln in enumerate(idx.lines, 1):
-        if n in idx.masked or "](" not in ln:
-            continue
-        for m in _LINK.finditer(ln):
-            rel, leaves = link_target(m.group(1), "")
-            out.append((n, m.group(1), rel, leaves))
-    return out
-
-
-def _index_checks(snap: FolderSnapshot, b: BudgetConfig) -> Iterable[Finding]:
+def _no_index(snap: FolderSnapshot) -> Iterable[Finding]:
     root_topics = [t for t in snap.topics() if not t.team]
-    rec = snap.index
-    if rec is None:
-        if root_topics:
-            yield _f("MEM070", ".", 1, f"no {INDEX_NAME}: {len(root_topics)} topic file(s) are not indexed; "
-                                       "run `memd rebuild` to write one")
-        return
-    if rec.text is None:
-        return
-    text = rec.text
-    budget = index.measure(text, b.max_lines, b.max_chars, b.warn_ratio)
+    if root_topics:
+        yield _f("MEM070", ".", 1, f"no {INDEX_NAME}: {len(root_topics)} topic file(s) are not indexed; "
+                                   "run `memd rebuild` to write one")
+
+
+def _index_checks(snap: FolderSnapshot, b: BudgetConfig, idx: index.Index,
+                  budget: index.Budget) -> Iterable[Finding]:
+    root_topics = [t for t in snap.topics() if not t.team]
     figures = (f"{budget.lines} lines (limit {budget.max_lines}), "
                f"{budget.chars:,} characters (limit {budget.max_chars:,})")
     if budget.level == "over":
@@ -138,25 +124,38 @@ def _index_checks(snap: FolderSnapshot, b: BudgetConfig) -> Iterable[Finding]:
                                                    "never reaches a session")
     elif budget.level == "near":
         yield _f("MEM002", INDEX_NAME, 1, f"near budget: {figures}; condense it before entries fall off the end")
-    idx = index.parse(text)
     for n, ln in enumerate(idx.lines, 1):
         if n not in idx.masked and len(ln) > b.max_index_line:
             yield _f("MEM004", INDEX_NAME, n, f"line is {len(ln)} characters (limit {b.max_index_line}); "
                                               "an index line is a title and a short hook")
+    if idx.open_comment:
+        start = len(idx.lines)
+        while start > 1 and start - 1 in idx.masked and not idx.lines[start - 1].lstrip().startswith("<!--"):
+            start -= 1
+        hidden = [ln for ln in idx.lines[start:] if index.ENTRY.match(ln)]
+        yield _f("MEM080", INDEX_NAME, start, f"the HTML comment opened here is never closed: the "
+                 f"{len(idx.lines) - start} lines after it never reach a session"
+                 + (f", {len(hidden)} of them index entries" if hidden else "") + "; close it with -->")
     existing = {f.rel for f in snap.files}
+    folded = {fold_path(r): r for r in sorted(existing)}
     linked: set[str] = set()
     first_entry: dict[str, int] = {}
     entry_lines = {e.line: e for e in idx.entries}
-    for n, raw, rel, leaves in index_links(idx):
-        if rel is None:
+    for n, raw, target, leaves in index_links(idx):
+        if target is None:
             continue
         if leaves:
             yield _f("MEM007", INDEX_NAME, n, f"link to {raw} leaves the memory folder")
             continue
-        if rel not in existing and not _is_folder(rel, existing):
-            if rel.lower().endswith(".md"):  # memd lists only .md files: other targets are not judged
+        rel, inexact = resolve_link(target, existing, folded)
+        if rel is None:
+            if not is_folder(target, existing) and target.lower().endswith(".md"):
+                # memd lists only .md files: other targets are not judged
                 yield _f("MEM005", INDEX_NAME, n, f"link to {raw}: no such file in the memory folder")
             continue
+        if inexact:
+            yield _f("MEM009", INDEX_NAME, n, f"link to {raw} finds {rel} only when case is ignored; "
+                                              "it breaks on case-sensitive file systems")
         linked.add(rel)
         ent = entry_lines.get(n)
         if ent is not None and ent.is_local:
@@ -170,28 +169,24 @@ def _index_checks(snap: FolderSnapshot, b: BudgetConfig) -> Iterable[Finding]:
             yield _f("MEM010", t.rel, 1, f"not linked from {INDEX_NAME}; a session never learns it exists")
 
 
-def _is_folder(rel: str, existing: set[str]) -> bool:
-    prefix = rel.rstrip("/") + "/"
-    return any(e.startswith(prefix) for e in existing)
-
-
 def _topic_links(rec: FileRecord, snap: FolderSnapshot) -> Iterable[Finding]:
     text = rec.text or ""
     if "](" not in text:
         return
     base = posixpath.dirname(rec.rel)
     existing = snap.by_rel
+    folded = {fold_path(r): r for r in sorted(existing)}
     for n, ln in enumerate(index.split_lines(text), 1):
         if "](" not in ln:
             continue
-        for m in _LINK.finditer(_mask_code(ln)):
+        for m in LINK.finditer(mask_code(ln)):
             raw = m.group(1)
             rel, leaves = link_target(raw, base)
             if rel is None:
                 continue
             if leaves:
                 yield _f("MEM007", rec.rel, n, f"link to {raw} leaves the memory folder")
-            elif rel.endswith(".md") and rel not in existing:
+            elif rel.endswith(".md") and resolve_link(rel, existing, folded)[0] is None:
                 yield _f("MEM006", rec.rel, n, f"link to {raw}: no such file in the memory folder")
 
 
@@ -209,8 +204,12 @@ def _frontmatter_checks(rec: FileRecord, b: BudgetConfig) -> Iterable[Finding]:
         yield _f("MEM021", rec.rel, 1, f"frontmatter cannot be read: {tf.error}")
         return
     if tf.yaml_error:
-        yield _f("MEM022", rec.rel, 1, f"frontmatter is not valid YAML ({tf.yaml_error}); "
-                                       "quote values that contain ': '")
+        m = re.search(r"\(line (\d+)\)", tf.yaml_error)  # load_yaml reports lines of the file
+        hint = ("quote values that contain ': '" if "mapping values" in tf.yaml_error
+                else "memory needs no YAML anchors or aliases" if "are not allowed" in tf.yaml_error
+                else "its keys were read line by line")
+        yield _f("MEM022", rec.rel, int(m.group(1)) if m else 1,
+                 f"frontmatter is not valid YAML ({tf.yaml_error}); {hint}")
     if tf.frontmatter_lines > b.max_frontmatter_lines:
         yield _f("MEM027", rec.rel, 1, f"frontmatter is {tf.frontmatter_lines} lines; recall reads only the "
                                        f"first {b.max_frontmatter_lines}")
@@ -227,7 +226,6 @@ def _frontmatter_checks(rec: FileRecord, b: BudgetConfig) -> Iterable[Finding]:
 
 # --------------------------------------------------------------------------- duplicates
 
-_WORD = re.compile(r"\w+")
 SHINGLE = 3
 MAX_WORDS = 3000  # words of a body compared (bounds the cost of one file)
 MAX_DF = 12  # shingles shared by more files than this are boilerplate, not evidence
@@ -257,7 +255,7 @@ def _duplicates(topics: list[FileRecord]) -> Iterable[Finding]:
                 yield _f("MEM013", rec.rel, 1, f"same description as {by_desc[key].rel}")
             else:
                 by_desc[key] = rec
-        words = _WORD.findall(tf.body.casefold())[:MAX_WORDS]
+        words = tf.body.casefold().split()[:MAX_WORDS]  # punctuation stays on its word: cheap, and good enough
         if len(words) < MIN_WORDS:
             continue  # "TODO" twice is not a duplicate memory
         norm = " ".join(words)
@@ -273,7 +271,7 @@ def _shingles(words: list[str]) -> frozenset[int]:
     hashes = map(hash, zip(*(words[k:] for k in range(SHINGLE)), strict=False))
     # past 60 words a quarter of the shingles (chosen by hash, so the same ones in every file)
     # is evidence enough
-    return frozenset(h for h in hashes if not h & 3) if len(words) > 60 else frozenset(hashes)
+    return frozenset(filterfalse((3).__and__, hashes)) if len(words) > 60 else frozenset(hashes)
 
 
 def _candidates(bodies: list[tuple[FileRecord, list[str]]]) -> list[tuple[int, int]]:
@@ -299,18 +297,25 @@ def _candidates(bodies: list[tuple[FileRecord, list[str]]]) -> list[tuple[int, i
 
 def _near_bodies(bodies: list[tuple[FileRecord, list[str]]]) -> Iterable[Finding]:
     """Near-identical bodies: candidate pairs of similar length, confirmed by difflib."""
+    from collections import Counter
     from difflib import SequenceMatcher
 
     reported: set[int] = set()
+    bags: dict[int, Counter[str]] = {}
     for i, j in _candidates(bodies):
         wi, wj = bodies[i][1], bodies[j][1]
         small, big = sorted((len(wi), len(wj)))
         if j in reported or small < NEAR * big:
             continue
-        sm = SequenceMatcher(None, wi, wj, autojunk=False)
-        if sm.quick_ratio() < NEAR:
+        # difflib's quick_ratio (matches counted as a multiset), with each bag of words built once
+        bi = bags.get(i) or bags.setdefault(i, Counter(wi))
+        bj = bags.get(j) or bags.setdefault(j, Counter(wj))
+        if len(bi) > len(bj):
+            bi, bj = bj, bi
+        matches = sum(min(c, bj[w]) for w, c in bi.items() if w in bj)
+        if 2.0 * matches / (len(wi) + len(wj)) < NEAR:
             continue
-        ratio = sm.ratio()
+        ratio = SequenceMatcher(None, wi, wj, autojunk=False).ratio()
         if ratio >= NEAR:
             reported.add(j)
             yield _f("MEM014", bodies[j][0].rel, 1,
@@ -333,108 +338,6 @@ def _too_many(snap: FolderSnapshot, b: BudgetConfig) -> Iterable[Finding]:
 
 
 # --------------------------------------------------------------------------- relative dates
-
-_WEEKDAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
-# Matched against lower-cased lines (a case-insensitive regex is ~4x slower in the re module).
-_RELATIVE = (
-    r"\b(?:yesterday|today|tomorrow|tonight"
-    r"|the\s+day\s+(?:before|after)\s+(?:yesterday|tomorrow)"
-    r"|(?:last|next|this|coming|past)\s+(?:" + _WEEKDAYS + r"|week(?:end)?|month|year|night|morning|"
-    r"afternoon|evening)"
-    r"|(?:a|one|two|three|four|five|six|seven|\d+)\s+(?:days?|weeks?|months?|years?)\s+ago"
-    r"|in\s+(?:a|one|two|three|\d+)\s+(?:days?|weeks?)"
-    r")\b"
-    r"|昨天|今天|明天|前天|后天|昨晚|今晚|明晚|上周|下周|本周|这周|上星期|下星期|这星期|上个月|下个月|本月|这个月"
-    r"|去年|明年|今年|昨日|今日|明日|先週|来週|今週|先月|来月|今月")
-# Every match of _RELATIVE contains one of these (checked first: most files hold none of them).
-_DATE_NEEDLES = ("yesterday", "today", "tomorrow", "tonight", "ago", "day", "week", "month", "year", "night",
-                 "morning", "afternoon", "evening", "昨", "今", "明", "前天", "后天", "上", "下", "本", "这",
-                 "去年", "先", "来")
-_ABSOLUTE = (
-    r"(?<!\d)\d{4}-\d{1,2}-\d{1,2}(?!\d)|(?<!\d)\d{4}/\d{1,2}/\d{1,2}(?!\d)|(?<![\d/])\d{1,2}/\d{1,2}/\d{2,4}(?![\d/])"
-    r"|\d{4}\s*年\s*\d{1,2}\s*月(?:\s*\d{1,2}\s*[日号])?"
-    r"|(?i:\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d{1,2}(?:st|nd|rd|th)?,?\s+\d{4}\b"
-    r"|\b\d{1,2}(?:st|nd|rd|th)?\s+(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?,?\s+\d{4}\b)")
-
-
-@functools.cache
-def _relative() -> re.Pattern[str]:
-    return re.compile(_RELATIVE)  # compiled on first use: most folders never need it
-
-
-@functools.cache
-def _absolute() -> re.Pattern[str]:
-    return re.compile(_ABSOLUTE)
-
-
-_CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-
-
-def _mask_code(line: str) -> str:
-    if "`" not in line:
-        return line
-    return _CODE_SPAN.sub(lambda m: " " * len(m.group(0)), line)
-
-
-def _anchor(rec: FileRecord) -> str | None:
-    """An absolute date the file itself carries (its name, or its frontmatter's name/description)."""
-    m = _absolute().search(posixpath.basename(rec.rel))
-    if m:
-        return m.group(0)
-    tf = rec.topic
-    if tf is not None:
-        for v in (tf.name, tf.description):
-            if v:
-                m = _absolute().search(v)
-                if m:
-                    return m.group(0)
-    return None
-
-
-def relative_dates(rec: FileRecord) -> list[Finding]:
-    text = rec.text or ""
-    low = text.lower()
-    if not any(n in low for n in _DATE_NEEDLES) or not _relative().search(low):
-        return []
-    hit_lines: set[int] | None = None
-    if len(low) == len(text):  # one pass over the text finds the lines worth a closer look
-        hit_lines, pos, line_no = set(), 0, 1
-        for hit in _relative().finditer(low):
-            line_no += low.count("\n", pos, hit.start())
-            pos = hit.start()
-            hit_lines.add(line_no)
-    out: list[Finding] = []
-    fence: str | None = None
-    anchor: str | None = None
-    anchored = False
-    for n, raw in enumerate(index.split_lines(text), 1):
-        m = _FENCE.match(raw) if ("`" in raw[:4] or "~" in raw[:4]) else None
-        if m:
-            mark = m.group(1)
-            if fence is None:
-                fence = mark[0] * len(mark)
-            elif mark.startswith(fence):
-                fence = None
-            continue
-        if fence is not None or (hit_lines is not None and n not in hit_lines):
-            continue
-        line = _mask_code(raw)
-        low_line = line.lower()
-        rel = _relative().search(low_line)
-        if rel is None or _absolute().search(line):
-            continue
-        if not anchored:
-            anchor, anchored = _anchor(rec), True
-        word = line[rel.start():rel.end()] if len(low_line) == len(line) else rel.group(0)
-        if anchor is not None:
-            out.append(_f("MEM041", rec.rel, n, f"relative date {word!r}; the file is dated {anchor}, but "
-                                                "an absolute date on the line is clearer"))
-        else:
-            out.append(_f("MEM040", rec.rel, n, f"relative date {word!r} with no absolute date; it will be "
-                                                "wrong tomorrow (write e.g. 2026-03-05)"))
-    return out
-
 
 # --------------------------------------------------------------------------- secrets
 

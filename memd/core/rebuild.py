@@ -19,7 +19,7 @@ from memd.config import BudgetConfig
 from memd.core import index
 from memd.core.files import INDEX_NAME, FileRecord, FolderSnapshot
 from memd.core.frontmatter import MEMORY_TYPES
-from memd.core.lint import index_links, link_target
+from memd.core.links import fold_path, index_links, link_target, resolve_link
 
 ELLIPSIS = "…"
 MIN_HOOK = 12  # shorter than this, a cut hook says nothing: shorten the title instead
@@ -119,19 +119,27 @@ def _cut(text: str, room: int) -> str:
         cut = cut[:space]
     if cut.count("`") % 2:  # never leave a code span open
         cut = cut[:cut.rfind("`")]
+    bracket = cut.rfind("[")
+    link = cut.find("](", bracket) if bracket >= 0 else -1
+    if bracket >= 0 and (cut.find("]", bracket) < 0 or (link >= 0 and ")" not in cut[link + 2:])):
+        cut = cut[:bracket]  # nor a link cut in half
     cut = cut.rstrip(" ,;:—–-.(\\")
     return cut + ELLIPSIS
 
 
 def _escape_title(t: str) -> str:
-    return " ".join(t.split()).replace("[", "\\[").replace("]", "\\]")
+    return " ".join(t.split()).replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
 
 
 def entry_line(topic: TopicInfo, limit: int) -> str:
     """An index line for a topic file: ``- [Name](file.md) — description``, within limit."""
     title = _escape_title(topic.name or topic.rel.rsplit("/", 1)[-1].removesuffix(".md"))
     target = topic.rel
-    if re.search(r"[\s()<>]", target):
+    if re.search(r"[<>]", target):
+        from urllib.parse import quote
+
+        target = quote(target, safe="/")
+    elif re.search(r"[\s()]", target):
         target = f"<{target}>"
     line = f"- [{title}]({target})"
     if topic.description:
@@ -154,11 +162,14 @@ def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo],
     drop: set[int] = set()  # 1-based lines removed
     first: dict[str, index.Entry] = {}
     live_links: set[str] = set()
+    folded = {fold_path(r): r for r in sorted(topics)}
 
     for e in idx.entries:
-        rel, leaves = link_target(e.target, "")
-        if rel is None or leaves:
+        target, leaves = link_target(e.target, "")
+        if target is None or leaves:
             continue
+        # a link that finds its file only ignoring case works on macOS: live, never dropped
+        rel = resolve_link(target, topics, folded)[0] or target
         if rel.lower().endswith(".md") and rel not in topics and not _is_folder(rel, topics):
             drop.add(e.line)
             actions.append(f"dropped entry {e.title!r} at line {e.line}: {rel} does not exist")
@@ -173,9 +184,10 @@ def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo],
             actions.append(f"merged entry {e.title!r} at line {e.line} into line {keep.line} (both link {rel})")
             continue
         first[rel] = e
-    for n, _raw, rel, leaves in index_links(idx):
-        if rel is not None and not leaves and n not in drop:
-            live_links.add(rel)
+    _keep_fence_shape(lines, idx, drop, actions, reasons)
+    for n, _raw, target, leaves in index_links(idx):
+        if target is not None and not leaves and n not in drop:
+            live_links.add(resolve_link(target, topics, folded)[0] or target)
 
     for e in idx.entries:
         if e.line in drop:
@@ -193,7 +205,7 @@ def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo],
 
     orphans = [t for rel, t in sorted(topics.items())
                if not t.team and rel not in live_links and rel != INDEX_NAME]
-    inserts = _place_orphans(lines, idx, orphans, b.max_index_line, nl, actions, fresh=not text.strip())
+    inserts = _place_orphans(lines, idx, orphans, b.max_index_line, nl, actions, reasons, fresh=not text.strip())
 
     out: list[_Line] = []
     for i, ln in enumerate(lines, 1):
@@ -213,6 +225,28 @@ def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo],
     if not fits:
         reasons.insert(0, _why_not(new_text, text, orphans, b, after))
     return RebuildPlan(new_text, original, fits, reasons, actions, before, after)
+
+
+_DASHES = re.compile(r"^(?:\ufeff)?---[ \t]*$")
+
+
+def _keep_fence_shape(lines: list[_Line], idx: index.Index, drop: set[int], actions: list[str],
+                      reasons: list[str]) -> None:
+    """Never let dropped lines leave a "---" rule as the file's first line: Claude Code would then
+    read it as the start of frontmatter and hide what follows. One dropped line before it stays."""
+    if 1 in idx.masked or not drop or 1 not in drop:
+        return
+    first = next((n for n in range(1, len(lines) + 1) if n not in drop), None)
+    if first is None or not _DASHES.match(lines[first - 1].text):
+        return
+    keep = max(n for n in drop if n < first)
+    drop.discard(keep)
+    for i, a in enumerate(actions):
+        if f" at line {keep}:" in a or f" at line {keep} into" in a:
+            del actions[i]
+            break
+    reasons.append(f"line {keep} was kept although it should go: without it the '---' on line {first} "
+                   "would start frontmatter and hide the entries below it")
 
 
 def _is_folder(rel: str, topics: Mapping[str, TopicInfo]) -> bool:
@@ -238,7 +272,7 @@ def _sections(lines: list[_Line], idx: index.Index) -> list[tuple[int, int, str]
     """(line, level, title) of every heading outside frontmatter and comments."""
     out: list[tuple[int, int, str]] = []
     for n, ln in enumerate(lines, 1):
-        if n in idx.masked:
+        if n in idx.masked or n in idx.fenced:
             continue
         m = _HEADING.match(ln.text)
         if m:
@@ -247,17 +281,23 @@ def _sections(lines: list[_Line], idx: index.Index) -> list[tuple[int, int, str]
 
 
 def _place_orphans(lines: list[_Line], idx: index.Index, orphans: list[TopicInfo], limit: int, nl: str,
-                   actions: list[str], *, fresh: bool) -> dict[int, list[str]]:
+                   actions: list[str], reasons: list[str], *, fresh: bool) -> dict[int, list[str]]:
     """Where each orphan's new line goes: {after line n: [lines]}, 0 meaning the end of the file."""
     inserts: dict[int, list[str]] = {}
     if not orphans:
         return inserts
+    if idx.open_at_end:
+        what = "code block" if idx.open_fence else "HTML comment"
+        reasons.append(f"MEMORY.md ends inside a {what} that is never closed; {len(orphans)} unindexed "
+                       f"topic file(s) were not added (close the {what} first)")
+        return inserts
     heads = _sections(lines, idx)
+    entry_lines = {e.line for e in idx.entries}
     new_sections: dict[str, list[str]] = {}
     for t in orphans:
         line = entry_line(t, limit)
         kind = t.type or "other"
-        where = _section_end(lines, heads, kind)
+        where = _section_end(lines, idx, heads, kind, entry_lines)
         if where is not None:
             inserts.setdefault(where[0], []).append(line)
             actions.append(f"indexed {t.rel} under {where[1]!r}")
@@ -286,8 +326,10 @@ def _place_orphans(lines: list[_Line], idx: index.Index, orphans: list[TopicInfo
     return inserts
 
 
-def _section_end(lines: list[_Line], heads: list[tuple[int, int, str]], kind: str) -> tuple[int, str] | None:
-    """(line after which to insert, heading text) of the first heading naming the type."""
+def _section_end(lines: list[_Line], idx: index.Index, heads: list[tuple[int, int, str]], kind: str,
+                 entry_lines: set[int]) -> tuple[int, str] | None:
+    """(line after which to insert, heading text) in the section of the first heading naming the type:
+    after its last entry (and that entry's indented continuation lines), else after its last line."""
     if kind not in _TYPE_TITLES:
         return None
     for i, (n, level, title) in enumerate(heads):
@@ -298,7 +340,15 @@ def _section_end(lines: list[_Line], heads: list[tuple[int, int, str]], kind: st
             if level2 <= level:
                 end = n2 - 1
                 break
+        last_entry = max((e for e in entry_lines if n < e <= end), default=None)
+        if last_entry is not None:
+            end = last_entry
+            while (end < len(lines) and lines[end].text[:1] in (" ", "\t") and lines[end].text.strip()
+                   and end + 1 not in idx.fenced):
+                end += 1  # the entry's indented continuation lines
         while end > n and not lines[end - 1].text.strip():
             end -= 1
+        if idx.inside_block(end):
+            return None
         return end, lines[n - 1].text.strip()
     return None

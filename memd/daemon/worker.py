@@ -102,14 +102,15 @@ class JobWorker:
 
     @contextlib.contextmanager
     def _job_lock(self) -> Iterator[None]:
+        """The per-user job lock; waits (stop-aware) while a foreground `memd dream` holds it."""
         from memd.jobs.runner import job_lock
 
         waited = False
         while True:
+            held = job_lock(self.state_dir)
             try:
-                with job_lock(self.state_dir):
-                    yield
-                    return
+                held.__enter__()
+                break
             except MemdError:
                 if self.stop.is_set():
                     raise
@@ -117,6 +118,10 @@ class JobWorker:
                     self.log.info("job.waiting", reason="another memd job is running (a foreground command)")
                     waited = True
                 self.stop.wait(2.0)
+        try:
+            yield
+        finally:
+            held.__exit__(None, None, None)
 
     def _select(self, names: list[str] | None) -> list[layout.Project]:
         if names is None:
@@ -169,6 +174,8 @@ class JobWorker:
                             return
                         names.add(more)
                 for n in sorted(names):
+                    if self.stop.is_set():
+                        return
                     try:
                         scan_project(self._project(n), state, self.config, now=time.time())
                     except Exception as e:
