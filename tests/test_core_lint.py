@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from memd.config import BudgetConfig
 from memd.core import secrets
-from memd.core.fastscan import pattern_needles
+from memd.core.fastscan import pattern_needles, solid_length
 from memd.core.fastscan import scan as scan_secrets
 from memd.core.files import FileRecord, FolderSnapshot
 from memd.core.lint import CODES, SEVERITIES, lint
@@ -100,9 +100,7 @@ def test_fast_secret_scan_agrees_with_secrets_scan(text: str, strict: bool) -> N
 @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_every_match_of_a_rule_holds_its_needles(kind: str, rx: re.Pattern[str], data: st.DataObject) -> None:
-    needles = pattern_needles(rx.pattern, rx.flags)
-    if needles is None:
-        return
+    needles = pattern_needles(rx.pattern, rx.flags) or ()
     try:
         text = data.draw(st.from_regex(rx, fullmatch=True))
     except Exception:
@@ -113,6 +111,16 @@ def test_every_match_of_a_rule_holds_its_needles(kind: str, rx: re.Pattern[str],
     hay = m.group(0).casefold() if rx.flags & re.IGNORECASE else m.group(0)
     for alternatives in needles:
         assert any(n in hay for n in alternatives), (kind, needles, text)
+    assert max(map(len, m.group(0).split()), default=0) >= solid_length(rx.pattern, rx.flags), (kind, text)
+
+
+@pytest.mark.parametrize(("pattern", "expected"), [
+    (r"\b[MN][A-Za-z\d]{23,25}\.[\w-]{6}\.[\w-]{27,38}\b", 59), (r"ab\s+cd", 2), (r"[^\s@]{3,}@x", 5),
+    (r"[ -~]{30}", 0), (r"[^@]{30}", 0), (r"a(?:bc)d{5}", 5), (r"x.{40}", 1), (r"ab|cd{30}", 0), (r"\x41{20}", 0),
+    (r"q{3,}?r", 4),
+])
+def test_solid_length_shapes(pattern: str, expected: int) -> None:
+    assert solid_length(pattern) == expected
 
 
 @pytest.mark.parametrize(("pattern", "expected"), [
@@ -120,7 +128,8 @@ def test_every_match_of_a_rule_holds_its_needles(kind: str, rx: re.Pattern[str],
     (r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{20,}", [{"sk_live_", "sk_test_", "rk_live_", "rk_test_"}]),
     (r"\bsk-(?:proj-|admin-)?[a-z]{20}T3BlbkFJ", [{"T3BlbkFJ"}, {"sk-"}]),
     (r"a?b", None), (r"(?x) abc", None), (r"\d+|xyz", None), (r"abc|xyz", [{"abc", "xyz"}]),
-    (r"ab{2}cd", [{"cd"}]), (r"(?:ab)?cd", [{"cd"}]), (r"[abc]de\.fg", [{"de.fg"}]),
+    (r"ab{2}cd", [{"cd"}]), (r"(?:ab)?cd", [{"cd"}]), (r"[abc]de\.fg", [{"de.fg"}]), (r"ab\x41cd", None),
+    (r"(?:xy\u00e9|zz)w", [{"xy", "zz"}]),
 ])
 def test_pattern_needles_shapes(pattern: str, expected: list[set[str]] | None) -> None:
     flags = re.compile(pattern).flags

@@ -1,5 +1,6 @@
 """Golden files: input and expected output side by side, one case per folder (tests/golden/).
 
+- topic/<case>/input.md -> expected.json (what parsing a topic file yields; rendering gives back the input)
 - view/<case>/MEMORY.md -> expected.txt (the loaded view, then the budget figures and hidden entries)
 - lint/<case>/memory/ -> expected.txt (one finding per line)
 - rebuild/<case>/memory/ -> expected.md (the rebuilt MEMORY.md) and expected.txt (fits, reasons, actions)
@@ -10,13 +11,14 @@ the expected files from the current code (review the diff before committing it).
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 
 from memd.config import BudgetConfig
-from memd.core import index
+from memd.core import frontmatter, index
 from memd.core.lint import lint
 from memd.core.rebuild import plan_rebuild, topics_of
 from memd.folder import read_folder
@@ -35,6 +37,17 @@ def compare(path: Path, actual: str) -> None:
         return
     assert path.exists(), f"{path} is missing: run with MEMD_UPDATE_GOLDEN=1 to create it"
     assert actual == path.read_bytes().decode("utf-8"), f"{path} differs (MEMD_UPDATE_GOLDEN=1 to update)"
+
+
+@pytest.mark.parametrize("case", cases("topic"), ids=lambda p: p.name)
+def test_topic_file(case: Path) -> None:
+    text = (case / "input.md").read_bytes().decode("utf-8")
+    tf = frontmatter.parse(text)
+    assert frontmatter.render(tf) == text
+    got = {"shape": tf.shape, "name": tf.name, "description": tf.description, "type": tf.type,
+           "meta": tf.meta, "frontmatter_lines": tf.frontmatter_lines, "newline": tf.newline,
+           "error": tf.error, "yaml_error": tf.yaml_error, "body": tf.body}
+    compare(case / "expected.json", json.dumps(got, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
 @pytest.mark.parametrize("case", cases("view"), ids=lambda p: p.name)

@@ -210,3 +210,19 @@ def test_orphan_titles_and_odd_file_names() -> None:
     entries = index.parse(plan.text).entries
     assert {e.file for e in entries} == set(topics)
     assert next(e.title for e in entries) == "back\\\\slash [y]"
+
+
+def test_snapshot_copies_everything_readable(tmp_path: Path) -> None:
+    from memd.snapshots import snapshot
+
+    mem = write_tree(tmp_path / "memory", {"MEMORY.md": "- [A](a.md)\n", "a.md": "a\n", "team/t.md": "t\n",
+                                           "notes.txt": "not memory, still backed up\n",
+                                           ".memd-MEMORY.md.1.ab.tmp": "a half-written temp file\n"})
+    os.symlink("/etc/hostname", mem / "out.md")
+    first = Path(snapshot(tmp_path / "state", "-p", mem, "before rebuild/../x"))
+    second = Path(snapshot(tmp_path / "state", "-p", mem, "before rebuild/../x"))
+    assert first != second and first.parent == tmp_path / "state" / "snapshots" / "-p"
+    assert first.name.endswith("Z-before-rebuild-..-x")  # the reason cannot make a path
+    assert tree_hash(first) == tree_hash(mem, skip=".memd-MEMORY.md.1.ab.tmp")
+    assert os.readlink(first / "out.md") == "/etc/hostname"  # kept as a link, never followed
+    assert oct(first.stat().st_mode & 0o777) == "0o700"

@@ -17,7 +17,9 @@ from memd.core import secrets
 
 Needles = tuple[frozenset[str], ...]  # every set must have a member in the text (AND of ORs)
 
+_CLASS_ESCAPES = frozenset("dDwWsSbBAZ")  # one-character escapes that stand for a class or a position
 _QUANT = "?*{"  # after a literal: that literal may be absent (or repeated a number of times that may be 0)
+MIN_SOLID = 16  # rules needing a whitespace-free run at least this long are also gated on the text's longest one
 MAX_PRODUCT = 64  # literal alternatives combined with their neighbours before giving up on the product
 
 
@@ -127,8 +129,10 @@ def _sequence(p: str) -> list[frozenset[str]] | None:
         if ch == "\\":
             if i + 1 < len(p) and not p[i + 1].isalnum():
                 literal(p[i + 1], i + 2)
+            elif i + 1 < len(p) and p[i + 1] in _CLASS_ESCAPES:
+                close()  # \b, \d, \s...: not literal text
             else:
-                close()  # \b, \d, \s, a back-reference...: not literal text
+                return None  # \x41, \u00e9, \1...: longer escapes are not read here
             i += 2
         elif ch == "(":
             end = _group_end(p, i)
@@ -202,12 +206,97 @@ def pattern_needles(pattern: str, flags: int = 0) -> Needles | None:
     return needles or None
 
 
+_QUANT_RX = re.compile(r"\?|\*|\+|\{(\d*)(?:,\d*)?\}")
+
+
+def _class_is_solid(body: str) -> bool:
+    """True when the character class (its text between the brackets) can never match whitespace."""
+    negated = body.startswith("^")
+    if negated:
+        return "\\s" in body  # [^\s...]: everything but whitespace (and more)
+    if "\\s" in body or " " in body or "\\t" in body or "\\n" in body or "\\r" in body or "\\f" in body \
+            or "\\v" in body or "\\W" in body or "\\D" in body or "\\S" in body or "\\x" in body \
+            or "\\u" in body or "\\N" in body or "\\p" in body:
+        return False
+    i = 0
+    while i < len(body):  # a range spanning a whitespace character (" -~") could match one
+        if body[i] == "\\":
+            i += 2
+            continue
+        if i + 2 < len(body) and body[i + 1] == "-" and body[i] <= " " <= body[i + 2]:
+            return False
+        if not body[i].isprintable() or body[i].isspace():
+            return False
+        i += 1
+    return True
+
+
+def solid_length(pattern: str, flags: int = 0) -> int:
+    """The length of whitespace-free text every match must contain (0 when unknown): a match of
+    ``\\b[MN][A-Za-z\\d]{23,25}\\.[\\w-]{6}\\.[\\w-]{27,38}`` holds a 58-character token."""
+    if flags & re.VERBOSE:
+        return 0
+    p = pattern
+    m = re.match(r"\(\?[aiLmsux]+\)", p)
+    i = m.end() if m else 0
+    best = cur = 0
+    while i < len(p):
+        ch = p[i]
+        solid: bool
+        if ch == "|":
+            return 0
+        if ch == "\\":
+            nxt = p[i + 1] if i + 1 < len(p) else ""
+            i += 2
+            if nxt in ("b", "B", "A", "Z"):
+                continue  # zero-width
+            if nxt.isalnum() and nxt not in _CLASS_ESCAPES:
+                return 0  # \x41, \u00e9, \1...: longer escapes are not read here
+            solid = nxt in ("d", "w") or (not nxt.isalnum() and not nxt.isspace())
+        elif ch == "[":
+            end = _class_end(p, i)
+            solid = _class_is_solid(p[i + 1:end - 1])
+            i = end
+        elif ch == "(":
+            end = _group_end(p, i)
+            if end < 0:
+                return 0
+            i = end
+            solid = False  # groups are not looked into
+        elif ch in "^$":
+            i += 1
+            continue
+        elif ch in ".)":
+            i += 1
+            solid = False
+        else:
+            i += 1
+            solid = not ch.isspace() and ch not in "?*+{}"
+        q = _QUANT_RX.match(p, i)
+        count = 1
+        if q:
+            i = q.end()
+            if q.group(0) in ("?", "*"):
+                count = 0
+            elif q.group(0).startswith("{"):
+                count = int(q.group(1) or 0)
+            if i < len(p) and p[i] in "?+":
+                i += 1  # lazy or possessive
+        if solid:
+            cur += count
+            best = max(best, cur)
+        else:
+            cur = 0
+    return best
+
+
 @dataclass(frozen=True)
 class Rule:
     kind: str
     rx: re.Pattern[str]
     needles: Needles | None
     folded: bool  # needles are tested against the case-folded text
+    solid: int = 0  # every match holds a whitespace-free run this long (0: nothing known)
 
 
 @dataclass(frozen=True)
@@ -265,8 +354,8 @@ def ruleset(strict: bool = False, pii: bool = True) -> RuleSet:
     key = (id(secrets._RULES), len(rules), strict and pii)
     got = _PREPARED.get(key)
     if got is None:
-        prepared = tuple(Rule(kind, rx, pattern_needles(rx.pattern, rx.flags), bool(rx.flags & re.IGNORECASE))
-                         for kind, rx in rules)
+        prepared = tuple(Rule(kind, rx, pattern_needles(rx.pattern, rx.flags), bool(rx.flags & re.IGNORECASE),
+                              solid_length(rx.pattern, rx.flags)) for kind, rx in rules)
         exact: dict[str, set[int]] = {}
         folded: dict[str, set[int]] = {}
         for i, r in enumerate(prepared):
@@ -293,7 +382,11 @@ def active(rs: RuleSet, text: str) -> list[Rule]:
         needles = rs.rules[i].needles
         if needles is not None and all(not alts.isdisjoint(found) for alts in needles):
             keep.add(i)
-    return [rs.rules[i] for i in sorted(keep)]
+    out = [rs.rules[i] for i in sorted(keep)]
+    if any(r.solid >= MIN_SOLID for r in out):
+        longest = max(map(len, text.split()), default=0)
+        out = [r for r in out if r.solid <= longest]
+    return out
 
 
 def scan(text: str, *, strict: bool = False, pii: bool = True) -> list[secrets.SecretHit]:
