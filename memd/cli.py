@@ -74,14 +74,32 @@ def _available() -> list[str]:
     return [n for n in COMMANDS if importlib.util.find_spec(f"memd.commands.{n}") is not None]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _invoked(argv: Sequence[str]) -> str | None:
+    """The command named on the command line, skipping global options and their values."""
+    skip = False
+    for tok in argv:
+        if skip:
+            skip = False
+            continue
+        if tok in ("--claude-dir", "--config"):
+            skip = True
+            continue
+        if tok.startswith("-"):
+            continue
+        return tok
+    return None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``only``, just that command's subparser (start-up cost is paid per command)."""
     common = _common()
     parser = argparse.ArgumentParser(
         prog="memd", parents=[common],
         description="Keeps Claude Code's auto memory healthy: budgets, catch-up, nightly dreams, all reversible.")
     parser.add_argument("--version", action="version", version=f"memd {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in _available():
+    names = [only] if only is not None and only in COMMANDS else _available()
+    for name in names:
         mod: Any = importlib.import_module(f"memd.commands.{name}")
         p = sub.add_parser(name, parents=[common], help=mod.HELP, description=mod.HELP)
         mod.add_arguments(p)
@@ -126,7 +144,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the fast path: no parser, no heavy imports (a hook runs on every tool call)
         entry: Any = importlib.import_module("memd.hooks.entry")
         return int(entry.main(args_list[1:]))
-    parser = build_parser()
+    invoked = _invoked(args_list)
+    only = invoked if invoked in COMMANDS and importlib.util.find_spec(f"memd.commands.{invoked}") else None
+    parser = build_parser(only)
     args = parser.parse_args(protect_folder_names(args_list, _known_options(parser)))
     mod = getattr(args, "_module", None)
     if mod is None:

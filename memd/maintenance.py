@@ -25,6 +25,7 @@ class RebuildResult:
     reasons: list[str] = field(default_factory=list)  # why nothing (or not all) was done
     snapshot: str | None = None  # the snapshot taken before writing
     actions: list[str] = field(default_factory=list)
+    refused: bool = False  # an unattended rebuild refused to drop too many entries
 
     @property
     def changed(self) -> bool:
@@ -40,8 +41,26 @@ def unified_diff(old: str, new: str, path: str) -> str:
     return "".join(out)
 
 
-def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_run: bool) -> RebuildResult:
-    """Plan, and unless dry_run write, the rebuilt MEMORY.md of one project."""
+def dropped_entries(old: str | None, new: str) -> tuple[int, int]:
+    """(entries of the old index whose target no link of the new index keeps, entries of the old index)."""
+    from memd.core import index
+
+    if not old:
+        return 0, 0
+    before = index.parse(old).entries
+    kept = {e.file for e in index.parse(new).entries}
+    return sum(1 for e in before if e.file not in kept), len(before)
+
+
+def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_run: bool,
+                    max_drop_share: float | None = None) -> RebuildResult:
+    """Plan, and unless dry_run write, the rebuilt MEMORY.md of one project.
+
+    ``max_drop_share``: for unattended callers (the dream without a model, auto relief). A rebuild
+    that would drop more than this share of the index's entries (dangling links), or all of them, is
+    not written: a folder whose topic files vanished wholesale needs a person, not a janitor.
+    ``memd rebuild`` (a person asking, diff shown, snapshot taken) passes None.
+    """
     from memd import snapshots
     from memd.core.rebuild import plan_rebuild, topics_of
     from memd.folder import read_folder
@@ -61,6 +80,13 @@ def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_ru
     plan = plan_rebuild(old, topics_of(snap), config.budget)
     diff = unified_diff(old or "", plan.text, INDEX_NAME) if plan.changed else ""
     reasons = list(plan.reasons)
+    if plan.changed and max_drop_share is not None:
+        dropped, total = dropped_entries(old, plan.text)
+        if dropped and (dropped == total or dropped > max_drop_share * total):
+            reasons.append(f"the rebuild would drop {dropped} of {total} index entries (their files are missing), "
+                           f"more than the {max_drop_share:.0%} an unattended run may drop; "
+                           f"review it with `memd rebuild {project.name} --dry-run`")
+            return RebuildResult(diff, False, plan.fits, reasons, None, plan.actions, refused=True)
     if not plan.changed or dry_run or not plan.fits:
         if plan.changed and not plan.fits and not dry_run:
             reasons.append(f"{INDEX_NAME} was not written")

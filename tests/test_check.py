@@ -116,7 +116,10 @@ def test_status_rows(make_project: Callable[..., Path], memd_cli: Run, claude_ho
     (claude_home / "projects" / "-home-u-nomem" / "0b3e6441-62e3-4b41-8a0c-9d252f531f7a.jsonl").write_text("{}\n")
     r = memd_cli("status", "--format", "json")
     assert r.returncode == 0, r.stderr
-    rows = {row["project"]: row for row in json.loads(r.stdout)}
+    doc = json.loads(r.stdout)
+    rows = {row["project"]: row for row in doc["projects"]}
+    assert doc["daemon"]["running"] is False and set(doc["daemon"]["jobs"]) == {"dream", "checkin", "catchup"}
+    assert doc["daemon"]["warnings"] == []
     assert rows["-home-u-broken"]["topic_files"] == 4 and rows["-home-u-broken"]["findings"]["error"] >= 2
     assert rows["-home-u-broken"]["index"]["max_lines"] == 200 and rows["-home-u-broken"]["last_session"] is None
     assert not rows["-home-u-nomem"]["has_memory"] and rows["-home-u-nomem"]["last_session"].endswith("Z")

@@ -117,9 +117,10 @@ def test_foreground_dream_and_catchup(claude_home: Path, capsys: pytest.CaptureF
     mem.mkdir(parents=True)
     (mem / "MEMORY.md").write_text("- [A](a.md) — a\n")
     code, out, _ = memd(capsys, "dream", "-home-u-app")
-    assert code == 0 and "not run (a gate said no" in out  # min_sessions
+    assert code == 0 and "-home-u-app: not run (min_sessions: 0 sessions touched" in out
+    assert out.count("Model work is off") == 1
     code, out, _ = memd(capsys, "dream", "-home-u-app", "--force", "--dry-run")
-    assert code == 0 and out.startswith("-home-u-app: ")
+    assert code == 0 and out.splitlines()[1].startswith("-home-u-app: ")
     code, out, _ = memd(capsys, "catchup", "--dry-run")
     assert code == 0 and "-home-u-app: " in out
     sd = Path(os.environ["XDG_STATE_HOME"]) / "memd"

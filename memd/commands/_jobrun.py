@@ -30,12 +30,19 @@ def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: b
         jc = JobContext(config=cfg, claude_dir=ctx.claude_dir, state_dir=state_dir, state=state,
                         now=lambda: datetime.now().astimezone(), force=force, dry_run=args.dry_run, log=log)
         result = run_job(job, jc, projects)
+    from memd.llm.client import model_off_reason
+
+    off = model_off_reason(cfg) if job in ("dream", "catchup") else None
+    if off:
+        print(off[0].upper() + off[1:] + ".")  # said once, not once per project
     for out in result.outcomes:
         changes = f"+{out.added} ~{out.changed} -{out.deleted}"
         note = out.error or out.message
+        if off and note.startswith(off):
+            note = note[len(off):].lstrip("; ")
         print(f"{out.project}: {out.outcome} ({changes}){': ' + note if note else ''}")
-    for name in result.skipped:
-        print(f"{name}: not run (a gate said no; see `memd logs` for job.skip)")
+    for name, why in result.skipped.items():
+        print(f"{name}: not run ({why})")
     if not projects:
         print("no projects", file=sys.stderr)
     return 1 if result.failed else 0

@@ -136,7 +136,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if as_json:
         import json
 
-        sys.stdout.write(json.dumps([r.as_json() for r in rows], indent=2, ensure_ascii=False) + "\n")
+        from memd.daemon.info import daemon_status  # the daemon's part (issue 4)
+
+        doc = {"projects": [r.as_json() for r in rows], "daemon": daemon_status(ctx.state_dir, ctx.config)}
+        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     elif rows:
         sys.stdout.write(render_table(rows))
     if not as_json:

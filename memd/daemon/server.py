@@ -143,6 +143,7 @@ class Daemon(JobWorker):
             notify.notify("READY=1\nSTATUS=watching " + str(layout.projects_root(self.claude_dir)))
             self.log.info("daemon.ready", watching=self.watcher is not None and self.watcher.alive(),
                           dream_at=S.hhmm(self.picked["dream"]), checkin_at=S.hhmm(self.picked["checkin"]))
+            self._say_model_off()
             code = self._loop()
         finally:
             self._shutdown()
@@ -334,6 +335,19 @@ class Daemon(JobWorker):
                 self.watcher = None
             self._ensure_watching()
         self.log.info("config.reloaded", changed=changed)
+        self._say_model_off()
+
+    def _say_model_off(self) -> None:
+        """Say once (at start, and after a reload that changes it) that model work is off."""
+        from memd.llm.client import model_off_reason
+
+        reason = model_off_reason(self.config)
+        if reason != getattr(self, "_model_off_said", None):
+            self._model_off_said = reason
+            if reason:
+                self.log.warning("model.off", reason=reason)
+            else:
+                self.log.info("model.on")
 
     # ------------------------------------------------------------------ watching
 

@@ -140,7 +140,8 @@ class JobWorker:
         for p in projects:
             self.busy_project = p.name
             try:
-                res = maintenance.rebuild_project(p, jc.config, self.state_dir, dry_run=False)
+                res = maintenance.rebuild_project(p, jc.config, self.state_dir, dry_run=False,
+                                                  max_drop_share=jc.config.dream.max_delete_share)
             except Exception as e:
                 self.log.warning("relief.failed", project=p.name, error=f"{type(e).__name__}: {e}")
                 continue

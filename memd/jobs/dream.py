@@ -126,11 +126,16 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
 def _deterministic(jc: JobContext, project: Project, off: str) -> ProjectOutcome:
     from memd.maintenance import rebuild_project
 
-    r = rebuild_project(project, jc.config, jc.state_dir, dry_run=jc.dry_run)
+    r = rebuild_project(project, jc.config, jc.state_dir, dry_run=jc.dry_run,
+                        max_drop_share=jc.config.dream.max_delete_share)
     # "skipped", not "ok": no consolidation happened, so neither memd's last_consolidation nor Claude
     # Code's .consolidate-lock mtime may move (the runner rolls the lock back for anything but success)
     out = ProjectOutcome(project.name, "skipped")
     done = "index rebuilt" if r.written else ("index rebuild proposed" if r.changed else "index already fine")
+    if r.refused:
+        out.outcome = "rejected"
+        done = "index rebuild refused: " + r.reasons[-1]
+    out.changed = 1 if r.written else 0
     out.message = f"{off}; {done}"
     if r.reasons:
         out.details["reasons"] = r.reasons

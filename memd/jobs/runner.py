@@ -98,21 +98,26 @@ def _error_text(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"[:300]
 
 
-def run_project(job: str, jc: JobContext, project: Project, work: ProjectJob) -> ProjectOutcome | None:
+def run_project(job: str, jc: JobContext, project: Project, work: ProjectJob,
+                skips: dict[str, str] | None = None) -> ProjectOutcome | None:
     """One project: gates (dream), the lock (dream), the work, the events and the run-log row.
-    Returns None when a gate skipped the project."""
+    Returns None when a gate skipped the project (``skips`` then gets "gate: reason")."""
     log = jc.log or _Silent()
     lock: G.ConsolidateLock | None = None
     if job == "dream":
         gate = G.check_dream(jc, project)
         if not gate.passed:
             log.info("job.skip", job=job, project=project.name, gate=gate.gate, reason=gate.reason)
+            if skips is not None:
+                skips[project.name] = f"{gate.gate}: {gate.reason}"
             return None
         if jc.config.dream.honour_lock and not jc.dry_run:
             lock = G.ConsolidateLock(project.memory_dir, jc.config.dream.lock_stale_minutes)
             ok, why = lock.acquire(jc.now().timestamp())
             if not ok:
                 log.info("job.skip", job=job, project=project.name, gate="lock", reason=why)
+                if skips is not None:
+                    skips[project.name] = f"lock: {why}"
                 return None
     started = time.time()
     t0 = time.monotonic()
@@ -189,9 +194,9 @@ def run_job(job: str, jc: JobContext, projects: list[Project], work: ProjectJob 
             break
         if before_project is not None:
             before_project(project)
-        out = run_project(job, jc, project, fn)
+        out = run_project(job, jc, project, fn, result.skipped)
         if out is None:
-            result.skipped[project.name] = "gate"
+            result.skipped.setdefault(project.name, "gate")
         else:
             result.outcomes.append(out)
         if after_project is not None:
