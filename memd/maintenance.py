@@ -8,6 +8,8 @@ file and nothing in team/ is ever written.
 from __future__ import annotations
 
 import difflib
+import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,7 +25,7 @@ class RebuildResult:
     written: bool
     fits: bool
     reasons: list[str] = field(default_factory=list)  # why nothing (or not all) was done
-    snapshot: str | None = None  # the snapshot taken before writing
+    snapshot: str | None = None  # the history commit taken before writing
     actions: list[str] = field(default_factory=list)
     refused: bool = False  # an unattended rebuild refused to drop too many entries
 
@@ -91,11 +93,14 @@ def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_ru
         if plan.changed and not plan.fits and not dry_run:
             reasons.append(f"{INDEX_NAME} was not written")
         return RebuildResult(diff, False, plan.fits, reasons, None, plan.actions)
-    snap_path = snapshots.snapshot(state_dir, project.name, project.memory_dir, "rebuild")
+    run = f"rebuild-{time.strftime('%Y%m%dT%H%M%S')}-{os.urandom(2).hex()}"
+    snap_id = snapshots.snapshot(state_dir, project.name, project.memory_dir, "rebuild", run=run)
     expect = rec.signature if rec is not None else None
     try:
         atomic_write(project.index_path, plan.text, expect=expect)
     except ConflictError:
         reasons.append(f"{INDEX_NAME} changed since it was read; not overwritten (run rebuild again)")
-        return RebuildResult(diff, False, plan.fits, reasons, snap_path, plan.actions)
-    return RebuildResult(diff, True, plan.fits, reasons, snap_path, plan.actions)
+        return RebuildResult(diff, False, plan.fits, reasons, snap_id, plan.actions)
+    summary = f"rebuild {INDEX_NAME}: " + ("; ".join(plan.actions) or "reformatted")
+    snapshots.record_after(state_dir, project.name, project.memory_dir, "rebuild", run, summary[:300])
+    return RebuildResult(diff, True, plan.fits, reasons, snap_id, plan.actions)

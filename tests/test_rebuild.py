@@ -123,12 +123,18 @@ def test_rebuild_writes_index_only_after_a_snapshot(project: Project, tmp_path: 
     new = project.index_path.read_text()
     assert "gone.md" not in new and "- [B](user_b.md) — second" in new and "team/" not in new
     assert tree_hash(project.memory_dir, skip="MEMORY.md") == before  # topic files and team/ untouched
-    snap = Path(res.snapshot)
-    assert (snap / "MEMORY.md").read_text() == old and (snap / "team" / "t.md").exists()
+    from memd import history
+
+    snap = history.files_at(state, "-p", res.snapshot)  # the git-compatible history, outside the folder
+    assert snap["MEMORY.md"].decode() == old and "team/t.md" in snap
+    run = history.find_run(state, "-p", None)  # the rebuild is a run: listed, and undoable
+    assert run.job == "rebuild" and run.before == res.snapshot
     assert res.diff.startswith("--- a/MEMORY.md\n+++ b/MEMORY.md\n") and "-- [Gone](gone.md)" in res.diff
     assert not [p for p in project.memory_dir.iterdir() if p.name.startswith(".memd-")]
     second = rebuild_project(project, Config(), state, dry_run=False)
     assert not second.written and second.diff == "" and second.fits
+    undone = history.undo_run(state, "-p", project.memory_dir)
+    assert undone.restored == ["MEMORY.md"] and project.index_path.read_text() == old
 
 
 def test_dry_run_writes_nothing(project: Project, tmp_path: Path) -> None:
@@ -212,17 +218,18 @@ def test_orphan_titles_and_odd_file_names() -> None:
     assert next(e.title for e in entries) == "back\\\\slash [y]"
 
 
-def test_snapshot_copies_everything_readable(tmp_path: Path) -> None:
+def test_snapshot_is_a_history_commit_outside_the_folder(tmp_path: Path) -> None:
+    from memd import history
     from memd.snapshots import snapshot
 
     mem = write_tree(tmp_path / "memory", {"MEMORY.md": "- [A](a.md)\n", "a.md": "a\n", "team/t.md": "t\n",
-                                           "notes.txt": "not memory, still backed up\n",
                                            ".memd-MEMORY.md.1.ab.tmp": "a half-written temp file\n"})
     os.symlink("/etc/hostname", mem / "out.md")
-    first = Path(snapshot(tmp_path / "state", "-p", mem, "before rebuild/../x"))
-    second = Path(snapshot(tmp_path / "state", "-p", mem, "before rebuild/../x"))
-    assert first != second and first.parent == tmp_path / "state" / "snapshots" / "-p"
-    assert first.name.endswith("Z-before-rebuild-..-x")  # the reason cannot make a path
-    assert tree_hash(first) == tree_hash(mem, skip=".memd-MEMORY.md.1.ab.tmp")
-    assert os.readlink(first / "out.md") == "/etc/hostname"  # kept as a link, never followed
-    assert oct(first.stat().st_mode & 0o777) == "0o700"
+    before = tree_hash(mem)
+    first = snapshot(tmp_path / "state", "-p", mem, "before rebuild/../x")
+    second = snapshot(tmp_path / "state", "-p", mem, "before rebuild/../x")
+    assert first != second and (tmp_path / "state" / "history" / "-p" / "HEAD").exists()
+    files = history.files_at(tmp_path / "state", "-p", first)
+    assert sorted(files) == ["MEMORY.md", "a.md", "team/t.md"]  # no temp file; the symlink never followed
+    assert tree_hash(mem) == before  # nothing of memd's lands in the memory folder
+    assert history.log(tmp_path / "state", "-p")[0].summary == "before before-rebuild-..-x"  # no path in it
