@@ -107,11 +107,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-_LOOKS_LIKE_FOLDER = re.compile(r"^-[A-Za-z0-9][A-Za-z0-9\-]*-[A-Za-z0-9\-]*$")
+_LOOKS_LIKE_FOLDER = re.compile(r"^-[A-Za-z0-9][A-Za-z0-9\-]+$")
 
 
 def protect_folder_names(argv: Sequence[str], known: set[str]) -> list[str]:
-    """Mark arguments like "-home-dev-app" (folder names under projects/) so they are not options."""
+    """Mark arguments like "-home-dev-app" or "-tmp" (folder names under projects/ start with "-")
+    so argparse does not take them for options. A token is left alone when it is a known option, or
+    a known short option with its value attached ("-n50")."""
     out: list[str] = []
     rest = False
     for tok in argv:
@@ -119,11 +121,20 @@ def protect_folder_names(argv: Sequence[str], known: set[str]) -> list[str]:
             rest = True
             out.append(tok)
             continue
-        if tok not in known and _LOOKS_LIKE_FOLDER.match(tok) and not tok.startswith("--"):
-            out.append(PROJECT_ARG_MARK + tok)
-        else:
-            out.append(tok)
+        folder_like = bool(_LOOKS_LIKE_FOLDER.match(tok)) and tok not in known
+        if folder_like and tok[:2] in known and "-" not in tok[2:]:
+            folder_like = False
+        out.append(PROJECT_ARG_MARK + tok if folder_like else tok)
     return out
+
+
+def _unmark(args: argparse.Namespace) -> None:
+    """Take the marks off again once argparse is done (every string argument, not only PROJECT)."""
+    for name, value in vars(args).items():
+        if isinstance(value, str):
+            setattr(args, name, value.removeprefix(PROJECT_ARG_MARK))
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            setattr(args, name, [v.removeprefix(PROJECT_ARG_MARK) for v in value])
 
 
 def _known_options(parser: argparse.ArgumentParser) -> set[str]:
@@ -148,6 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     only = invoked if invoked in COMMANDS and importlib.util.find_spec(f"memd.commands.{invoked}") else None
     parser = build_parser(only)
     args = parser.parse_args(protect_folder_names(args_list, _known_options(parser)))
+    _unmark(args)
     mod = getattr(args, "_module", None)
     if mod is None:
         parser.print_help()
@@ -167,6 +179,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError:
             pass
         return 0
+    except OSError as e:
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"memd {args.command}: {where}{e.strerror or e}", file=sys.stderr)
+        return 1
+    except Exception as e:  # the one boundary where anything left becomes a message, not a traceback
+        if os.environ.get("MEMD_DEBUG"):
+            raise
+        print(f"memd {args.command}: unexpected error: {type(e).__name__}: {e} "
+              "(set MEMD_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 1
 
 
 def project_args(p: argparse.ArgumentParser, *, many: bool = True) -> None:

@@ -209,18 +209,25 @@ def test_auto_relief_rebuilds_an_over_budget_index_once_idle(run_daemon: RunDaem
     d = run_daemon(FAST_CONFIG + "auto_relief = true\n")
     d.wait_for("daemon.ready")
     entries = "".join(f"- [topic {i}](topic_{i}.md) — what topic {i} is about\n" for i in range(10))
-    for name in ("-home-u-dangling", "-home-u-prose"):
+    for name in ("-home-u-long", "-home-u-prose", "-home-u-dangling"):
         mem = d.project(name)
-        for i in range(10):
+        for i in range(110 if name == "-home-u-long" else 10):
             (mem / f"topic_{i}.md").write_text(
                 f"---\nname: topic {i}\ndescription: what topic {i} is about\ntype: project\n---\nbody {i}\n")
-    # 220 entries whose files are gone: the deterministic rebuild drops them and the index fits
+    # 110 live entries with 400-character hooks: over the character budget; shortening fits it
+    long_hooks = "".join(f"- [topic {i}](topic_{i}.md) — " + f"detail {i} " * 40 + "\n" for i in range(110))
+    d.write_memory("-home-u-long", "MEMORY.md", long_hooks)
+    ev = d.wait_for("relief.rebuilt", project="-home-u-long")
+    assert ev["fits"] is True and ev["written"] is True
+    d.wait_for("budget.cleared", project="-home-u-long")
+    assert all(len(x) <= 150 for x in (d.project("-home-u-long") / "MEMORY.md").read_text().splitlines())
+    # 220 entries whose files are gone: dropping them would fit, but an unattended run never drops
+    # most of an index; the warning stays for a person to look at
     gone = "".join(f"- [old {i}](old_{i}.md) — a file deleted long ago\n" for i in range(220))
     d.write_memory("-home-u-dangling", "MEMORY.md", entries + gone)
-    ev = d.wait_for("relief.rebuilt", project="-home-u-dangling")
-    assert ev["fits"] is True and ev["written"] is True
-    d.wait_for("budget.cleared", project="-home-u-dangling")
-    assert len((d.project("-home-u-dangling") / "MEMORY.md").read_text().splitlines()) < 200
+    ev = d.wait_for("relief.refused", project="-home-u-dangling")
+    assert "220 of 230" in ev["reason"]
+    assert (d.project("-home-u-dangling") / "MEMORY.md").read_text() == entries + gone
     # the user's prose is never dropped to make room: it cannot fit, so a dream is queued
     prose = "".join(f"a line of prose the rebuild keeps, number {i}\n" for i in range(225))
     d.write_memory("-home-u-prose", "MEMORY.md", entries + prose)

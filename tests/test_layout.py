@@ -104,9 +104,32 @@ def test_team_paths(tmp_path: Path) -> None:
 
 
 def test_folder_names_are_not_options() -> None:
-    known = {"--all", "-h", "--format", "-f"}
-    out = protect_folder_names(["check", "-home-dev-app", "--all", "-f", "--", "-x-y"], known)
-    assert out == ["check", layout.PROJECT_ARG_MARK + "-home-dev-app", "--all", "-f", "--", "-x-y"]
+    known = {"--all", "-h", "--format", "-f", "-n"}
+    m = layout.PROJECT_ARG_MARK
+    out = protect_folder_names(["check", "-home-dev-app", "-tmp", "--all", "-f", "-n50", "--", "-x-y"], known)
+    assert out == ["check", m + "-home-dev-app", m + "-tmp", "--all", "-f", "-n50", "--", "-x-y"]
+
+
+def test_single_segment_folder_names_through_the_cli(claude_home: Path) -> None:
+    mem = claude_home / "projects" / "-tmp" / "memory"
+    mem.mkdir(parents=True)
+    (mem / "MEMORY.md").write_text("- [A](a.md) — a\n")
+    env = {**os.environ, "CLAUDE_CONFIG_DIR": str(claude_home)}
+    out = subprocess.run([sys.executable, "-m", "memd", "check", "-tmp"], capture_output=True, text=True, env=env)
+    assert out.returncode == 1 and "a.md" in out.stdout  # the dangling link is found: -tmp was a project
+    # the mark never leaks into arguments that are not PROJECT
+    out = subprocess.run([sys.executable, "-m", "memd", "prompts", "-a-b"], capture_output=True, text=True, env=env)
+    assert "\x00" not in out.stderr and "-a-b" in out.stderr
+
+
+def test_unexpected_errors_are_one_line_not_a_traceback(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    env = {**os.environ, "XDG_STATE_HOME": str(blocker), "HOME": str(tmp_path),
+           "CLAUDE_CONFIG_DIR": str(tmp_path / "claude")}
+    env.pop("MEMD_DEBUG", None)
+    out = subprocess.run([sys.executable, "-m", "memd", "catchup"], capture_output=True, text=True, env=env)
+    assert out.returncode != 0 and "Traceback" not in out.stderr and out.stderr.startswith("memd catchup: ")
 
 
 def test_cli_version_and_help_run() -> None:

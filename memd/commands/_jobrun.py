@@ -41,6 +41,9 @@ def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: b
         if off and note.startswith(off):
             note = note[len(off):].lstrip("; ")
         print(f"{out.project}: {out.outcome} ({changes}){': ' + note if note else ''}")
+        diff = out.details.get("diff")
+        if args.dry_run and isinstance(diff, str) and diff:
+            sys.stdout.write(diff if diff.endswith("\n") else diff + "\n")
     for name, why in result.skipped.items():
         print(f"{name}: not run ({why})")
     if not projects:

@@ -149,6 +149,11 @@ class JobWorker:
                 self.busy_project = None
                 self.queue.put(("after_project", p.name))
             fits = bool(getattr(res, "fits", False))
+            if getattr(res, "refused", False):
+                # most of the index points at files that are gone: that needs a person, not a janitor
+                # (and not a dream either: its guards would refuse the same drop)
+                self.log.warning("relief.refused", project=p.name, reason=res.reasons[-1] if res.reasons else "")
+                continue
             self.log.info("relief.rebuilt", project=p.name, written=bool(getattr(res, "written", False)),
                           fits=fits)
             if not fits:
