@@ -21,7 +21,7 @@ def parse_window(text: str) -> tuple[int, int]:
     return first, last
 
 
-_CRON_FIELDS = (
+_CRON_FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
     ("minute", 0, 59, {}),
     ("hour", 0, 23, {}),
     ("day of month", 1, 31, {}),
