@@ -16,7 +16,6 @@ model.dream_model (dream).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import random
@@ -29,7 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from memd.config import Config, ModelConfig  # noqa: E402
+from memd.config import Config, ModelConfig, replace  # noqa: E402
 from memd.jobs import JobContext, ProjectOutcome  # noqa: E402
 from memd.jobs.catchup import catchup_project  # noqa: E402
 from memd.jobs.dream import dream_project  # noqa: E402
@@ -89,7 +88,7 @@ def make_sessions(folder: Path, total_bytes: int, n: int, rng: random.Random) ->
 
 
 def context(stub: StubAPI, claude: Path, state_dir: Path, state: StateStore, force: bool = True) -> JobContext:
-    cfg = Config(model=dataclasses.replace(ModelConfig(), base_url=stub.base_url, max_retries=0))
+    cfg = Config(model=replace(ModelConfig(), base_url=stub.base_url, max_retries=0))
     return JobContext(config=cfg, claude_dir=claude, state_dir=state_dir, state=state, force=force)
 
 

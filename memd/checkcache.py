@@ -9,7 +9,6 @@ hide a second write), and any problem with the cache just means checking again: 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -18,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from memd import __version__
-from memd.config import BudgetConfig
+from memd.config import BudgetConfig, astuple
 
 _MODULES = ("core/lint.py", "core/links.py", "core/dates.py", "core/fastscan.py", "core/secrets.py",
             "core/frontmatter.py", "core/index.py", "core/files.py", "core/findings.py", "folder.py",
-            "store.py", "checkcache.py", "commands/check.py", "config.py")
+            "store.py", "checkcache.py", "commands/check.py", "config.py", "record.py")
 RACY_SECONDS = 2.0
 _CODE_KEY: str | None = None
 
@@ -51,7 +50,7 @@ def _path(state_dir: Path, memory_dir: Path) -> Path:
 
 def _key(memory_dir: Path, fp: tuple[object, ...], budget: BudgetConfig, team_pii: bool) -> str:
     # The key is the whole description, not a digest of it: no hashing to import, no collisions.
-    return repr((_code_key(), os.path.abspath(memory_dir), fp, dataclasses.astuple(budget), team_pii))
+    return repr((_code_key(), os.path.abspath(memory_dir), fp, astuple(budget), team_pii))
 
 
 def lookup(state_dir: Path, memory_dir: Path, budget: BudgetConfig,

@@ -1,25 +1,33 @@
-"""memd's configuration: one schema (the dataclasses below) is the single source of truth.
+"""memd's configuration: one schema (the record classes below) is the single source of truth.
 
 Every key has a type (its annotation), a default and a description (``key(...)``). Loading
 reports every problem at once with its key path, and reports unknown keys instead of
 ignoring them. ``memd config show`` and the tests over ``config.example.toml`` are built
 from the same schema.
 
-Kept import-light (stdlib only): the hook path loads the config on every tool call.
+Kept import-light: the hook path loads the config on every memory write. The sections are
+:class:`memd.record.Record` classes (``class XConfig(Record):`` with ``key(...)`` fields, not
+``@dataclass``: importing ``dataclasses`` and building its classes cost ~15 ms there); ``tomllib`` is
+imported only when a config file exists, and neither ``typing`` nor ``pathlib`` is imported here.
+On config objects use :func:`replace`, :func:`fields` and :func:`astuple` from this module (the
+``dataclasses`` functions do not apply to them).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import tomllib
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, get_origin, get_type_hints
 
 from memd.errors import ConfigError
+from memd.record import Record, field
+from memd.record import astuple as astuple  # re-exported: the dataclasses functions, for config records
+from memd.record import fields as fields
+from memd.record import replace as replace
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+    from typing import Any
 
 def key(default: Any, doc: str, *, min: float | None = None, max: float | None = None,
         choices: tuple[str, ...] | None = None) -> Any:
@@ -38,8 +46,7 @@ def _copy(value: Any) -> Any:
     return value
 
 
-@dataclass(frozen=True)
-class BudgetConfig:
+class BudgetConfig(Record):
     """Claude Code's budgets for memory; defaults are Claude Code's own values."""
 
     max_lines: int = key(200, "Lines of MEMORY.md that Claude Code loads into a session.", min=1)
@@ -55,16 +62,14 @@ class BudgetConfig:
         4_000_000, "Largest memory file memd reads; bigger files are reported, never loaded whole.", min=1024)
 
 
-@dataclass(frozen=True)
-class PathsConfig:
+class PathsConfig(Record):
     """Where memd looks and keeps its own files."""
 
     claude_dir: str = key("", "Claude Code's folder (default: $CLAUDE_CONFIG_DIR or ~/.claude).")
     state_dir: str = key("", "memd's state, logs, snapshots and reports (default: $XDG_STATE_HOME/memd).")
 
 
-@dataclass(frozen=True)
-class TranscriptsConfig:
+class TranscriptsConfig(Record):
     """Reading session transcripts."""
 
     active_minutes: float = key(
@@ -78,8 +83,7 @@ class TranscriptsConfig:
     render_max_chars: int = key(120_000, "Most characters of one rendered session span.", min=1000)
 
 
-@dataclass(frozen=True)
-class ScheduleConfig:
+class ScheduleConfig(Record):
     """When the daemon's jobs run (local time)."""
 
     dream_window: str = key("01:00-04:59", "Window in which the nightly dream minute is picked once.")
@@ -87,8 +91,7 @@ class ScheduleConfig:
     catchup_cron: str = key("0 */2 * * *", "Crontab of the catch-up job.")
 
 
-@dataclass(frozen=True)
-class DreamConfig:
+class DreamConfig(Record):
     """Gates and guards of the nightly consolidation."""
 
     min_hours: float = key(24.0, "Hours since the project's last consolidation before it may dream again.",
@@ -106,8 +109,7 @@ class DreamConfig:
                             min=0)
 
 
-@dataclass(frozen=True)
-class DaemonConfig:
+class DaemonConfig(Record):
     """The long-running process."""
 
     debounce_quiet_s: float = key(0.5, "Quiet period after the last event on a path before it is handled.",
@@ -121,8 +123,7 @@ class DaemonConfig:
         False, "After an 'over' warning, once the project is idle, rebuild the index (and queue a dream).")
 
 
-@dataclass(frozen=True)
-class ModelConfig:
+class ModelConfig(Record):
     """The model behind catch-up, dream and recall."""
 
     api_key_file: str = key("", "File holding the API key (default: the ANTHROPIC_API_KEY variable).")
@@ -149,8 +150,7 @@ class ModelConfig:
         "US dollars per million tokens, per model: input, output, cache_write, cache_read.")
 
 
-@dataclass(frozen=True)
-class CatchupConfig:
+class CatchupConfig(Record):
     """The two-hourly extraction of memories sessions missed."""
 
     max_sessions: int = key(10, "Most sessions one catch-up run sends to the model.", min=0)
@@ -158,8 +158,7 @@ class CatchupConfig:
     max_tool_turns: int = key(5, "Tool turns the model gets per session span.", min=1)
 
 
-@dataclass(frozen=True)
-class HooksConfig:
+class HooksConfig(Record):
     """What memd says inside Claude Code sessions."""
 
     near_ratio: float = key(0.8, "Share of the index budget at which PostToolUse asks the model to condense.",
@@ -172,15 +171,13 @@ class HooksConfig:
     recall_timeout_s: float = key(8.0, "Time recall may take before the prompt goes on untouched.", min=0.5)
 
 
-@dataclass(frozen=True)
-class LoggingConfig:
+class LoggingConfig(Record):
     """memd's own logs (never memory content, never secrets)."""
 
     level: str = key("info", "Lowest level logged.", choices=("debug", "info", "warning", "error"))
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(Record):
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
     transcripts: TranscriptsConfig = field(default_factory=TranscriptsConfig)
@@ -196,8 +193,7 @@ class Config:
 # --------------------------------------------------------------------------- schema walking
 
 
-@dataclass(frozen=True)
-class KeyInfo:
+class KeyInfo(Record):
     path: str
     type: Any
     default: Any
@@ -207,18 +203,29 @@ class KeyInfo:
     choices: tuple[str, ...] | None
 
 
+def _hints(cls: type[Record]) -> dict[str, Any]:
+    """The field types of a section: its annotations (strings, see the __future__ import) evaluated
+    here, as typing.get_type_hints would, without importing typing."""
+    ns = globals()
+    out: dict[str, Any] = {}
+    for f in fields(cls):
+        tp = cls.__annotations__[f.name]
+        out[f.name] = eval(tp, ns) if isinstance(tp, str) else tp  # our own annotations, not input
+    return out
+
+
 def sections() -> list[tuple[str, type[Any]]]:
-    hints = get_type_hints(Config)
-    return [(f.name, hints[f.name]) for f in dataclasses.fields(Config)]
+    hints = _hints(Config)
+    return [(f.name, hints[f.name]) for f in fields(Config)]
 
 
 def schema() -> list[KeyInfo]:
     """Every key of the schema, in order."""
     out: list[KeyInfo] = []
     for name, cls in sections():
-        hints = get_type_hints(cls)
+        hints = _hints(cls)
         inst = cls()
-        for f in dataclasses.fields(cls):
+        for f in fields(cls):
             m = f.metadata
             out.append(KeyInfo(f"{name}.{f.name}", hints[f.name], getattr(inst, f.name), m["doc"],
                                m["min"], m["max"], m["choices"]))
@@ -226,7 +233,7 @@ def schema() -> list[KeyInfo]:
 
 
 def _type_name(tp: Any) -> str:
-    origin = get_origin(tp)
+    origin = getattr(tp, "__origin__", None)  # dict[...] and list[...] (typing.get_origin, without typing)
     if origin is dict:
         return "table"
     if origin is list:
@@ -254,7 +261,7 @@ def _check(info: KeyInfo, value: Any) -> tuple[Any, list[str]]:
         if info.choices and value not in info.choices:
             return None, [f"{p}: expected one of {', '.join(info.choices)}, got {value!r}"]
         return value, []
-    elif get_origin(tp) is dict:
+    elif getattr(tp, "__origin__", None) is dict:  # dict[...] (typing.get_origin without typing)
         return _check_prices(p, value)
     if info.min is not None and value < info.min:
         return None, [f"{p}: must be at least {info.min:g}, got {value!r}"]
@@ -315,47 +322,59 @@ def from_mapping(data: Mapping[str, Any], *, source: str | None = None) -> Confi
             if not errs:
                 kwargs[k] = checked
         built[sect] = cls(**kwargs)
+    # keys that failed their own check kept their defaults, so the cross-checks can still run:
+    # every problem is reported at once
+    cfg = Config(**built)
+    errors.extend(_cross_checks(cfg))
     if errors:
         raise ConfigError(errors, path=source)
-    cfg = Config(**built)
-    _cross_checks(cfg, source)
     return cfg
 
 
-def _cross_checks(cfg: Config, source: str | None) -> None:
+def _cross_checks(cfg: Config) -> list[str]:
     errors: list[str] = []
-    from memd import schedule_windows  # stdlib-only parser shared with the scheduler
+    from memd import schedule_windows  # stdlib-only parsers shared with the scheduler
 
     for name in ("dream_window", "checkin_window"):
         try:
             schedule_windows.parse_window(getattr(cfg.schedule, name))
         except ValueError as e:
             errors.append(f"schedule.{name}: {e}")
-    if len(cfg.schedule.catchup_cron.split()) != 5:
-        errors.append(f"schedule.catchup_cron: expected 5 crontab fields, got {cfg.schedule.catchup_cron!r}")
+    try:
+        schedule_windows.parse_crontab(cfg.schedule.catchup_cron)
+    except ValueError as e:
+        errors.append(f"schedule.catchup_cron: {e} in {cfg.schedule.catchup_cron!r}")
     if cfg.daemon.debounce_max_s < cfg.daemon.debounce_quiet_s:
         errors.append("daemon.debounce_max_s: must be at least daemon.debounce_quiet_s")
-    if errors:
-        raise ConfigError(errors, path=source)
+    return errors
+
+
+def _default_path() -> str:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "memd", "config.toml")
 
 
 def default_path() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "memd" / "config.toml"
+    from pathlib import Path
+
+    return Path(_default_path())
 
 
 def load(path: str | os.PathLike[str] | None = None) -> Config:
     """Load the config file (explicit path must exist; the default path may be absent)."""
     explicit = path is not None
-    p = Path(path) if path is not None else default_path()
+    p = os.fspath(path) if path is not None else _default_path()
     try:
-        raw = p.read_bytes()
+        with open(p, "rb") as f:
+            raw = f.read()
     except FileNotFoundError:
         if explicit:
             raise ConfigError(["file not found"], path=str(p)) from None
         return Config()
     except OSError as e:
         raise ConfigError([f"cannot read: {e.strerror}"], path=str(p)) from None
+    import tomllib  # only with a config file: ~4 ms the hooks would otherwise pay on every memory write
+
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:

@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import unicodedata
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from memd.errors import UsageError
+from memd.record import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_FOLDER_NAME = 200
 _NON_ALNUM = re.compile(r"[^A-Za-z0-9]")
@@ -134,6 +136,8 @@ def _worktree_main(folder: Path, dotgit: Path) -> Path | None:
 
 def folder_for_cwd(cwd: str | os.PathLike[str]) -> str:
     """The projects/ folder name Claude Code uses for the memory of a working folder."""
+    import unicodedata  # not at import: the hooks import this module on every memory write
+
     p = Path(unicodedata.normalize("NFC", os.fspath(cwd)))
     root = git_root(p)
     try:
@@ -143,8 +147,7 @@ def folder_for_cwd(cwd: str | os.PathLike[str]) -> str:
     return sanitize(unicodedata.normalize("NFC", os.fspath(base)))
 
 
-@dataclass(frozen=True)
-class Project:
+class Project(Record):
     name: str  # folder name under projects/
     dir: Path  # projects/<name>
     memory_dir: Path

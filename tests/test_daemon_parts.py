@@ -226,7 +226,7 @@ def test_topic_file_count_warning(tmp_path: Path) -> None:
     assert count_topic_files(p.memory_dir) == 3
     rec = Recorder()
     with StateStore.open(tmp_path / "state") as st:
-        from dataclasses import replace
+        from memd.config import replace
 
         cfg = Config()
         cfg = replace(cfg, budget=replace(cfg.budget, max_topic_files=2))

@@ -127,11 +127,13 @@ def test_dream_skips_a_project_whose_lock_is_held(run_daemon: RunDaemon) -> None
 def test_sighup_with_a_broken_config_keeps_the_old_one(run_daemon: RunDaemon) -> None:
     d = run_daemon()
     d.wait_for("daemon.ready")
-    d.write_config(FAST_CONFIG + "\n[budget]\nmax_lines = 'many'\n[nonsense]\nx = 1\n")
+    d.write_config(FAST_CONFIG + "\n[budget]\nmax_lines = 'many'\n[nonsense]\nx = 1\n"
+                   "[schedule]\ncatchup_cron = '99 99 * * *'\n")
     d.signal(signal.SIGHUP)
     ev = d.wait_for("config.reload.failed")
     assert ev["kept"] == "previous config"
     assert any("budget.max_lines" in p for p in ev["problems"]) and any("nonsense" in p for p in ev["problems"])
+    assert any("schedule.catchup_cron: minute: 99" in p for p in ev["problems"])  # never reaches the scheduler
     # still alive, still with the old budget (200 lines): 230 lines is over
     d.write_memory("-p", "MEMORY.md", over_budget_index(230))
     assert d.wait_for("budget.warning", project="-p")["level"] == "over"

@@ -175,20 +175,19 @@ def test_undo_command_rebuilds_an_index_changed_since(tmp_path: Path, monkeypatc
 
 
 def test_guard_delete_share_and_over_budget_index(tmp_path: Path) -> None:
-    import dataclasses
 
-    from memd.config import BudgetConfig, DreamConfig
+    from memd.config import BudgetConfig, DreamConfig, replace
 
     p = make(tmp_path)
     state = tmp_path / "state"
     st = ap.stage(state, p, "dream", "r1")
     (st.root / "b.md").unlink()
     chs = ap.changes(st)
-    no_deletes = Config(dream=dataclasses.replace(DreamConfig(), max_delete_share=0.0))
+    no_deletes = Config(dream=replace(DreamConfig(), max_delete_share=0.0))
     assert any("deletes 1 of 2" in r for r in ap.guard(st, chs, no_deletes))
     assert not any("deletes" in r for r in ap.guard(st, chs, Config()))  # one deletion is always allowed
     # an index already over a (tiny) budget may stay over only if the run does not lengthen it
-    tiny = Config(budget=dataclasses.replace(BudgetConfig(), max_lines=1))
+    tiny = Config(budget=replace(BudgetConfig(), max_lines=1))
     assert not any("over its budget" in r for r in ap.guard(st, chs, tiny))
     (st.root / "MEMORY.md").write_text((st.root / "MEMORY.md").read_text() + "- [C](a.md) — again\n")
     assert any("over its budget" in r for r in ap.guard(st, ap.changes(st), tiny))

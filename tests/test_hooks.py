@@ -319,8 +319,22 @@ def test_tool_hooks_import_nothing_heavy(hook_project: HookProject, name: str, w
     tops = {m.split(".")[0] for m in mods}
     assert "memd.hooks.context" in mods  # (importlib.import_module itself is not timed)
     assert not tops & set(HEAVY), tops & set(HEAVY)  # ...without any heavy module
-    if where == "elsewhere":
+    # ...nor the stdlib's slow starters: dataclasses (and inspect, ast, dis under it) and typing are
+    # kept off the path (memd.record, TYPE_CHECKING imports), tomllib is needed only with a config
+    # file (there is none here). Together they made a memory write cost 2.5x a bare interpreter.
+    slow = {"dataclasses", "inspect", "typing", "tomllib"} & mods
+    assert not slow, slow
+    if where == "memory":
+        assert "memd.config" in mods  # the config was loaded (its defaults)
+        assert ("memd.core.secrets" in mods) is (name == "PreToolUse")  # only PreToolUse scans
+    else:
         assert not {"tomllib", "memd.config"} & mods
+    # pathlib too (memd.layout is left to the other events): here the editable install's finder has
+    # loaded it at start-up already, so look again without site, as a plain install would start.
+    bare = run_hook(hook_project.write_event(name, target, f"k {AWS_KEY}"), python_flags=("-S", "-X", "importtime"))
+    assert (bare.rc, bare.out) == (run.rc, run.out)
+    slow = {"pathlib", "memd.layout", "dataclasses", "typing", "tomllib"} & imported(bare.err)
+    assert not slow, slow
 
 
 def test_a_closed_stdout_still_exits_0(hook_project: HookProject) -> None:
@@ -383,3 +397,47 @@ def test_plain_configs_are_not_loaded_for_other_files(hook_project: HookProject,
     assert (pre.rc, pre.out, prompt.rc, prompt.out) == (0, "", 0, "")
     assert ("memd.config" in imported(pre.err)) is pre_loads
     assert ("memd.config" in imported(prompt.err)) is prompt_loads
+
+
+# The hook finds the Claude folder and autoMemoryDirectory with os.path (pathlib is not imported on
+# its path); these hold it to what memd.layout answers for the rest of memd.
+
+
+@pytest.mark.parametrize("settings", [
+    {"autoMemoryDirectory": "/abs/mem"}, {"autoMemoryDirectory": "/abs//mem/./"}, {"autoMemoryDirectory": "~/mem"},
+    {"autoMemoryDirectory": "relative/mem"}, {"autoMemoryDirectory": "  /padded/mem  "},
+    {"autoMemoryDirectory": ""}, {"autoMemoryDirectory": 3}, {"other": 1}, ["not", "a", "dict"], "{broken", None,
+])
+def test_memory_override_agrees_with_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings: object) -> None:
+    from memd import layout
+    from memd.hooks.context import memory_override
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    claude = tmp_path / "claude"
+    claude.mkdir()
+    if isinstance(settings, str):
+        (claude / "settings.json").write_text(settings)
+    elif settings is not None:
+        (claude / "settings.json").write_text(json.dumps(settings))
+    expected = layout.memory_override(claude)
+    assert memory_override(str(claude)) == (None if expected is None else os.fspath(expected))
+
+
+@pytest.mark.parametrize(("arg", "configured", "env"), [
+    ("~/c/", "", None), ("/x//y/./", "", "/ignored"), ("//net/c", "", None), (None, "~/conf/", "/ignored"),
+    (None, "/a/../b", None), (None, "", "/env//dir/"), (None, "", None),
+])
+def test_claude_dir_agrees_with_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, arg: str | None,
+                                       configured: str, env: str | None) -> None:
+    from memd import layout
+    from memd.config import Config, PathsConfig
+    from memd.hooks.context import HookContext
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    if env is None:
+        monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    else:
+        monkeypatch.setenv("CLAUDE_CONFIG_DIR", env)
+    hc = HookContext(claude_dir=arg)
+    hc._config = Config(paths=PathsConfig(claude_dir=configured))
+    assert hc.claude_dir() == os.fspath(layout.claude_dir(arg, configured))

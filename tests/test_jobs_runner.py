@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from memd import config as C
 from memd.config import Config
 from memd.jobs import JobContext, ProjectOutcome, checkin, runner
 from memd.jobs import gates as G
@@ -103,7 +104,7 @@ def test_claude_codes_own_consolidation_counts_as_the_last_one(tmp_path: Path, s
 def test_each_gate_is_configurable(tmp_path: Path, state: Any) -> None:
     p = project(tmp_path)
     cfg = Config()
-    cfg = replace(cfg, dream=replace(cfg.dream, min_hours=0, min_sessions=0, require_idle=False))
+    cfg = C.replace(cfg, dream=C.replace(cfg.dream, min_hours=0, min_sessions=0, require_idle=False))
     (p.dir / f"{UUID.format(1)}.jsonl").write_text("{}\n")
     state.mark_consolidated(p.name, time.time())
     assert G.check_dream(ctx(tmp_path, state, cfg), p).passed

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
 
-from memd.config import Config, ModelConfig
+from memd.config import Config, ModelConfig, replace
 from memd.llm import client as llm
 from tests.plugins.stub_api import StubAPI
 
 
 def cfg(stub: StubAPI, **model: object) -> Config:
-    return Config(model=dataclasses.replace(ModelConfig(), base_url=stub.base_url, **model))  # type: ignore[arg-type]
+    return Config(model=replace(ModelConfig(), base_url=stub.base_url, **model))
 
 
 def test_no_key_means_model_work_is_off(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -27,10 +26,10 @@ def test_key_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     f = tmp_path / "env"
     f.write_text("# memd\nANTHROPIC_API_KEY='sk-test'\n")
-    c = Config(model=dataclasses.replace(ModelConfig(), api_key_file=str(f)))
+    c = Config(model=replace(ModelConfig(), api_key_file=str(f)))
     assert llm.api_key(c) == "sk-test"
     assert llm.model_off_reason(c) is None
-    missing = Config(model=dataclasses.replace(ModelConfig(), api_key_file=str(tmp_path / "nope")))
+    missing = Config(model=replace(ModelConfig(), api_key_file=str(tmp_path / "nope")))
     assert "key file" in (llm.model_off_reason(missing) or "")
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from memd import history
-from memd.config import CatchupConfig, Config, DreamConfig, ModelConfig
+from memd.config import CatchupConfig, Config, DreamConfig, ModelConfig, replace
 from memd.jobs import JobContext, ProjectOutcome
 from memd.jobs.catchup import catchup_project
 from memd.jobs.dream import dream_project
@@ -38,9 +38,9 @@ class Env:
         self.state_dir = root / "state"
         self.state = StateStore.open(self.state_dir)
         self.config = Config(
-            model=dataclasses.replace(ModelConfig(), base_url=stub.base_url, max_retries=1, timeout_s=1.0),
-            catchup=dataclasses.replace(CatchupConfig(), max_tool_turns=5),
-            dream=dataclasses.replace(DreamConfig(), max_tool_turns=6))
+            model=replace(ModelConfig(), base_url=stub.base_url, max_retries=1, timeout_s=1.0),
+            catchup=replace(CatchupConfig(), max_tool_turns=5),
+            dream=replace(DreamConfig(), max_tool_turns=6))
 
     def project(self, name: str) -> Project:
         d = self.claude / "projects" / name
@@ -380,7 +380,7 @@ def test_review_mode_keeps_the_diff_and_applies_nothing(env: Env) -> None:
     s = env.stub
     s.script(s.message(s.memory("str_replace", path="/memories/user_role.md", old_str="a backend",
                                 new_str="a platform")), s.message(s.text("ok")))
-    cfg = dataclasses.replace(env.config, dream=dataclasses.replace(env.config.dream, apply="review"))
+    cfg = replace(env.config, dream=replace(env.config.dream, apply="review"))
     before = tree(p.memory_dir)
     out = dream_project(env.jc(config=cfg), p)
     assert out.outcome == "review" and out.changed == 1
@@ -415,16 +415,16 @@ def outcome_json(o: ProjectOutcome) -> dict[str, Any]:
 
 
 CRASH_SCRIPT = r"""
-import dataclasses, sys
+import sys
 from pathlib import Path
-from memd.config import Config, ModelConfig
+from memd.config import Config, ModelConfig, replace
 from memd.jobs import JobContext
 from memd.jobs.dream import dream_project
 from memd.layout import Project
 from memd.state import StateStore
 
 base_url, claude, state_dir, name = sys.argv[1:]
-cfg = Config(model=dataclasses.replace(ModelConfig(), base_url=base_url, max_retries=0))
+cfg = Config(model=replace(ModelConfig(), base_url=base_url, max_retries=0))
 d = Path(claude) / "projects" / name
 state = StateStore.open(Path(state_dir))
 jc = JobContext(config=cfg, claude_dir=Path(claude), state_dir=Path(state_dir), state=state)

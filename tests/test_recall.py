@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -14,7 +13,7 @@ from typing import Any
 import pytest
 
 from memd import recall
-from memd.config import BudgetConfig, Config, HooksConfig, ModelConfig
+from memd.config import BudgetConfig, Config, HooksConfig, ModelConfig, replace
 from tests.plugins.hooks import ROOT, SESSION, HookProject, run_hook, topic
 from tests.plugins.stub_api import Reply, StubAPI
 
@@ -22,8 +21,8 @@ DAY = 86400.0
 
 
 def cfg(stub: StubAPI, **hooks: Any) -> Config:
-    return Config(model=dataclasses.replace(ModelConfig(), base_url=stub.base_url),
-                  hooks=dataclasses.replace(HooksConfig(), recall=True, **hooks))
+    return Config(model=replace(ModelConfig(), base_url=stub.base_url),
+                  hooks=replace(HooksConfig(), recall=True, **hooks))
 
 
 def pick(stub: StubAPI, *names: str) -> None:
@@ -287,6 +286,6 @@ def test_cli_recall_without_a_key_says_so(hook_project: HookProject, monkeypatch
 def test_budget_config_bounds_the_manifest(memory: Path) -> None:
     for i in range(10):
         memfile(memory, f"m{i}.md", age_days=i)
-    c = Config(budget=dataclasses.replace(BudgetConfig(), max_topic_files=3))
+    c = Config(budget=replace(BudgetConfig(), max_topic_files=3))
     assert [e.name for e in recall.build_manifest(memory, max_files=c.budget.max_topic_files)] == [
         "m0.md", "m1.md", "m2.md"]

@@ -40,3 +40,15 @@ def test_agrees_with_apscheduler() -> None:
         CronTrigger.from_crontab(expr)
     with pytest.raises(ValueError):
         CronTrigger.from_crontab("99 99 * * *")
+
+
+def test_config_reports_a_bad_crontab_with_every_other_problem() -> None:
+    from memd.config import from_mapping
+    from memd.errors import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        from_mapping({"schedule": {"catchup_cron": "99 99 * * *", "dream_window": "25:00-99:00", "bogus": 1}})
+    text = "\n".join(e.value.problems)
+    assert "schedule.bogus: unknown key" in text
+    assert "schedule.catchup_cron: minute: 99 is out of range" in text
+    assert "schedule.dream_window" in text

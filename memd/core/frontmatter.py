@@ -9,8 +9,12 @@ an edit rewrites only the lines of the keys it touches, in the shape the file al
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
-from typing import Any
+
+from memd.record import Record, field
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 MEMORY_TYPES = ("user", "feedback", "project", "reference")
 MAX_FRONTMATTER_CHARS = 64_000  # parse bound: real frontmatter is a few hundred characters
@@ -23,8 +27,7 @@ class FrontmatterError(ValueError):
     pass
 
 
-@dataclass(frozen=True)
-class TopicFile:
+class TopicFile(Record):
     text: str  # the whole file as read
     has_frontmatter: bool
     frontmatter_text: str  # the YAML between the fences ("" when absent)
@@ -157,8 +160,18 @@ def parse(text: str) -> TopicFile:
     return TopicFile(text, True, yaml_text, body_start, {str(k): v for k, v in data.items()}, None, nlines)
 
 
-_FAST_KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*):(?:[ ]+(.*?))?[ ]*$")
-_FAST_NESTED = re.compile(r"^([ ]+)([A-Za-z_][A-Za-z0-9_]*):(?:[ ]+(.*?))?[ ]*$")
+_FAST: tuple[re.Pattern[str], re.Pattern[str]] | None = None  # (key, nested key): compiled on first use
+
+
+def _fast_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    # Not at import: the PostToolUse hook imports this module for split() and parse_lenient() only.
+    global _FAST
+    if _FAST is None:
+        _FAST = (re.compile(r"^([A-Za-z_][A-Za-z0-9_]*):(?:[ ]+(.*?))?[ ]*$"),
+                 re.compile(r"^([ ]+)([A-Za-z_][A-Za-z0-9_]*):(?:[ ]+(.*?))?[ ]*$"))
+    return _FAST
+
+
 # YAML 1.1 words that a plain scalar would resolve to something other than a string
 _NOT_STR = frozenset(("yes", "no", "true", "false", "on", "off", "y", "n", "null", "~", ""))
 
@@ -177,6 +190,7 @@ def fast_yaml(text: str) -> dict[str, Any] | None:
     anything else (quotes, lists, numbers, dates, continuation lines, comments after values) is
     left to the real parser. Saves importing and running PyYAML for nearly every real file.
     """
+    fast_key, fast_nested = _fast_patterns()
     data: dict[str, Any] = {}
     nested: dict[str, Any] | None = None
     nested_key: str | None = None
@@ -187,7 +201,7 @@ def fast_yaml(text: str) -> dict[str, Any] | None:
         if line[0] == " ":
             if nested is None:
                 return None
-            m = _FAST_NESTED.match(line)
+            m = fast_nested.match(line)
             if m is None or (indent is not None and m.group(1) != indent):
                 return None
             indent = m.group(1)
@@ -199,7 +213,7 @@ def fast_yaml(text: str) -> dict[str, Any] | None:
         if nested_key is not None and nested is not None and not nested:
             data[nested_key] = None  # "key:" with nothing under it
         nested, nested_key, indent = None, None, None
-        m = _FAST_KEY.match(line)
+        m = fast_key.match(line)
         if m is None or m.group(1).lower() in _NOT_STR:
             return None
         value = m.group(2)
@@ -282,8 +296,7 @@ def with_fields(tf: TopicFile, **updates: str) -> TopicFile:
     head_end = tf.text.index("\n") + 1
     close_start = tf.body_start - len(_closing_fence(tf))
     new_text = tf.text[:head_end] + fm + tf.text[close_start:]
-    out = parse(new_text)
-    return replace(out)
+    return parse(new_text)
 
 
 def _closing_fence(tf: TopicFile) -> str:

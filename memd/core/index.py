@@ -11,14 +11,13 @@ past the cut is invisible to the model: entries there are "hidden".
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+
+from memd.record import Record, field
 
 ENTRY = re.compile(
     r"^(?P<indent>[ \t]*)[-*+][ \t]+\[(?P<title>(?:[^\]\\]|\\.)*)\]\((?P<target><[^>]*>|[^)\s]*)"
     r"(?:[ \t]+\"[^\"]*\")?\)(?P<rest>.*)$")
 _HOOK_SEP = re.compile(r"^\s*(?:[—–:]|-{1,2})\s*")
-_FM_OPEN = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?\n")
-_FM_CLOSE = re.compile(r"^---[ \t]*$", re.M)
 _COMMENT_START = re.compile(r"^ {0,3}<!--")
 
 
@@ -38,8 +37,7 @@ def utf16_len(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(Record):
     line: int  # 1-based line in the file
     title: str
     target: str  # link target as written (may be URL-encoded or in <>)
@@ -63,8 +61,7 @@ class Entry:
         return bool(t) and not re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", t)
 
 
-@dataclass(frozen=True)
-class Index:
+class Index(Record):
     text: str
     lines: list[str]  # the file's lines without their endings
     entries: list[Entry]
@@ -157,8 +154,7 @@ def parse(text: str) -> Index:
     return Index(text, lines, entries, frozenset(masked), frozenset(fenced), open_fence, open_comment)
 
 
-@dataclass(frozen=True)
-class LoadedView:
+class LoadedView(Record):
     text: str  # exactly what the session sees
     lines: int  # lines of the stripped, trimmed index (before any cut)
     chars: int  # UTF-16 units of the stripped, trimmed index (before any cut)
@@ -224,8 +220,7 @@ def loaded_view(text: str, max_lines: int = 200, max_chars: int = 25_000, *, idx
                       max_lines, max_chars)
 
 
-@dataclass(frozen=True)
-class Budget:
+class Budget(Record):
     lines: int
     chars: int
     max_lines: int

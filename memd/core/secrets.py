@@ -16,11 +16,11 @@ UPPER_CASE .env/shell variable named like a secret with a real value, or a lower
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from memd.record import Record
 
 
-@dataclass(frozen=True)
-class SecretHit:
+class SecretHit(Record):
     kind: str  # human-readable kind, e.g. "AWS access key"
     line: int  # 1-based
     column: int  # 1-based

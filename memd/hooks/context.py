@@ -4,11 +4,14 @@ Most tool calls are not memory writes. For those the hook must decide "not mine"
 the config or any module beyond ``os`` and ``json``, because its start-up time is paid on every tool
 call. :meth:`HookContext.may_be_memory` is that cheap, conservative filter: it answers False only
 when the path cannot be in a memory folder whatever the config says; everything else goes on to
-:meth:`HookContext.memory_folder`, which decides exactly with the config and ``memd.layout``.
+:meth:`HookContext.memory_folder`, which decides exactly with the config and the Claude folder's
+settings, as ``memd.layout`` does but with ``os.path`` only (``pathlib`` costs ~3 ms to import where
+an editable install has not loaded it already).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re  # already loaded by json
 
@@ -160,11 +163,12 @@ class HookContext:
         return os.path.join(os.path.expanduser("~"), ".claude")
 
     def claude_dir(self) -> str:
-        from memd import layout
-
-        if self.claude_dir_arg:
-            return os.fspath(layout.claude_dir(self.claude_dir_arg))
-        return os.fspath(layout.claude_dir(None, self.config.paths.claude_dir))
+        """--claude-dir, else the config's paths.claude_dir, else $CLAUDE_CONFIG_DIR, else ~/.claude
+        (``memd.layout.claude_dir``, without pathlib)."""
+        chosen = self.claude_dir_arg or self.config.paths.claude_dir or os.environ.get("CLAUDE_CONFIG_DIR")
+        if chosen:
+            return _clean(os.path.expanduser(chosen))
+        return os.path.join(os.path.expanduser("~"), ".claude")
 
     # ------------------------------------------------------------------ memory folders
 
@@ -186,10 +190,6 @@ class HookContext:
 
     def memory_folder(self, path: str) -> MemoryTarget | None:
         """The memory folder path lies in (under projects/<x>/memory/ or autoMemoryDirectory), exactly."""
-        from pathlib import Path
-
-        from memd import layout
-
         claude = self.claude_dir()
         candidates = [path]
         try:
@@ -198,8 +198,8 @@ class HookContext:
                 candidates.append(real)
         except (OSError, ValueError):
             pass
-        override = layout.memory_override(Path(claude))
-        roots = [os.path.normpath(os.fspath(layout.projects_root(Path(claude))))]
+        override = memory_override(claude)
+        roots = [os.path.normpath(os.path.join(claude, "projects"))]
         try:
             rroot = os.path.realpath(roots[0])
             if rroot != roots[0]:
@@ -208,7 +208,7 @@ class HookContext:
             pass
         for cand in candidates:
             if override is not None:
-                for folder in {os.path.normpath(os.fspath(override)), os.path.realpath(override)}:
+                for folder in {os.path.normpath(override), os.path.realpath(override)}:
                     rel = within(cand, folder)
                     if rel is not None:
                         return MemoryTarget(folder, cand, rel)
@@ -221,6 +221,34 @@ class HookContext:
                 if len(parts) >= 3 and parts[1] == "memory" and parts[0]:
                     return MemoryTarget(os.path.join(root, parts[0], "memory"), cand, os.sep.join(parts[2:]))
         return None
+
+
+def _clean(path: str) -> str:
+    """path with empty and "." parts and trailing separators dropped, as pathlib prints it ("a//b/." -> "a/b");
+    unlike os.path.normpath, ".." is kept (it may follow a symlink)."""
+    if not path:
+        return "."
+    parts = [p for p in path.split(os.sep) if p and p != "."]
+    head = os.sep if path.startswith(os.sep) else ""
+    if path.startswith(os.sep * 2) and not path.startswith(os.sep * 3):
+        head = os.sep * 2  # POSIX leaves a leading "//" implementation-defined; pathlib keeps it
+    return head + os.sep.join(parts) if parts or head else "."
+
+
+def memory_override(claude: str) -> str | None:
+    """settings.json's autoMemoryDirectory when it is an absolute path (``memd.layout.memory_override``
+    and ``read_settings``, without pathlib): a missing, unreadable or malformed file means none."""
+    try:
+        with open(os.path.join(claude, "settings.json"), "rb") as f:
+            data = json.loads(f.read().decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    value = data.get("autoMemoryDirectory") if isinstance(data, dict) else None
+    if isinstance(value, str) and value.strip():
+        p = _clean(os.path.expanduser(value.strip()))
+        if os.path.isabs(p):
+            return p
+    return None
 
 
 def absolute(file_path: str, cwd: str | None) -> str:
