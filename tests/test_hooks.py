@@ -242,10 +242,34 @@ def test_unknown_or_unhandled_events_exit_0_silently(hook_project: HookProject, 
 
 def test_a_broken_config_fails_open_and_is_logged(hook_project: HookProject) -> None:
     hook_project.set_config("[hooks\nthis is not toml")
-    ev = hook_project.write_event("PreToolUse", hook_project.memory / "x.md", f"k {AWS_KEY}")
+    ev = hook_project.write_event("PostToolUse", hook_project.memory / "MEMORY.md", "x")
     assert_silent(run_hook(ev))
     failed = [x for x in hook_project.log_lines() if x["event"] == "hook.failed"]
-    assert failed and "ConfigError" in failed[-1]["error"] and failed[-1]["hook_event"] == "PreToolUse"
+    assert failed and "ConfigError" in failed[-1]["error"] and failed[-1]["hook_event"] == "PostToolUse"
+
+
+def test_a_broken_config_never_turns_the_secret_guard_off(hook_project: HookProject) -> None:
+    hook_project.set_config("[hooks\nthis is not toml")
+    ev = hook_project.write_event("PreToolUse", hook_project.memory / "x.md", f"k {AWS_KEY}")
+    out = run_hook(ev)
+    assert out.answer["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert any(x["event"] == "hook.config_invalid" for x in hook_project.log_lines())
+
+
+def test_an_edit_that_completes_a_secret_from_pieces_is_denied(hook_project: HookProject) -> None:
+    target = hook_project.memory / "notes.md"
+    half = len(AWS_KEY) // 2
+    target.write_text(f"# notes\nkey: {AWS_KEY[:half]}|\nother\n")
+    ev = hook_project.event("PreToolUse", tool_name="Edit", tool_input={
+        "file_path": str(target), "old_string": "|", "new_string": AWS_KEY[half:]})
+    out = run_hook(ev)
+    reason = out.answer["hookSpecificOutput"]["permissionDecisionReason"]
+    assert "AWS access key" in reason and "line 2 of the edited file" in reason and AWS_KEY not in reason
+    # a file that already holds a secret can still be edited elsewhere (nothing new is completed)
+    target.write_text(f"key: {AWS_KEY}\nplain\n")
+    ev = hook_project.event("PreToolUse", tool_name="MultiEdit", tool_input={
+        "file_path": str(target), "edits": [{"old_string": "plain", "new_string": "plainer"}]})
+    assert_silent(run_hook(ev))
 
 
 def test_bad_arguments_in_settings_fail_open(hook_project: HookProject) -> None:

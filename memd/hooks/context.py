@@ -165,7 +165,15 @@ class HookContext:
     def claude_dir(self) -> str:
         """--claude-dir, else the config's paths.claude_dir, else $CLAUDE_CONFIG_DIR, else ~/.claude
         (``memd.layout.claude_dir``, without pathlib)."""
-        chosen = self.claude_dir_arg or self.config.paths.claude_dir or os.environ.get("CLAUDE_CONFIG_DIR")
+        configured = ""
+        if not self.claude_dir_arg:
+            from memd.errors import ConfigError
+
+            try:
+                configured = self.config.paths.claude_dir
+            except ConfigError:
+                pass  # finding memory folders must not depend on a valid config (the secret guard runs)
+        chosen = self.claude_dir_arg or configured or os.environ.get("CLAUDE_CONFIG_DIR")
         if chosen:
             return _clean(os.path.expanduser(chosen))
         return os.path.join(os.path.expanduser("~"), ".claude")

@@ -78,15 +78,23 @@ def pre_tool_use(event: dict[str, Any], hc: HookContext) -> dict[str, Any] | Non
     texts = new_texts(str(event.get("tool_name")), tool_input)
     if not any(texts):
         return None
-    cfg = hc.config
     from memd.core import secrets
+    from memd.errors import ConfigError
 
-    pii = cfg.hooks.team_pii
+    try:
+        pii = hc.config.hooks.team_pii
+    except ConfigError:
+        # a broken config silences memd's notes, never its guard: the secret scan runs on defaults
+        hc.log("warning", "hook.config_invalid", hook_event="PreToolUse")
+        pii = True
     findings: list[tuple[str, str]] = []
     for n, text in enumerate(texts, 1):
         for hit in secrets.scan(text, strict=target.is_team, pii=pii):
             where = f"line {hit.line}" + (f" of edit {n}" if len(texts) > 1 else "")
             findings.append((hit.kind, where))
+    if not findings and event.get("tool_name") in ("Edit", "MultiEdit"):
+        findings = _completed_by_edit(target.path, tool_input, str(event.get("tool_name")),
+                                      strict=target.is_team, pii=pii)
     if not findings:
         return None  # no "allow": Claude Code's own permission flow decides
     kinds = sorted({k for k, _ in findings})
@@ -97,6 +105,45 @@ def pre_tool_use(event: dict[str, Any], hc: HookContext) -> dict[str, Any] | Non
         "permissionDecision": "deny",
         "permissionDecisionReason": deny_reason(findings, team=target.is_team, pii=pii),
     }}
+
+
+def edited(original: str, tool_name: str, tool_input: dict[str, Any]) -> str | None:
+    """The file as an Edit/MultiEdit would leave it (None when an edit would not apply)."""
+    edits: list[Any] = [tool_input] if tool_name == "Edit" else list(tool_input.get("edits") or [])
+    text = original
+    for e in edits:
+        if not isinstance(e, dict):
+            return None
+        old, new = e.get("old_string"), e.get("new_string")
+        if not isinstance(old, str) or not isinstance(new, str) or not old or old not in text:
+            return None
+        text = text.replace(old, new) if e.get("replace_all") else text.replace(old, new, 1)
+    return text
+
+
+def _completed_by_edit(path: str, tool_input: dict[str, Any], tool_name: str, *, strict: bool,
+                       pii: bool) -> list[tuple[str, str]]:
+    """Secrets an edit completes from pieces (the new string alone looks harmless: "AKIA..|" + "..."):
+    what the resulting file holds that the file did not hold before."""
+    from collections import Counter
+
+    from memd.core import secrets
+
+    original = read_text(path, 4_000_000)
+    if original is None:
+        return []
+    result = edited(original, tool_name, tool_input)
+    if result is None or result == original:
+        return []
+    before = Counter(h.kind for h in secrets.scan(original, strict=strict, pii=pii))
+    after = secrets.scan(result, strict=strict, pii=pii)
+    extra = Counter(h.kind for h in after) - before
+    out: list[tuple[str, str]] = []
+    for hit in reversed(after):  # an edit appends more often than it prepends: name the last ones
+        if extra[hit.kind] > 0:
+            extra[hit.kind] -= 1
+            out.append((hit.kind, f"line {hit.line} of the edited file"))
+    return list(reversed(out))
 
 
 # --------------------------------------------------------------------------- PostToolUse
