@@ -7,14 +7,21 @@ The life of a run's changes:
    copy only (``memd.llm.memtool.StagedMemory``).
 2. ``finalize``: the deterministic index rebuild runs last, on the staged folder.
 3. ``guard``: every file parses; the index fits the budget and has no dangling links; the run
-   deletes no more than ``dream.max_delete_share`` of the topic files and never all of them; nothing
-   in team/ changed; no secret was written. Any failure rejects the run whole.
-4. ``apply``: the live folder is snapshotted (``memd.history``) first; then each file is written
+   deletes no more than ``dream.max_delete_share`` of the topic files and never all of them; it
+   empties no memory, strips no name or description, and shrinks the memories' content by no more
+   than ``MAX_SHRINK_SHARE``; nothing in team/ changed; no secret was written; and no file it would
+   write or delete lies, in the live folder, behind a symlink or outside it (staging skips
+   symlinks, so the model may "create" a file where the live folder has a symlinked folder). Any
+   failure rejects the run whole.
+4. ``apply``: memd's own temp files left by a crash are swept (``store.sweep_temps``); the live
+   folder is snapshotted (``memd.history``) first; then each file is written
    atomically (``store.atomic_write``) only if it still has the content it had when staged. A file
    Claude Code wrote meanwhile is never clobbered: that part of the run is dropped and logged, and
    then the run's deletions are skipped as well (a deletion may be the other half of a merge whose
    write did not land). The index goes last. After applying, the history gets an "after" commit made
    of the before-snapshot plus exactly the changes applied, so ``memd undo`` reverts only those.
+   Every write, delete and folder created is checked again right before it happens (no symlink on
+   the way, nothing resolving outside the folder): a change that fails is dropped and logged.
 5. ``review``: instead of applying (``--dry-run``, ``dream.apply = "review"``), the proposed diff is
    kept in ``state_dir/reviews/<project>/<run>.diff``.
 
@@ -38,8 +45,20 @@ from typing import TYPE_CHECKING, Any
 from memd import history
 from memd.core import frontmatter, secrets
 from memd.core import index as mindex
+from memd.core.links import fold_path, link_target
 from memd.errors import ConflictError, MemdError
-from memd.store import Signature, atomic_write, ensure_private_dir, read_bounded, unchanged
+from memd.store import (
+    Signature,
+    UnsafePathError,
+    atomic_write,
+    check_confined,
+    confined_problem,
+    ensure_private_dir,
+    make_parents_confined,
+    read_bounded,
+    sweep_temps,
+    unchanged,
+)
 
 if TYPE_CHECKING:
     from memd.config import Config
@@ -47,6 +66,13 @@ if TYPE_CHECKING:
 
 INDEX = "MEMORY.md"
 FAULT_ENV = "MEMD_FAULT"
+# A run may shrink the total characters of the topic files' bodies (deleted files count as lost) by
+# at most this share, and never by more than MIN_SHRINK_CHARS in a folder so small that the share is
+# less than that (tidying two short duplicates may cut half of a tiny folder). The share is the config
+# key ``dream.max_shrink_share``; this is its default, for callers without a config.
+MAX_SHRINK_SHARE = 0.5
+MIN_SHRINK_CHARS = 200
+TEMP_MAX_AGE_S = 3600  # a memd temp file older than this is a crash's leftover even if its pid lives
 
 
 def fault(point: str) -> None:
@@ -137,7 +163,7 @@ def changes(st: Staging) -> list[Change]:
 
 def finalize(st: Staging, config: Config) -> list[str]:
     """The deterministic index rebuild, last, on the staged folder. Returns its actions."""
-    from memd.core.rebuild import plan_rebuild, topics_of
+    from memd.core.rebuild import TopicInfo, plan_rebuild, topics_of
     from memd.folder import read_folder
 
     snap = read_folder(st.root, config.budget)
@@ -145,7 +171,16 @@ def finalize(st: Staging, config: Config) -> list[str]:
     old = idx.text if idx is not None else None
     if idx is not None and old is None:
         return []  # an unreadable index is left alone (and the guards say why)
-    plan = plan_rebuild(old, topics_of(snap), config.budget)
+    topics = topics_of(snap)
+    # Staging holds only the *.md files memd could read (no symlink, nothing too large): a file the
+    # index links that exists in the live folder but was never staged is not dangling, and the rebuild
+    # must not drop its entry. Marked as team/ files are: a linked entry stays, none is added anew.
+    for e in mindex.parse(old or "").entries:
+        t, leaves = link_target(e.target, "")
+        if t is not None and not leaves and t.lower().endswith(".md") and t not in topics \
+                and t not in st.baseline and os.path.lexists(st.project.memory_dir / t):
+            topics[t] = TopicInfo(t, team=True)
+    plan = plan_rebuild(old, topics, config.budget)
     if plan.text != (old or "") and plan.text.strip():
         (st.root / INDEX).write_text(plan.text, encoding="utf-8", newline="")
         return list(plan.actions) or ["index rebuilt"]
@@ -201,9 +236,7 @@ def guard(st: Staging, chs: list[Change], config: Config) -> list[str]:
                 if old is not None else None
             if was is None or was.level != "over" or budget.lines > was.lines or budget.chars > was.chars:
                 reasons.append(f"MEMORY.md is over its budget ({budget.lines} lines, {budget.chars} characters)")
-        for e in mindex.parse(text).entries:
-            if e.is_local and e.file not in after and not (st.root / e.file).exists():
-                reasons.append(f"MEMORY.md links to a missing file ({e.file[:80]})")
+        reasons.extend(_link_reasons(st, after, text))
     elif INDEX in st.baseline:
         reasons.append("MEMORY.md was deleted")
     # deletions
@@ -213,15 +246,112 @@ def guard(st: Staging, chs: list[Change], config: Config) -> list[str]:
         if gone == before_topics:
             reasons.append(f"the run deletes every memory ({len(gone)} of {len(before_topics)})")
         else:
-            # at least one deletion is allowed (merging a duplicate in a small folder) unless the
-            # share is 0, which forbids deleting altogether
+            # Why max(1, ...): int(share * n) is 0 for any folder of fewer than 1/share files (under 4
+            # at the default 25%), so without the floor a tiny folder could never merge its two
+            # duplicates (a merge is one write plus one deletion). One deletion is always allowed,
+            # unless the share is 0, which forbids deleting altogether; "every memory" stays
+            # forbidden above, so a one-file folder still cannot be emptied.
             share = config.dream.max_delete_share
             allowed = max(1, int(share * len(before_topics))) if share > 0 else 0
             if len(gone) > allowed:
                 reasons.append(f"the run deletes {len(gone)} of {len(before_topics)} memories "
                                f"(at most {allowed} allowed, dream.max_delete_share = "
                                f"{config.dream.max_delete_share:g})")
+    reasons.extend(_content_reasons(st, chs, after, config))
+    reasons.extend(live_path_reasons(st, chs))
     return reasons
+
+
+def live_path_reasons(st: Staging, chs: list[Change]) -> list[str]:
+    """Changes whose target in the live folder lies behind a symlink or resolves outside it.
+
+    Staging copies no symlink, so a symlinked folder ``ext -> /elsewhere`` in the live folder is
+    just absent from the copy, and the model may "create" ``ext/x.md`` there; applied, that write
+    would land in /elsewhere. Checked here for the whole run, and again for each write in apply."""
+    out: list[str] = []
+    for c in chs:
+        if _is_team(c.rel):
+            continue
+        problem = confined_problem(st.project.memory_dir, c.rel)
+        if problem is not None:
+            out.append(f"{c.rel}: {problem} in the memory folder (memd never writes through one)")
+    return out
+
+
+def _link_reasons(st: Staging, after: dict[str, bytes], text: str) -> list[str]:
+    """Links of the staged index that the run leaves pointing nowhere.
+
+    Staging holds only ``*.md`` files, so a link to anything else (a picture, a sub-folder without
+    markdown) is live when it exists in the live folder, confined (no symlink on the way). A link the
+    index already had before the run, to something already missing, is not the run's doing (the
+    rebuild leaves non-.md links alone): it does not reject the run. A link the run deleted the
+    target of, or a new link to nowhere or out of the folder, does."""
+    old = st.baseline.get(INDEX)
+    old_links: set[str] = set()
+    if old is not None:
+        for e in mindex.parse(old.data.decode("utf-8", "replace")).entries:
+            t, _ = link_target(e.target, "")
+            if t is not None:
+                old_links.add(t.rstrip("/"))
+    folded = {fold_path(r) for r in after}
+    out: list[str] = []
+    for e in mindex.parse(text).entries:
+        target, leaves = link_target(e.target, "")
+        if target is None:
+            continue  # a URL
+        t = target.rstrip("/")
+        if t in ("", "."):
+            continue  # the memory folder itself
+        if leaves:
+            if t not in old_links:
+                out.append(f"MEMORY.md links outside the memory folder ({target[:80]})")
+            continue
+        if t in after or fold_path(t) in folded or any(k.startswith(t + "/") for k in after):
+            continue
+        if t in st.baseline:
+            out.append(f"MEMORY.md links to a file the run deleted ({t[:80]})")
+        elif t in old_links:
+            continue  # missing before the run too
+        elif t.lower().endswith(".md") or not _live_exists(st.project.memory_dir, t):
+            out.append(f"MEMORY.md links to a missing file ({t[:80]})")
+    return out
+
+
+def _live_exists(mem: Path, rel: str) -> bool:
+    return confined_problem(mem, rel) is None and os.path.lexists(mem / rel)
+
+
+def _body_chars(data: bytes | None) -> int:
+    if data is None:
+        return 0
+    return len(frontmatter.parse(data.decode("utf-8", "replace")).body.strip())
+
+
+def _content_reasons(st: Staging, chs: list[Change], after: dict[str, bytes], config: Config) -> list[str]:
+    """The deletion count does not see content: a run that rewrites every memory to an empty body
+    deletes nothing (facts.md section 8: "an empty reflection that wiped memory"). Rejected: a topic
+    file left empty or stripped of the name or description it had; and a run that shrinks the
+    topic files' bodies, in all (deleted files included), by more than the share."""
+    out: list[str] = []
+    for c in chs:
+        if c.kind != "changed" or c.rel == INDEX or _is_team(c.rel) or c.before is None or c.after is None:
+            continue
+        b = frontmatter.parse(c.before.decode("utf-8", "replace"))
+        a = frontmatter.parse(c.after.decode("utf-8", "replace"))
+        if b.body.strip() and not a.body.strip():
+            out.append(f"{c.rel}: the run empties this memory (write it or delete it, not blank it)")
+        for field_name in ("name", "description"):
+            if getattr(b, field_name) and not getattr(a, field_name):
+                out.append(f"{c.rel}: the run removes its {field_name}")
+    before_total = sum(_body_chars(base.data) for rel, base in st.baseline.items()
+                       if rel != INDEX and not _is_team(rel))
+    after_total = sum(_body_chars(data) for rel, data in after.items() if rel != INDEX and not _is_team(rel))
+    share = config.dream.max_shrink_share
+    lost = before_total - after_total
+    if before_total and lost > max(share * before_total, MIN_SHRINK_CHARS):
+        out.append(f"the run shrinks the memories' content by {lost / before_total:.0%} ({lost} of "
+                   f"{before_total} characters; at most {share:.0%} allowed)")
+    return out
 
 
 def _secret_kinds(data: bytes | None) -> dict[str, int]:
@@ -274,6 +404,9 @@ def apply(st: Staging, chs: list[Change], summary: str, log: Any = None) -> Appl
     """Snapshot, then write each change atomically unless its file changed since staging."""
     mem = st.project.memory_dir
     res = ApplyResult()
+    swept = sweep_temps(mem, TEMP_MAX_AGE_S) if mem.is_dir() else []
+    if swept and log is not None:
+        log.info("apply.swept_temps", project=st.project.name, files=swept[:20], count=len(swept))
     before_files = history.read_md_files(mem)
     res.before_commit = history.commit_files(st.state_dir, st.project.name, before_files,
                                              f"before {st.job} {st.run_id}", kind="before", run=st.run_id,
@@ -294,19 +427,27 @@ def apply(st: Staging, chs: list[Change], summary: str, log: Any = None) -> Appl
     writes = sorted((c for c in chs if c.after is not None and not _is_team(c.rel)),
                     key=lambda c: (c.rel == INDEX, c.rel))
     deletes = [c for c in chs if c.after is None and not _is_team(c.rel)]
+    if writes and not mem.is_dir():
+        with contextlib.suppress(OSError):  # a project's first memory (a failure drops each write below)
+            mem.mkdir(parents=True, exist_ok=True)
     for n, c in enumerate(writes):
         assert c.after is not None
-        path = mem / c.rel
         base = st.baseline.get(c.rel)
         try:
+            # the last line of defence: no symlink on the way, nothing outside the folder
             if base is None:
-                path.parent.mkdir(parents=True, exist_ok=True)
+                path = make_parents_confined(mem, c.rel)
                 atomic_write(path, c.after, expect=None, mode=0o644)
             else:
+                path = check_confined(mem, c.rel)
                 atomic_write(path, c.after, expect=base.signature)
-        except (ConflictError, OSError) as e:
-            why = "written by someone else since staging; kept theirs" if isinstance(e, ConflictError) \
-                else f"not written ({type(e).__name__})"
+        except (ConflictError, UnsafePathError, OSError) as e:
+            if isinstance(e, ConflictError):
+                why = "written by someone else since staging; kept theirs"
+            elif isinstance(e, UnsafePathError):
+                why = f"not written: {e}"
+            else:
+                why = f"not written ({type(e).__name__})"
             res.dropped.append((c.rel, why))
             if log is not None:
                 log.warning("apply.dropped", job=st.job, project=st.project.name, file=c.rel, reason=why)
@@ -321,6 +462,13 @@ def apply(st: Staging, chs: list[Change], summary: str, log: Any = None) -> Appl
     for c in deletes:
         path = mem / c.rel
         base = st.baseline[c.rel]
+        problem = confined_problem(mem, c.rel)
+        if problem is not None:
+            res.dropped.append((c.rel, f"not deleted: {problem}"))
+            if log is not None:
+                log.warning("apply.dropped", job=st.job, project=st.project.name, file=c.rel,
+                            reason=f"not deleted: {problem}")
+            continue
         if not unchanged(path, base.signature):
             res.dropped.append((c.rel, "changed by someone else since staging; not deleted"))
             continue

@@ -102,6 +102,9 @@ class DreamConfig(Record):
     lock_stale_minutes: float = key(60.0, "Age after which a .consolidate-lock counts as stale.", min=1)
     max_delete_share: float = key(
         0.25, "Largest share of index entries one run may delete or merge away.", min=0, max=1)
+    max_shrink_share: float = key(
+        0.5, "Largest share of topic-file body text one run may remove (merges shrink text; wipes are refused).",
+        min=0, max=1)
     apply: str = key("auto", "'auto' applies guarded runs; 'review' keeps the proposed diff for review.",
                      choices=("auto", "review"))
     max_tool_turns: int = key(25, "Model calls (tool turns) one dream may make.", min=1)

@@ -15,7 +15,9 @@ Commit messages end with trailers (``memd-run: <id>``, ``memd-kind: before|after
 Undo reverts exactly what the run changed, file by file: a file the run changed or deleted gets
 its before-content back, a file the run added is removed, and a file that changed again since
 the run (someone wrote it later) is left alone and reported. Writes are atomic per file; nothing
-under team/ is ever written; the folder is snapshotted before the undo touches anything.
+under team/ is ever written; nothing is read, written or removed through a symlink or outside the
+folder (``store.confined_problem``: such a file is skipped and reported); the folder is
+snapshotted before the undo touches anything.
 """
 
 from __future__ import annotations
@@ -31,7 +33,15 @@ from pathlib import Path
 from typing import Any
 
 from memd.errors import MemdError, UsageError
-from memd.store import atomic_write, current_signature, is_memd_temp
+from memd.store import (
+    UnsafePathError,
+    atomic_write,
+    check_confined,
+    confined_problem,
+    current_signature,
+    is_memd_temp,
+    make_parents_confined,
+)
 
 BRANCH = b"refs/heads/main"
 IDENTITY = b"memd <memd@localhost>"
@@ -317,6 +327,10 @@ def undo_run(state_dir: Path, project: str, memory_dir: Path, run: str | None = 
         if _is_team(rel):
             res.skipped.append((rel, "in team/ (never written by memd)"))
             continue
+        problem = confined_problem(memory_dir, rel)
+        if problem is not None:
+            res.skipped.append((rel, f"{problem}; memd never writes through one"))
+            continue
         live = memory_dir / rel
         sig = current_signature(live)
         now = None if sig is None else live.read_bytes()
@@ -332,19 +346,25 @@ def undo_run(state_dir: Path, project: str, memory_dir: Path, run: str | None = 
         return res
     res.snapshot = snapshot(state_dir, project, memory_dir, f"before undo of {rec.run}", kind="before",
                             run=f"undo-{rec.run}", job="undo")
+    if any(data is not None for _, data in plan):
+        with contextlib.suppress(OSError):  # restoring into a folder removed since
+            memory_dir.mkdir(parents=True, exist_ok=True)
     for rel, data in plan:
-        live = memory_dir / rel
         try:
+            # checked again right before each write: the folder may have changed since the plan
             if data is None:
+                live = check_confined(memory_dir, rel)
                 sig = current_signature(live)
                 if sig is not None and live.read_bytes() == after.get(rel):
                     live.unlink()
                     res.removed.append(rel)
             else:
-                live.parent.mkdir(parents=True, exist_ok=True)
+                live = make_parents_confined(memory_dir, rel)
                 expect = current_signature(live)
                 atomic_write(live, data, expect=expect)
                 res.restored.append(rel)
+        except UnsafePathError as e:
+            res.skipped.append((rel, f"not written: {e}"))
         except (OSError, MemdError) as e:
             res.skipped.append((rel, f"not written ({type(e).__name__})"))
     with contextlib.suppress(OSError):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -125,20 +126,24 @@ def _head_fields(head: str) -> tuple[str | None, str | None]:
 
 
 def list_topic_files(memory_dir: Path) -> list[tuple[str, Path, float]]:
-    """(name, path, mtime) of every topic file: *.md below memory_dir, not an index, not hidden."""
+    """(name, path, mtime) of every topic file: *.md below memory_dir, not an index, not hidden.
+
+    Symlinks are skipped, files and folders alike, so nothing listed resolves outside the memory
+    folder (no realpath per file: this runs in the prompt hook): recall never hands the model a file
+    from elsewhere on the machine. ``recall`` checks each chosen file again before reading it."""
     out: list[tuple[str, Path, float]] = []
     root = os.fspath(memory_dir)
     for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not os.path.islink(os.path.join(folder, d)))
         for fn in files:
             if not fn.endswith(".md") or fn.startswith(".") or fn == "MEMORY.md":
                 continue
             full = os.path.join(folder, fn)
             try:
-                st = os.stat(full)
+                st = os.lstat(full)
             except OSError:
                 continue
-            if not os.path.isfile(full):
+            if not stat.S_ISREG(st.st_mode):  # lstat: a symlink is not a regular file
                 continue
             name = os.path.relpath(full, root).replace(os.sep, "/")
             out.append((name, Path(full), st.st_mtime))
@@ -318,7 +323,11 @@ class RecallResult:
 
 
 def read_memory(path: Path, max_bytes: int) -> str:
-    with open(path, "rb") as f:
+    """The file's text, at most max_bytes of it; OSError for a symlink or anything but a regular file."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(f"not a regular file: {path}")
         data = f.read(max_bytes + 1)
     cut = len(data) > max_bytes
     text = data[:max_bytes].decode("utf-8", errors="ignore" if cut else "replace")
@@ -372,7 +381,11 @@ def recall(query: str, memory_dir: Path, cfg: Config, *, state_dir: Path | None 
     chosen: list[str] = []
     left: list[str] = []
     used_chars = len(header(memory_dir))
+    from memd.store import confined_problem
+
     for e in picked:
+        if confined_problem(memory_dir, e.name) is not None:
+            continue  # became a symlink (or moved out) since the manifest was read
         try:
             body = read_memory(e.path, h.recall_file_bytes)
         except OSError:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -146,6 +148,121 @@ def atomic_write(path: Path, data: str | bytes, *, expect: Signature | bool | No
 
 def is_memd_temp(name: str) -> bool:
     return name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX)
+
+
+# what atomic_write names its temp files: .memd-<name>.<pid>.<8 hex>.tmp
+_TEMP_NAME = re.compile(r"^\.memd-.+\.(\d{1,10})\.[0-9a-f]{8}\.tmp$")
+SWEEP_MAX_ENTRIES = 20_000
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists, it is someone else's
+        return True
+    return True
+
+
+def sweep_temps(folder: Path, older_than_s: float = 3600, *, now: float | None = None) -> list[str]:
+    """Remove the temp files ``atomic_write`` left behind in a memory folder after a crash mid-write.
+
+    Only regular files named as atomic_write names them (``.memd-<name>.<pid>.<hex>.tmp``) are
+    removed, and only when their process is gone or they are older than ``older_than_s`` (a
+    reused pid). Never anything else; symlinks are not followed; ``team/`` (where memd never
+    writes) and hidden folders are not entered. Returns the removed paths, relative to folder."""
+    when = time.time() if now is None else now
+    removed: list[str] = []
+    stack: list[tuple[str, Path]] = [("", folder)]
+    seen = 0
+    while stack:
+        prefix, d = stack.pop()
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        for e in entries:
+            seen += 1
+            if seen > SWEEP_MAX_ENTRIES:
+                return removed
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    if not e.name.startswith(".") and not (prefix == "" and e.name == "team"):
+                        stack.append((prefix + e.name + "/", Path(e.path)))
+                    continue
+                m = _TEMP_NAME.match(e.name)
+                if m is None:
+                    continue
+                st = e.stat(follow_symlinks=False)
+                if not stat.S_ISREG(st.st_mode):
+                    continue
+                if _pid_alive(int(m.group(1))) and when - st.st_mtime < older_than_s:
+                    continue  # a write in progress
+                os.unlink(e.path)
+                removed.append(prefix + e.name)
+            except OSError:
+                continue
+    return removed
+
+
+class UnsafePathError(MemdError):
+    """A path in a memory folder that memd will not write through (a symlink, or leaving the folder)."""
+
+
+def confined_problem(root: Path, rel: str) -> str | None:
+    """Why ``root/rel`` may not be written, deleted or created (None: it may).
+
+    Every component from root down to the file is checked with lstat: none may be a symlink, and
+    all but the last must be folders; and the resolved path must stay inside the resolved root.
+    Components that do not exist yet are fine (they would be created as plain folders). root
+    itself may be a symlink (a user's choice of where the memory folder lives)."""
+    parts = rel.split("/")
+    if not rel or any(p in ("", ".", "..") or "\x00" in p for p in parts):
+        return f"{rel[:100]!r} is not a plain relative path"
+    cur = root
+    for i, part in enumerate(parts):
+        cur = cur / part
+        try:
+            st = os.lstat(cur)
+        except FileNotFoundError:
+            break
+        except OSError as e:
+            return f"{'/'.join(parts[:i + 1])} cannot be checked ({e.strerror})"
+        if stat.S_ISLNK(st.st_mode):
+            return f"{'/'.join(parts[:i + 1])} is a symlink"
+        if i < len(parts) - 1 and not stat.S_ISDIR(st.st_mode):
+            return f"{'/'.join(parts[:i + 1])} is not a folder"
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(root / rel)
+    if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
+        return f"{rel[:100]} resolves outside the memory folder"
+    return None
+
+
+def check_confined(root: Path, rel: str) -> Path:
+    """root/rel, or UnsafePathError when it may not be touched (see ``confined_problem``)."""
+    problem = confined_problem(root, rel)
+    if problem is not None:
+        raise UnsafePathError(f"refused: {problem}", path=str(root / rel))
+    return root / rel
+
+
+def make_parents_confined(root: Path, rel: str) -> Path:
+    """Create the missing folders of root/rel one by one, each checked to be a plain folder (never a
+    symlink) after it exists; returns root/rel. Raises UnsafePathError or OSError."""
+    check_confined(root, rel)
+    cur = root
+    for part in rel.split("/")[:-1]:
+        cur = cur / part
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(cur)
+        st = os.lstat(cur)
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+            raise UnsafePathError("refused: a folder on the way is a symlink or not a folder", path=str(cur))
+    return check_confined(root, rel)
 
 
 def ensure_private_dir(path: Path) -> Path:

@@ -31,7 +31,7 @@ from typing import Any
 
 from apscheduler.triggers.base import BaseTrigger
 
-from memd import __version__, layout
+from memd import __version__, layout, store
 from memd.config import Config
 from memd.daemon import control, notify, pidfile
 from memd.daemon import schedule as S
@@ -410,6 +410,11 @@ class Daemon(JobWorker):
             if self.sigs.get(project.name) != sig and project.name != self.busy_project:
                 checked += 1
                 try:
+                    # temp files a crashed writer of ours left behind (the first pass after start
+                    # visits every project; later ones only those that changed)
+                    swept = store.sweep_temps(project.memory_dir)
+                    if swept:
+                        self.log.info("watch.swept_temps", project=project.name, files=len(swept))
                     self._check_budget(project.name)
                 except Exception as e:
                     self.log.warning("budget.check_failed", project=project.name, error=type(e).__name__)

@@ -180,7 +180,8 @@ def _save(jc: JobContext, spans: list[Span]) -> None:
 def _tool(st: ap.Staging, cfg: Any) -> Any:
     from memd.llm.memtool import Limits, StagedMemory
 
-    return StagedMemory(st.root, Limits(cfg.model.tool_max_file_bytes, cfg.model.tool_max_run_bytes))
+    return StagedMemory(st.root, Limits(cfg.model.tool_max_file_bytes, cfg.model.tool_max_run_bytes),
+                        live=st.project.memory_dir)
 
 
 def _memory_tool_param() -> dict[str, Any]:

@@ -8,7 +8,10 @@ must pass the guards in ``memd.apply`` before anything reaches it). The checks m
 
 - paths start with ``/memories``; no NUL, no ``..``/``.`` components, no hidden names, no
   backslashes; every existing component is checked with lstat (no symlink is followed) and the
-  resolved path must stay inside the staging root;
+  resolved path must stay inside the staging root; and when the live folder is known (``live``),
+  a path whose live counterpart goes through a symlink or resolves outside it is refused too
+  (staging copies no symlink, so ``ext -> /elsewhere`` is simply absent from the copy; writing
+  ``ext/x.md`` there would be applied through it: ``memd.apply`` refuses it as well);
 - only ``*.md`` files are written; ``team/`` (synced from a server) is read-only; directories are
   never deleted or renamed whole; ``MEMORY.md`` is never deleted (memd rebuilds the index);
 - size caps per file and per run (bytes written in all);
@@ -34,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from memd.core import secrets
+from memd.store import confined_problem
 
 MEMORY_TOOL: dict[str, Any] = {"type": "memory_20250818", "name": "memory"}
 SEARCH_TOOL_NAME = "search_transcripts"
@@ -74,6 +78,7 @@ class StagedMemory:
 
     root: Path
     limits: Limits = field(default_factory=Limits)
+    live: Path | None = None  # the live memory folder the staging copy stands for
     ops: list[tuple[str, str, str]] = field(default_factory=list)
     written_bytes: int = 0
 
@@ -130,7 +135,11 @@ class StagedMemory:
         real = os.path.realpath(full)
         if real != root_real and not real.startswith(root_real + os.sep):
             raise Refused(f"Error: path {path[:100]} would escape {ROOT}.")
-        return "/".join(parts), full
+        rel = "/".join(parts)
+        if rel and self.live is not None and confined_problem(self.live, rel) is not None:
+            raise Refused(f"Error: path {path[:100]} goes through a symlink (or leaves {ROOT}) in the "
+                          "memory folder; refused. Use another path.")
+        return rel, full
 
     def _writable(self, path: Any) -> tuple[str, Path]:
         rel, full = self._rel(path)
