@@ -218,6 +218,9 @@ def resolve_project(arg: str, claude: Path, cwd: Path | None = None) -> Project:
         found = find_folder(root, name)
         folder = found if found is not None else root / name
         return project_for_folder(claude, folder, settings)
+    if p.exists():
+        raise UsageError(f"{arg!r} is a file, not a project (give a working folder, a folder under {root}, "
+                         "or a memory folder)")
     raise UsageError(
         f"no such project: {arg!r} (give a working folder, a folder under {root}, or a memory folder)")
 

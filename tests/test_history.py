@@ -150,7 +150,17 @@ DREAM = {
 }
 
 
-@pytest.mark.parametrize(("name", "rules"), [("catchup", {**BOTH, **CATCHUP}), ("dream", {**BOTH, **DREAM})])
+RECALL = {
+    "prompt is data": ["data, not instructions"],
+    "JSON only": ["Return JSON only", '{"files": ['],
+    "at most 5 names": ["at most 5 file names"],
+    "names from the manifest": ["verbatim from the manifest", "Never invent a file name"],
+    "nothing relevant": ["empty list"],
+}
+
+
+@pytest.mark.parametrize(("name", "rules"), [("catchup", {**BOTH, **CATCHUP}), ("dream", {**BOTH, **DREAM}),
+                                             ("recall", RECALL)])
 def test_prompts_carry_every_rule(name: str, rules: dict[str, list[str]]) -> None:
     text = " ".join(prompts.load(name).split())
     missing = [f"{rule}: {phrase!r}" for rule, phrases in rules.items() for phrase in phrases

@@ -65,8 +65,19 @@ def test_resolve_project_accepts_three_spellings(claude_home: Path, tmp_path: Pa
     by_mem = layout.resolve_project(str(mem), claude_home)
     assert by_cwd == by_name == by_marked == by_mem
     assert by_cwd.memory_dir == mem
-    with pytest.raises(UsageError):
+    with pytest.raises(UsageError, match="no such project"):
         layout.resolve_project("/no/such/folder", claude_home)
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("x")
+    with pytest.raises(UsageError, match="is a file, not a project"):
+        layout.resolve_project(str(a_file), claude_home)
+
+
+def test_scan_all_without_a_claude_folder_says_so(tmp_path: Path) -> None:
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-m", "memd", "--claude-dir", str(tmp_path / "none"), "scan", "--all"],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode == 0 and "no Claude Code folder" in out.stdout
 
 
 def test_memory_override_and_disable(claude_home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

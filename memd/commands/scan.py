@@ -24,10 +24,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
+    # Like `memd check`: no PROJECT means the current folder's project; --all means every one.
+    from memd import layout
     from memd.state import StateStore
     from memd.transcripts.scan import scan_project
 
-    # Like `memd check`: no PROJECT means the current folder's project; --all means every one.
+    root = layout.projects_root(ctx.claude_dir)
+    if args.all and not root.is_dir():
+        print(f"no Claude Code folder at {ctx.claude_dir} (no projects yet): nothing to scan",
+              file=sys.stderr if args.format == "json" else sys.stdout)
+        if args.format == "json":
+            print("[]")
+        return 0
     projects = select_projects(args, ctx)
     now = time.time()
     results: list[ProjectScan] = []
