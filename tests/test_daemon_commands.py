@@ -51,6 +51,8 @@ def test_service_install_status_uninstall_systemd(claude_home: Path, capsys: pyt
     assert "memd hooks install" in out
     assert f"ExecStart={sys.executable} -m memd run" in unit.read_text()
     assert f"Environment=XDG_STATE_HOME={os.environ['XDG_STATE_HOME']}" in unit.read_text()
+    # the key file is read from where memd's config lives
+    assert f"EnvironmentFile=-{os.environ['XDG_CONFIG_HOME']}/memd/env" in unit.read_text()
     code, out, _ = memd(capsys, "service", "status", "--manager", "systemd")
     assert "installed, up to date" in out and "not running" in out
     wants = unit.parent / "default.target.wants" / "memd.service"

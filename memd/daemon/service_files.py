@@ -57,6 +57,9 @@ def _systemd_quote(arg: str) -> str:
 
 def systemd_unit(inst: Install) -> str:
     env_lines = "".join(f"Environment={_systemd_quote(f'{k}={v}')}\n" for k, v in sorted(inst.env.items()))
+    # the key file lives where memd's config lives: $XDG_CONFIG_HOME/memd/env when that is moved
+    xdg = inst.env.get("XDG_CONFIG_HOME")
+    env_file = _systemd_quote(f"{xdg}/memd/env") if xdg else "%h/.config/memd/env"
     return f"""\
 # memd user service (written by `memd service install`; `memd service uninstall` removes it)
 [Unit]
@@ -73,7 +76,7 @@ RestartSec=10
 WatchdogSec={WATCHDOG_S}
 TimeoutStopSec={timeout_stop(inst.stop_timeout_s)}
 # The API key, if any: ANTHROPIC_API_KEY=... in this file (chmod 600); a missing file is fine.
-EnvironmentFile=-%h/.config/memd/env
+EnvironmentFile=-{env_file}
 {env_lines}NoNewPrivileges=yes
 
 [Install]
