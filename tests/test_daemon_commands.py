@@ -127,7 +127,11 @@ def test_foreground_dream_and_catchup(claude_home: Path, capsys: pytest.CaptureF
     assert code == 0 and "-home-u-app: " in out
     sd = Path(os.environ["XDG_STATE_HOME"]) / "memd"
     with StateStore.open(sd) as st:
-        assert {r.job for r in st.runs()} == {"dream", "catchup"}
+        assert st.runs() == []  # dry runs change nothing and are not runs of record
+    code, out, _ = memd(capsys, "catchup")
+    assert code == 0
+    with StateStore.open(sd) as st:
+        assert [r.job for r in st.runs()] == ["catchup"]
     events = [json.loads(x)["event"] for x in (sd / "memd.log").read_text().splitlines()]
     assert "job.skip" in events and "job.finish" in events
 

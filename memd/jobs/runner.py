@@ -121,7 +121,10 @@ def run_project(job: str, jc: JobContext, project: Project, work: ProjectJob,
                 return None
     started = time.time()
     t0 = time.monotonic()
-    run_id = jc.state.start_run(job, project.name, started) if jc.state is not None else None
+    # a dry run changes nothing: it is in the JSON log (dry_run=true) but not in the run log, where it
+    # would count as a run that "changed nothing" and show in the check-in as if it had run
+    record = jc.state is not None and not jc.dry_run
+    run_id = jc.state.start_run(job, project.name, started) if record else None
     if run_id is not None:
         with _active_lock:
             _active[run_id] = project.name
