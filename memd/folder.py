@@ -10,6 +10,7 @@ The walk itself is bounded (entries and depth) so a pathological folder cannot s
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -90,8 +91,12 @@ def _walk(memory_dir: Path) -> _Walk:
     return w
 
 
-def read_folder(memory_dir: Path, budget: BudgetConfig | None = None) -> FolderSnapshot:
-    """Read MEMORY.md and every topic file under memory_dir (team/ included, read-only)."""
+def read_folder(memory_dir: Path, budget: BudgetConfig | None = None, *,
+                signatures: bool = True) -> FolderSnapshot:
+    """Read MEMORY.md and every topic file under memory_dir (team/ included, read-only).
+
+    signatures=False leaves ``FileRecord.signature`` unset (no SHA-256 of every file, and
+    ``memd.store`` with ``hashlib`` is not imported): for readers that never write, as ``memd check``."""
     from memd.core.files import FileRecord, FolderSnapshot
 
     if budget is None:
@@ -109,11 +114,11 @@ def read_folder(memory_dir: Path, budget: BudgetConfig | None = None) -> FolderS
     files = [FileRecord(rel, problem=p) for rel, p in w.unreadable]
     for rel, entry in w.files:
         if entry.is_symlink():
-            rec = _symlink(entry, rel, real_root, max_bytes)
+            rec = _symlink(entry, rel, real_root, max_bytes, signatures)
             if rec is not None:
                 files.append(rec)
         else:
-            files.append(_read(Path(entry.path), rel, max_bytes, entry))
+            files.append(_read(entry.path, rel, max_bytes, entry, signatures=signatures))
     files.sort(key=lambda f: f.rel)
     return FolderSnapshot(memory_dir, True, None, tuple(files), w.truncated)
 
@@ -146,15 +151,23 @@ def fingerprint(memory_dir: Path) -> tuple[object, ...] | None:
     return tuple(out)
 
 
-def _read(path: Path, rel: str, max_bytes: int, entry: os.DirEntry[str] | None,
-          symlink: str | None = None) -> FileRecord:
+def _read(path: str, rel: str, max_bytes: int, entry: os.DirEntry[str] | None,
+          symlink: str | None = None, *, signatures: bool = True) -> FileRecord:
     from memd.core.files import FileRecord
-    from memd.store import read_bounded  # not needed by fingerprint(), the cached path
 
-    r = read_bounded(path, max_bytes)
-    if r.signature is not None:
-        return FileRecord(rel, r.text, r.problem, r.signature.size, r.signature.mtime_ns / 1e9,
-                          symlink, signature=r.signature)
+    problem: str | None
+    if signatures:
+        from memd.store import read_bounded  # not needed by fingerprint(), the cached path
+
+        r = read_bounded(Path(path), max_bytes)
+        if r.signature is not None:
+            return FileRecord(rel, r.text, r.problem, r.signature.size, r.signature.mtime_ns / 1e9,
+                              symlink, signature=r.signature)
+        problem = r.problem
+    else:
+        text, problem, st_read = _read_plain(path, max_bytes)
+        if st_read is not None:
+            return FileRecord(rel, text, problem, st_read.st_size, st_read.st_mtime_ns / 1e9, symlink)
     size: int | None = None
     mtime: float | None = None
     try:
@@ -162,10 +175,49 @@ def _read(path: Path, rel: str, max_bytes: int, entry: os.DirEntry[str] | None,
         size, mtime = st.st_size, st.st_mtime
     except OSError:
         pass
-    return FileRecord(rel, None, r.problem or "unreadable", size, mtime, symlink)
+    return FileRecord(rel, None, problem or "unreadable", size, mtime, symlink)
 
 
-def _symlink(entry: os.DirEntry[str], rel: str, real_root: str, max_bytes: int) -> FileRecord | None:
+def _read_plain(path: str, max_bytes: int) -> tuple[str | None, str | None, os.stat_result | None]:
+    """(text, problem, stat) of a file, read as ``store.read_bounded`` reads it (same bound, same
+    problems) but without its SHA-256 signature; stat is None where read_bounded has no signature."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        return None, "missing", None
+    except OSError as e:
+        if e.errno == 40:  # ELOOP: a symlink, refused by O_NOFOLLOW
+            return None, "is a symlink", None
+        return None, f"unreadable ({e.strerror})", None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None, "not a regular file", None
+        if st.st_size > max_bytes:
+            return None, f"too large ({st.st_size} bytes, limit {max_bytes})", None
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > max_bytes:
+                return None, f"too large (over {max_bytes} bytes)", None
+        data = b"".join(chunks)
+    except OSError as e:
+        return None, f"unreadable ({e.strerror})", None
+    finally:
+        os.close(fd)
+    try:
+        return data.decode("utf-8"), None, st
+    except UnicodeDecodeError:
+        return None, "not valid UTF-8", st
+
+
+def _symlink(entry: os.DirEntry[str], rel: str, real_root: str, max_bytes: int,
+             signatures: bool = True) -> FileRecord | None:
     from memd.core.files import FileRecord
 
     try:
@@ -186,4 +238,4 @@ def _symlink(entry: os.DirEntry[str], rel: str, real_root: str, max_bytes: int) 
         return FileRecord(rel, None, "broken symlink", None, None, target, False)
     if points_to_dir:
         return FileRecord(rel, None, "not a regular file", None, None, target, False)
-    return _read(Path(real), rel, max_bytes, None, symlink=target)
+    return _read(real, rel, max_bytes, None, symlink=target, signatures=signatures)

@@ -70,12 +70,22 @@ def test_fast_secret_scan_agrees_with_secrets_scan_on_samples() -> None:
     for s in SAMPLES:
         for text in (s, f"{filler}{s}\n{filler}", s.upper(), s.lower(), f"x{s}x"):
             for strict in (False, True):
-                assert scan_secrets(text, strict=strict) == secrets.scan(text, strict=strict), text
+                assert scan_secrets(text, strict=strict) == secrets.scan_all(text, strict=strict), text
     src = claude_data_source()
     if src is not None:
         for p in sorted(Path(src).glob("projects/*/memory/*.md")):
             text = p.read_text(encoding="utf-8")
-            assert scan_secrets(text, strict=True) == secrets.scan(text, strict=True)
+            assert scan_secrets(text, strict=True) == secrets.scan_all(text, strict=True)
+
+
+def test_secrets_scan_agrees_with_the_reference_on_the_corpus() -> None:
+    from tests.test_secrets import BENIGN, CORPUS
+
+    texts = [t for _, t in CORPUS] + BENIGN
+    texts.append("\n\n".join(texts))  # all together: every rule's needles present at once
+    for text in texts:
+        for strict in (False, True):
+            assert secrets.scan(text, strict=strict) == secrets.scan_all(text, strict=strict), text
 
 
 @st.composite
@@ -93,7 +103,7 @@ def _rule_text(draw: st.DrawFn) -> str:
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(_rule_text(), st.booleans())
 def test_fast_secret_scan_agrees_with_secrets_scan(text: str, strict: bool) -> None:
-    assert scan_secrets(text, strict=strict) == secrets.scan(text, strict=strict)
+    assert scan_secrets(text, strict=strict) == secrets.scan_all(text, strict=strict)
 
 
 @pytest.mark.parametrize(("kind", "rx"), secrets._RULES + secrets._PII_RULES, ids=lambda x: str(x)[:30])
@@ -146,6 +156,32 @@ def test_relative_dates_english_chinese_code_spans_and_anchors() -> None:
     got = [(c, p, n) for c, p, n in codes_of(snap) if c.startswith("MEM04")]
     assert got == [("MEM040", "notes.md", 7), ("MEM040", "notes.md", 13), ("MEM040", "notes.md", 15),
                    ("MEM041", "project_x_2026-03-01.md", 7)]
+
+
+def test_relative_date_message_suggests_the_files_own_date_or_today() -> None:
+    import time
+
+    texts = {"MEMORY.md": "- [A](a.md)\n- [B](b.md)\n", "a.md": topic("A", "a", "project", "Ship it tomorrow.\n"),
+             "b.md": topic("B", "b", "project", "Ship it tomorrow.\n")}
+    dated = time.mktime((2025, 7, 14, 12, 0, 0, 0, 0, -1))  # local noon, whatever the zone
+    before = time.strftime("%Y-%m-%d")
+    found = {f.path: f.message for f in lint(FolderSnapshot.from_texts(texts, mtimes={"a.md": dated}))
+             if f.code == "MEM040"}
+    after = time.strftime("%Y-%m-%d")
+    assert found["a.md"].endswith("(write e.g. 2025-07-14, the day the file last changed)"), found
+    assert found["b.md"].endswith((f"(write e.g. {before}, today)", f"(write e.g. {after}, today)")), found
+    assert all("2026-03-05" not in m for m in found.values())
+
+
+def test_read_folder_without_signatures_reads_the_same() -> None:
+    case = Path(__file__).parent / "golden" / "lint"
+    for folder in sorted(case.glob("*/memory")):
+        signed = read_folder(folder, BudgetConfig())
+        plain = read_folder(folder, BudgetConfig(), signatures=False)
+        assert plain == signed, folder  # records compare without their signature
+        assert all(f.signature is None for f in plain.files)
+        assert any(f.signature is not None for f in signed.files)
+        assert lint(plain) == lint(signed)
 
 
 def test_too_many_topics_names_the_oldest() -> None:

@@ -13,17 +13,22 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from memd.config import BudgetConfig
 from memd.core import frontmatter, index
+from memd.core.files import FolderSnapshot
 from memd.core.lint import lint
 from memd.core.rebuild import plan_rebuild, topics_of
 from memd.folder import read_folder
+from memd.record import replace
 
 GOLDEN = Path(__file__).parent / "golden"
+PINNED_MTIME = 1772712000.0  # 2026-03-05 12:00 UTC
 UPDATE = os.environ.get("MEMD_UPDATE_GOLDEN") == "1"
 
 
@@ -64,9 +69,27 @@ def test_loaded_view(case: Path) -> None:
     compare(case / "expected.txt", view.text + "\n" + "\n".join(tail) + "\n")
 
 
+@pytest.fixture
+def utc() -> Iterator[None]:
+    """The suggested MEM040 date is the file's local date: make it one date wherever the tests run."""
+    old = os.environ.get("TZ")
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    yield
+    if old is None:
+        del os.environ["TZ"]
+    else:
+        os.environ["TZ"] = old
+    time.tzset()
+
+
+@pytest.mark.usefixtures("utc")
 @pytest.mark.parametrize("case", cases("lint"), ids=lambda p: p.name)
 def test_lint(case: Path) -> None:
     snap = read_folder(case / "memory", BudgetConfig())
+    # MEM040 suggests the file's own date: pin every file's mtime (noon UTC)
+    files = tuple(replace(f, mtime=PINNED_MTIME) if f.mtime is not None else f for f in snap.files)
+    snap = FolderSnapshot(snap.memory_dir, snap.exists, snap.problem, files, snap.truncated)
     compare(case / "expected.txt", "".join(f.render() + "\n" for f in lint(snap)))
 
 

@@ -101,7 +101,7 @@ def check_project(project: Project, budget: BudgetConfig, *, team_pii: bool = Tr
                 return ProjectCheck.from_cache(project, budget, hit)
             except (KeyError, TypeError, ValueError):
                 pass
-    snap = read_folder(project.memory_dir, budget)
+    snap = read_folder(project.memory_dir, budget, signatures=False)  # check never writes
     res = check_snapshot(project, snap, budget, team_pii=team_pii)
     if cache_dir is not None:
         from memd import checkcache

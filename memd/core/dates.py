@@ -102,8 +102,17 @@ def relative_dates(rec: FileRecord) -> list[Finding]:
                                                 "an absolute date on the line is clearer"))
         else:
             out.append(_f("MEM040", rec.rel, n, f"relative date {word!r} with no absolute date; it will be "
-                                                "wrong tomorrow (write e.g. 2026-03-05)"))
+                                                f"wrong tomorrow (write e.g. {_example(rec)})"))
     return out
+
+
+def _example(rec: FileRecord) -> str:
+    """An absolute date to suggest: the day the file last changed (local time), else today."""
+    import time
+
+    if rec.mtime is not None:
+        return f"{time.strftime('%Y-%m-%d', time.localtime(rec.mtime))}, the day the file last changed"
+    return f"{time.strftime('%Y-%m-%d')}, today"
 
 
 def _f(code: str, path: str, line: int, message: str) -> Finding:

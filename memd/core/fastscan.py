@@ -1,17 +1,20 @@
 """``memd.core.secrets.scan``, fast enough to run over a thousand memory folders.
 
-A rule runs on a text only when the text holds its "needles": literal strings that every match
-of the rule's regex must contain, read from the regex's own source (so a rule added to secrets.py
-gets needles too, or, when its shape is not plain enough, simply always runs). A regex that starts
-with ``\\b`` gets no literal-prefix speed-up from the re module; testing a few ``in`` first makes
-scanning prose about ten times cheaper. The hits are exactly those of ``secrets.scan`` (tests
-compare the two, on samples and on strings generated from every rule).
+Each rule's regex source says two things about every match, read once per process: how long a
+whitespace-free run it holds (``solid_length``: an AWS key is 20 characters without a space) and
+its "needles", literal strings it must contain (``pattern_needles``; a rule added to secrets.py
+gets both, or, when its shape is not plain enough, simply always runs). A text first rules out
+every rule whose run is longer than the text's longest one (prose rules out most), then every
+rule missing a needle (a few ``in`` tests, the one-needle sets first, each needle tested once per
+text); a regex that starts with ``\\b`` gets no literal-prefix speed-up from the re module, so
+this makes scanning prose about ten times cheaper. Only the rules left are compiled (on first
+use, kept for the process) and run. The hits are exactly those of ``secrets.scan_all`` (tests compare
+the two, on samples and on strings generated from every rule).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from memd.core import secrets
 
@@ -19,7 +22,6 @@ Needles = tuple[frozenset[str], ...]  # every set must have a member in the text
 
 _CLASS_ESCAPES = frozenset("dDwWsSbBAZ")  # one-character escapes that stand for a class or a position
 _QUANT = "?*{"  # after a literal: that literal may be absent (or repeated a number of times that may be 0)
-MIN_SOLID = 16  # rules needing a whitespace-free run at least this long are also gated on the text's longest one
 MAX_PRODUCT = 64  # literal alternatives combined with their neighbours before giving up on the product
 
 
@@ -290,107 +292,123 @@ def solid_length(pattern: str, flags: int = 0) -> int:
     return best
 
 
-@dataclass(frozen=True)
 class Rule:
-    kind: str
-    rx: re.Pattern[str]
-    needles: Needles | None
-    folded: bool  # needles are tested against the case-folded text
-    solid: int = 0  # every match holds a whitespace-free run this long (0: nothing known)
+    """One secret rule with what its regex's source says about every match; the regex itself is
+    compiled on first use (most rules never run on a given folder)."""
+
+    __slots__ = ("_needles", "flags", "folded", "kind", "pattern", "solid")
+
+    def __init__(self, kind: str, pattern: str) -> None:
+        self.kind = kind
+        self.pattern = pattern
+        self.flags = _inline_flags(pattern)
+        self.folded = bool(self.flags & re.IGNORECASE)  # needles are tested against the case-folded text
+        self.solid = solid_length(pattern, self.flags)  # every match holds a whitespace-free run this long
+        self._needles: Needles | bool | None = False  # read on first use: most texts rule a rule out by solid
+
+    @property
+    def needles(self) -> Needles | None:
+        got = self._needles
+        if got is False:
+            got = pattern_needles(self.pattern, self.flags)
+            if got is not None:  # one-needle sets first: one test can rule the rule out ("=" for .env lines)
+                got = tuple(sorted(got, key=lambda alts: len(alts) > 1))
+            self._needles = got
+        assert got is not True
+        return got
+
+    @property
+    def rx(self) -> re.Pattern[str]:
+        return secrets.compiled(self.pattern)
 
 
-@dataclass(frozen=True)
-class _Needles:
-    """Needle strings with bit masks: a needle with a character the text lacks is never searched for."""
-
-    strings: tuple[str, ...]
-    rules: tuple[tuple[int, ...], ...]  # per needle: the rules it belongs to
-    char_mask: dict[str, int]  # character -> the needles containing it
-    chars: frozenset[str]
-    full: int
-
-    @classmethod
-    def build(cls, by_needle: dict[str, set[int]]) -> _Needles:
-        strings = tuple(sorted(by_needle))
-        char_mask: dict[str, int] = {}
-        for i, n in enumerate(strings):
-            for ch in set(n):
-                char_mask[ch] = char_mask.get(ch, 0) | (1 << i)
-        return cls(strings, tuple(tuple(sorted(by_needle[n])) for n in strings), char_mask,
-                   frozenset(char_mask), (1 << len(strings)) - 1)
-
-    def found(self, text: str, chars: set[str]) -> tuple[set[str], set[int]]:
-        """(needles in text, rules they belong to); chars: the set of text's characters."""
-        cand = self.full
-        for ch in self.chars - chars:
-            cand &= ~self.char_mask[ch]
-        needles: set[str] = set()
-        rules: set[int] = set()
-        while cand:
-            low = cand & -cand
-            i = low.bit_length() - 1
-            if self.strings[i] in text:
-                needles.add(self.strings[i])
-                rules.update(self.rules[i])
-            cand ^= low
-        return needles, rules
+_FLAG_LETTERS = {"a": re.ASCII, "i": re.IGNORECASE, "L": re.LOCALE, "m": re.MULTILINE, "s": re.DOTALL,
+                 "u": re.UNICODE, "x": re.VERBOSE}
 
 
-@dataclass(frozen=True)
+def _inline_flags(pattern: str) -> int:
+    """The flags a pattern sets for itself with a leading ``(?imx)`` (the rules use no others)."""
+    m = re.match(r"\(\?([aiLmsux]+)\)", pattern)
+    out = 0
+    for ch in m.group(1) if m else "":
+        out |= _FLAG_LETTERS[ch]
+    return out
+
+
+_BY_PATTERN: dict[tuple[str, str], Rule] = {}
+
+
+def _rule(kind: str, pattern: str) -> Rule:
+    got = _BY_PATTERN.get((kind, pattern))
+    if got is None:
+        got = _BY_PATTERN[(kind, pattern)] = Rule(kind, pattern)
+    return got
+
+
 class RuleSet:
-    rules: tuple[Rule, ...]
-    always: frozenset[int]  # rules without needles
-    exact: _Needles  # needles tested against the text itself
-    folded: _Needles  # needles tested against the case-folded text
+    """Rules in their order, grouped by how long a whitespace-free run each needs."""
+
+    __slots__ = ("_eligible", "rules")
+
+    def __init__(self, rules: tuple[Rule, ...]) -> None:
+        self.rules = rules
+        self._eligible: dict[int, tuple[Rule, ...]] = {}
+
+    def eligible(self, longest: int) -> tuple[Rule, ...]:
+        """The rules (in order) whose matches fit in a text whose longest whitespace-free run is longest."""
+        got = self._eligible.get(longest)
+        if got is None:
+            got = self._eligible[longest] = tuple(r for r in self.rules if r.solid <= longest)
+        return got
 
 
-_PREPARED: dict[tuple[int, int, bool], RuleSet] = {}
+_PREPARED: dict[tuple[int, bool], RuleSet] = {}
 
 
 def ruleset(strict: bool = False, pii: bool = True) -> RuleSet:
-    rules = list(secrets._RULES)
-    if strict and pii:
-        rules += secrets._PII_RULES
-    key = (id(secrets._RULES), len(rules), strict and pii)
+    specs = secrets._SPECS + secrets._PII_SPECS if strict and pii else secrets._SPECS
+    key = (len(specs), strict and pii)
     got = _PREPARED.get(key)
     if got is None:
-        prepared = tuple(Rule(kind, rx, pattern_needles(rx.pattern, rx.flags), bool(rx.flags & re.IGNORECASE),
-                              solid_length(rx.pattern, rx.flags)) for kind, rx in rules)
-        exact: dict[str, set[int]] = {}
-        folded: dict[str, set[int]] = {}
-        for i, r in enumerate(prepared):
-            for alts in r.needles or ():
-                for n in alts:
-                    (folded if r.folded else exact).setdefault(n, set()).add(i)
-        always = frozenset(i for i, r in enumerate(prepared) if r.needles is None)
-        got = _PREPARED[key] = RuleSet(prepared, always, _Needles.build(exact), _Needles.build(folded))
+        got = _PREPARED[key] = RuleSet(tuple(_rule(kind, p) for kind, p in specs))
     return got
 
 
 def active(rs: RuleSet, text: str) -> list[Rule]:
-    """The rules of rs that can match text, in their order."""
-    chars = set(text)
-    found, cand = rs.exact.found(text, chars)
-    if rs.folded.strings:
-        # casefold maps each character on its own, so the folded text's characters are those of
-        # the folded characters (one short string instead of a second pass over the text)
-        found_f, cand_f = rs.folded.found(fold(text), set(fold("".join(chars))))
-        found |= found_f
-        cand |= cand_f
-    keep = set(rs.always)
-    for i in cand:
-        needles = rs.rules[i].needles
-        if needles is not None and all(not alts.isdisjoint(found) for alts in needles):
-            keep.add(i)
-    out = [rs.rules[i] for i in sorted(keep)]
-    if any(r.solid >= MIN_SOLID for r in out):
-        longest = max(map(len, text.split()), default=0)
-        out = [r for r in out if r.solid <= longest]
+    """The rules of rs that can match text, in their order: those whose whitespace-free run fits in
+    the text's longest one and whose needles the text holds."""
+    longest = max(map(len, text.split()), default=0)
+    out: list[Rule] = []
+    seen: dict[str, bool] = {}  # needle -> in the text (folded needles are keyed with a leading NUL)
+    low: str | None = None
+    for r in rs.eligible(longest):
+        needles = r.needles
+        if needles is None:
+            out.append(r)
+            continue
+        if r.folded:
+            if low is None:
+                low = fold(text)
+            hay, mark = low, "\0"
+        else:
+            hay, mark = text, ""
+        for alts in needles:
+            for n in alts:
+                k = mark + n
+                hit = seen.get(k)
+                if hit is None:
+                    hit = seen[k] = n in hay
+                if hit:
+                    break
+            else:
+                break  # no needle of this set: the rule cannot match
+        else:
+            out.append(r)
     return out
 
 
 def scan(text: str, *, strict: bool = False, pii: bool = True) -> list[secrets.SecretHit]:
-    """Exactly ``secrets.scan(text, strict=strict, pii=pii)``, faster."""
+    """Exactly ``secrets.scan_all(text, strict=strict, pii=pii)``, faster (``secrets.scan`` is this)."""
     hits: list[secrets.SecretHit] = []
     seen: set[tuple[int, int]] = set()
     for rule in active(ruleset(strict, pii), text):

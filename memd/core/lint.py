@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
-from itertools import filterfalse
+from itertools import chain, combinations, filterfalse
 
 from memd.config import BudgetConfig
 from memd.core import fastscan, frontmatter, index, secrets
@@ -23,6 +23,7 @@ from memd.core.dates import relative_dates
 from memd.core.files import INDEX_NAME, FileRecord, FolderSnapshot
 from memd.core.findings import CODES, ERROR, INFO, SEVERITIES, WARNING, Code, Finding, counts, sort_key
 from memd.core.links import LINK, fold_path, index_links, is_folder, link_target, mask_code, resolve_link
+from memd.record import Record
 
 __all__ = ["CODES", "ERROR", "INFO", "SEVERITIES", "WARNING", "Code", "Finding", "Report", "check", "counts", "lint",
            "sort_key"]
@@ -32,8 +33,7 @@ def _f(code: str, path: str, line: int, message: str) -> Finding:
     return Finding(code, CODES[code].severity, path, line, message)
 
 
-@dataclass(frozen=True)
-class Report:
+class Report(Record):
     findings: list[Finding]
     budget: index.Budget | None  # MEMORY.md measured against its budget (None without a readable one)
 
@@ -284,22 +284,14 @@ def _candidates(bodies: list[tuple[FileRecord, list[str]]]) -> list[tuple[int, i
     for i, s in enumerate(sh):
         for h in s:
             postings.setdefault(h, []).append(i)
-    shared: dict[tuple[int, int], int] = {}
-    for docs in postings.values():
-        if len(docs) < 2 or len(docs) > MAX_DF:
-            continue
-        for a in range(len(docs)):
-            for c in range(a + 1, len(docs)):
-                k = (docs[a], docs[c])
-                shared[k] = shared.get(k, 0) + 1
+    # postings list their bodies in ascending order, so each pair comes out as (i, j) with i < j
+    shared = Counter(chain.from_iterable(combinations(docs, 2) for docs in postings.values()
+                                         if 2 <= len(docs) <= MAX_DF))
     return sorted(k for k, n in shared.items() if n >= 0.5 * min(len(sh[k[0]]), len(sh[k[1]])))
 
 
 def _near_bodies(bodies: list[tuple[FileRecord, list[str]]]) -> Iterable[Finding]:
     """Near-identical bodies: candidate pairs of similar length, confirmed by difflib."""
-    from collections import Counter
-    from difflib import SequenceMatcher
-
     reported: set[int] = set()
     bags: dict[int, Counter[str]] = {}
     for i, j in _candidates(bodies):
@@ -315,6 +307,8 @@ def _near_bodies(bodies: list[tuple[FileRecord, list[str]]]) -> Iterable[Finding
         matches = sum(min(c, bj[w]) for w, c in bi.items() if w in bj)
         if 2.0 * matches / (len(wi) + len(wj)) < NEAR:
             continue
+        from difflib import SequenceMatcher  # only for bodies that passed the cheap bounds
+
         ratio = SequenceMatcher(None, wi, wj, autojunk=False).ratio()
         if ratio >= NEAR:
             reported.add(j)
