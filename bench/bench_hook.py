@@ -161,7 +161,8 @@ PYTHONPATH (no editable install), as a ratio to that venv's own `python -c pass`
 - Target (at most 2x the bare interpreter) {met}: **{common:.2f}x** on the path every tool call takes
   ({lean:.2f}x with the lean door) and **{min(mem):.2f}-{max(mem):.2f}x** on memory writes.
 - A memory write loads the config (its sections are `memd.record.Record` classes, ~1 ms) and either
-  the 60+ secret rules, compiled (PreToolUse, ~5 ms in-process), or the index and frontmatter parsers
+  the secret scan (PreToolUse: a literal pre-test per rule; only rules whose literals occur are
+  compiled, on first need), or the index and frontmatter parsers
   (PostToolUse, ~1.5 ms). Neither path imports dataclasses (with inspect, ast, dis), typing, pathlib,
   or tomllib when there is no config file; nor yaml, anthropic, structlog, sqlite3, watchdog
   (tests/test_hooks.py runs the hook under `-X importtime`, with and without site, to hold this).
@@ -170,8 +171,8 @@ PYTHONPATH (no editable install), as a ratio to that venv's own `python -c pass`
   writes. The dev venv's baseline includes its editable install's finder, which imports pathlib and
   importlib.util at every start (~10 ms); a regular install does not pay that, so the same few ms of
   memd weigh more against its smaller bare start. Most of what remains there is `json` with `re` and
-  `enum` (~7 ms: needed to read the event, and pip's console script imports `re` itself) and, for
-  PreToolUse, compiling the secret rules.
+  `enum` (~7 ms: needed to read the event, and pip's console script imports `re` itself), so the
+  floor there is about 1.95x before memd does anything.
 """
     text = DOC.read_text(encoding="utf-8") if DOC.exists() else "# Benchmarks\n"
     start = text.find("\n## Hooks\n")
