@@ -41,8 +41,9 @@ WORDS: tuple[list[str], list[float]] = ([], [])
 
 def _sentence(rng: random.Random, n: int) -> str:
     if not WORDS[0]:
-        WORDS[0].extend(_words(random.Random(0))[0])
-        WORDS[1].extend(_words(random.Random(0))[1])
+        vocab, weights = _words(random.Random(0))
+        WORDS[0].extend(vocab)
+        WORDS[1].extend(weights)
     return " ".join(rng.choices(WORDS[0], WORDS[1], k=n)).capitalize() + "."
 
 
@@ -164,7 +165,7 @@ def main() -> int:
         " compiled lazily and pre-tested by length, and before check stopped hashing every file it reads)."
         " In-process, cold: importing the linter ~4 ms (was ~15 ms with all 60+ secret regexes compiled at"
         " import and the file records built as dataclasses), reading 200 files ~3 ms (no SHA-256 signatures:"
-        " check never writes, so `memd.store` and `hashlib` are not imported), parsing frontmatter ~3 ms"
+        " check never writes, so `hashlib` is not imported), parsing frontmatter ~3 ms"
         " (PyYAML is not imported for the usual flat"
         " shapes), checks ~30 ms: near-duplicate bodies ~12 ms (3-word shingles, an inverted index, difflib"
         " only for pairs that pass the cheap bounds), secret rules ~9 ms (each text rules out the rules whose"

@@ -34,10 +34,12 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import os
 import shutil
 import signal
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -84,10 +86,6 @@ def fault(point: str) -> None:
 def new_run_id(job: str, now: float | None = None) -> str:
     t = time.strftime("%Y%m%dT%H%M%S", time.localtime(time.time() if now is None else now))
     return f"{job}-{t}-{os.urandom(2).hex()}"
-
-
-def _is_team(rel: str) -> bool:
-    return rel.split("/", 1)[0] == "team" and "/" in rel
 
 
 @dataclass(frozen=True)
@@ -144,6 +142,7 @@ class Change:
 
 
 def changes(st: Staging) -> list[Change]:
+    """What the staged folder changed against the baseline, sorted by path."""
     after = history.read_md_files(st.root)
     out: list[Change] = []
     for rel in sorted(set(after) | set(st.baseline)):
@@ -155,6 +154,17 @@ def changes(st: Staging) -> list[Change]:
             out.append(Change(rel, "deleted", b.data, None))
         elif b is not None and a is not None and a != b.data:
             out.append(Change(rel, "changed", b.data, a))
+    return out
+
+
+def _overlay(files: dict[str, bytes], chs: Iterable[Change]) -> dict[str, bytes]:
+    """files with chs applied on top (a copy)."""
+    out = dict(files)
+    for c in chs:
+        if c.after is None:
+            out.pop(c.rel, None)
+        else:
+            out[c.rel] = c.after
     return out
 
 
@@ -191,27 +201,33 @@ def finalize(st: Staging, config: Config) -> list[str]:
 
 
 def _topics(files: dict[str, bytes] | dict[str, Base]) -> set[str]:
-    return {r for r in files if r != INDEX and not _is_team(r)}
+    return {r for r in files if r != INDEX and not history.is_team(r)}
 
 
 def guard(st: Staging, chs: list[Change], config: Config) -> list[str]:
-    """Every reason the staged result may not be applied (empty: it may)."""
+    """Every reason the staged result may not be applied (empty: it may). chs is ``changes(st)``:
+    the staged folder is the baseline with chs on top, so it is not read again."""
     reasons: list[str] = []
-    after = history.read_md_files(st.root)
+    after = _overlay({rel: b.data for rel, b in st.baseline.items()}, chs)
+
+    @functools.cache  # each file is parsed once though several guards look at it, before and after
+    def parsed(data: bytes) -> frontmatter.TopicFile:
+        return frontmatter.parse(data.decode("utf-8", "replace"))
+
     for c in chs:
-        if _is_team(c.rel):
+        if history.is_team(c.rel):
             reasons.append(f"{c.rel}: team/ memory changed (it is read-only)")
     for c in chs:
-        if c.after is None or _is_team(c.rel):
+        if c.after is None or history.is_team(c.rel):
             continue
         try:
-            text = c.after.decode("utf-8")
+            c.after.decode("utf-8")
         except UnicodeDecodeError:
             reasons.append(f"{c.rel}: not valid UTF-8")
             continue
         if c.rel != INDEX:
-            tf = frontmatter.parse(text)
-            had = c.before is not None and frontmatter.parse(c.before.decode("utf-8", "replace")).has_frontmatter
+            tf = parsed(c.after)
+            had = c.before is not None and parsed(c.before).has_frontmatter
             if tf.error:
                 reasons.append(f"{c.rel}: frontmatter does not parse ({tf.error[:80]})")
             elif (c.kind == "added" or had) and not tf.has_frontmatter:
@@ -257,7 +273,7 @@ def guard(st: Staging, chs: list[Change], config: Config) -> list[str]:
                 reasons.append(f"the run deletes {len(gone)} of {len(before_topics)} memories "
                                f"(at most {allowed} allowed, dream.max_delete_share = "
                                f"{config.dream.max_delete_share:g})")
-    reasons.extend(_content_reasons(st, chs, after, config))
+    reasons.extend(_content_reasons(st, chs, after, config, parsed))
     reasons.extend(live_path_reasons(st, chs))
     return reasons
 
@@ -270,7 +286,7 @@ def live_path_reasons(st: Staging, chs: list[Change]) -> list[str]:
     would land in /elsewhere. Checked here for the whole run, and again for each write in apply."""
     out: list[str] = []
     for c in chs:
-        if _is_team(c.rel):
+        if history.is_team(c.rel):
             continue
         problem = confined_problem(st.project.memory_dir, c.rel)
         if problem is not None:
@@ -321,31 +337,26 @@ def _live_exists(mem: Path, rel: str) -> bool:
     return confined_problem(mem, rel) is None and os.path.lexists(mem / rel)
 
 
-def _body_chars(data: bytes | None) -> int:
-    if data is None:
-        return 0
-    return len(frontmatter.parse(data.decode("utf-8", "replace")).body.strip())
-
-
-def _content_reasons(st: Staging, chs: list[Change], after: dict[str, bytes], config: Config) -> list[str]:
+def _content_reasons(st: Staging, chs: list[Change], after: dict[str, bytes], config: Config,
+                     parsed: Callable[[bytes], frontmatter.TopicFile]) -> list[str]:
     """The deletion count does not see content: a run that rewrites every memory to an empty body
     deletes nothing (facts.md section 8: "an empty reflection that wiped memory"). Rejected: a topic
     file left empty or stripped of the name or description it had; and a run that shrinks the
     topic files' bodies, in all (deleted files included), by more than the share."""
     out: list[str] = []
     for c in chs:
-        if c.kind != "changed" or c.rel == INDEX or _is_team(c.rel) or c.before is None or c.after is None:
+        if c.kind != "changed" or c.rel == INDEX or history.is_team(c.rel) or c.before is None or c.after is None:
             continue
-        b = frontmatter.parse(c.before.decode("utf-8", "replace"))
-        a = frontmatter.parse(c.after.decode("utf-8", "replace"))
+        b, a = parsed(c.before), parsed(c.after)
         if b.body.strip() and not a.body.strip():
             out.append(f"{c.rel}: the run empties this memory (write it or delete it, not blank it)")
         for field_name in ("name", "description"):
             if getattr(b, field_name) and not getattr(a, field_name):
                 out.append(f"{c.rel}: the run removes its {field_name}")
-    before_total = sum(_body_chars(base.data) for rel, base in st.baseline.items()
-                       if rel != INDEX and not _is_team(rel))
-    after_total = sum(_body_chars(data) for rel, data in after.items() if rel != INDEX and not _is_team(rel))
+    before_total = sum(len(parsed(base.data).body.strip()) for rel, base in st.baseline.items()
+                       if rel != INDEX and not history.is_team(rel))
+    after_total = sum(len(parsed(data).body.strip()) for rel, data in after.items()
+                      if rel != INDEX and not history.is_team(rel))
     share = config.dream.max_shrink_share
     lost = before_total - after_total
     if before_total and lost > max(share * before_total, MIN_SHRINK_CHARS):
@@ -411,22 +422,15 @@ def apply(st: Staging, chs: list[Change], summary: str, log: Any = None) -> Appl
     res.before_commit = history.commit_files(st.state_dir, st.project.name, before_files,
                                              f"before {st.job} {st.run_id}", kind="before", run=st.run_id,
                                              job=st.job)
-    planned = dict(before_files)
-    for c in chs:
-        if _is_team(c.rel):
-            continue
-        if c.after is None:
-            planned.pop(c.rel, None)
-        else:
-            planned[c.rel] = c.after
+    planned = _overlay(before_files, (c for c in chs if not history.is_team(c.rel)))
     # What the run is about to write, recorded before the first write: a run killed half-way can
     # still be undone file by file (``memd undo`` reverts files that hold the planned content).
     history.commit_files(st.state_dir, st.project.name, planned, f"planned {summary}", kind="planned",
                          run=st.run_id, job=st.job)
     fault("apply.after-snapshot")
-    writes = sorted((c for c in chs if c.after is not None and not _is_team(c.rel)),
+    writes = sorted((c for c in chs if c.after is not None and not history.is_team(c.rel)),
                     key=lambda c: (c.rel == INDEX, c.rel))
-    deletes = [c for c in chs if c.after is None and not _is_team(c.rel)]
+    deletes = [c for c in chs if c.after is None and not history.is_team(c.rel)]
     if writes and not mem.is_dir():
         with contextlib.suppress(OSError):  # a project's first memory (a failure drops each write below)
             mem.mkdir(parents=True, exist_ok=True)
@@ -483,12 +487,7 @@ def apply(st: Staging, chs: list[Change], summary: str, log: Any = None) -> Appl
         with contextlib.suppress(OSError):
             if path.parent != mem and not any(path.parent.iterdir()):
                 path.parent.rmdir()
-    after_files = dict(before_files)
-    for c in res.applied:
-        if c.after is None:
-            after_files.pop(c.rel, None)
-        else:
-            after_files[c.rel] = c.after
+    after_files = _overlay(before_files, res.applied)
     try:
         res.after_commit = history.commit_files(st.state_dir, st.project.name, after_files, summary,
                                                 kind="after", run=st.run_id, job=st.job)

@@ -153,8 +153,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["hook"]:
         # the fast path: no parser, no heavy imports (a hook runs on every tool call)
-        entry: Any = importlib.import_module("memd.hooks.entry")
-        return int(entry.main(args_list[1:]))
+        from memd.hooks.entry import main as hook
+
+        return hook(args_list[1:])
     invoked = _invoked(args_list)
     only = invoked if invoked in COMMANDS and importlib.util.find_spec(f"memd.commands.{invoked}") else None
     parser = build_parser(only)

@@ -10,7 +10,6 @@ The walk itself is bounded (entries and depth) so a pathological folder cannot s
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -96,7 +95,7 @@ def read_folder(memory_dir: Path, budget: BudgetConfig | None = None, *,
     """Read MEMORY.md and every topic file under memory_dir (team/ included, read-only).
 
     signatures=False leaves ``FileRecord.signature`` unset (no SHA-256 of every file, and
-    ``memd.store`` with ``hashlib`` is not imported): for readers that never write, as ``memd check``."""
+    ``hashlib`` is not imported): for readers that never write, as ``memd check``."""
     from memd.core.files import FileRecord, FolderSnapshot
 
     if budget is None:
@@ -154,66 +153,20 @@ def fingerprint(memory_dir: Path) -> tuple[object, ...] | None:
 def _read(path: str, rel: str, max_bytes: int, entry: os.DirEntry[str] | None,
           symlink: str | None = None, *, signatures: bool = True) -> FileRecord:
     from memd.core.files import FileRecord
+    from memd.store import read_bounded  # hashlib only when signatures are wanted
 
-    problem: str | None
-    if signatures:
-        from memd.store import read_bounded  # not needed by fingerprint(), the cached path
-
-        r = read_bounded(Path(path), max_bytes)
-        if r.signature is not None:
-            return FileRecord(rel, r.text, r.problem, r.signature.size, r.signature.mtime_ns / 1e9,
-                              symlink, signature=r.signature)
-        problem = r.problem
-    else:
-        text, problem, st_read = _read_plain(path, max_bytes)
-        if st_read is not None:
-            return FileRecord(rel, text, problem, st_read.st_size, st_read.st_mtime_ns / 1e9, symlink)
-    size: int | None = None
-    mtime: float | None = None
+    r = read_bounded(Path(path), max_bytes, hash=signatures)
+    if r.signature is not None:
+        return FileRecord(rel, r.text, r.problem, r.signature.size, r.signature.mtime_ns / 1e9,
+                          symlink, signature=r.signature)
     try:
-        st = entry.stat(follow_symlinks=False) if entry is not None else os.stat(path)
-        size, mtime = st.st_size, st.st_mtime
+        st: os.stat_result | None = entry.stat(follow_symlinks=False) if entry is not None else os.stat(path)
     except OSError:
-        pass
-    return FileRecord(rel, None, problem or "unreadable", size, mtime, symlink)
-
-
-def _read_plain(path: str, max_bytes: int) -> tuple[str | None, str | None, os.stat_result | None]:
-    """(text, problem, stat) of a file, read as ``store.read_bounded`` reads it (same bound, same
-    problems) but without its SHA-256 signature; stat is None where read_bounded has no signature."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:
-        return None, "missing", None
-    except OSError as e:
-        if e.errno == 40:  # ELOOP: a symlink, refused by O_NOFOLLOW
-            return None, "is a symlink", None
-        return None, f"unreadable ({e.strerror})", None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return None, "not a regular file", None
-        if st.st_size > max_bytes:
-            return None, f"too large ({st.st_size} bytes, limit {max_bytes})", None
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > max_bytes:
-                return None, f"too large (over {max_bytes} bytes)", None
-        data = b"".join(chunks)
-    except OSError as e:
-        return None, f"unreadable ({e.strerror})", None
-    finally:
-        os.close(fd)
-    try:
-        return data.decode("utf-8"), None, st
-    except UnicodeDecodeError:
-        return None, "not valid UTF-8", st
+        st = None
+    if r.data is not None and st is not None:  # read without a hash (check never writes back)
+        return FileRecord(rel, r.text, r.problem, len(r.data), st.st_mtime_ns / 1e9, symlink)
+    size, mtime = (st.st_size, st.st_mtime) if st is not None else (None, None)
+    return FileRecord(rel, None, r.problem or "unreadable", size, mtime, symlink)
 
 
 def _symlink(entry: os.DirEntry[str], rel: str, real_root: str, max_bytes: int,

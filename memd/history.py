@@ -308,7 +308,8 @@ class UndoResult:
     undo_commit: str = ""
 
 
-def _is_team(rel: str) -> bool:
+def is_team(rel: str) -> bool:
+    """True for a path (relative to the memory folder) inside team/, which memd never writes."""
     return rel.split("/", 1)[0] == "team"
 
 
@@ -324,7 +325,7 @@ def undo_run(state_dir: Path, project: str, memory_dir: Path, run: str | None = 
     touched = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
     plan: list[tuple[str, bytes | None]] = []
     for rel in touched:
-        if _is_team(rel):
+        if is_team(rel):
             res.skipped.append((rel, "in team/ (never written by memd)"))
             continue
         problem = confined_problem(memory_dir, rel)
@@ -368,7 +369,7 @@ def undo_run(state_dir: Path, project: str, memory_dir: Path, run: str | None = 
         except (OSError, MemdError) as e:
             res.skipped.append((rel, f"not written ({type(e).__name__})"))
     with contextlib.suppress(OSError):
-        _remove_empty_dirs(memory_dir, [r for r in res.removed])
+        _remove_empty_dirs(memory_dir, res.removed)
     res.undo_commit = snapshot(
         state_dir, project, memory_dir,
         f"undo {rec.run}: {len(res.restored)} restored, {len(res.removed)} removed, {len(res.skipped)} skipped",

@@ -136,7 +136,7 @@ def _worktree_main(folder: Path, dotgit: Path) -> Path | None:
 
 def folder_for_cwd(cwd: str | os.PathLike[str]) -> str:
     """The projects/ folder name Claude Code uses for the memory of a working folder."""
-    import unicodedata  # not at import: the hooks import this module on every memory write
+    import unicodedata  # not at import: the SessionStart and prompt hooks import this module
 
     p = Path(unicodedata.normalize("NFC", os.fspath(cwd)))
     root = git_root(p)

@@ -23,7 +23,6 @@ from typing import Any
 
 LOG_NAME = "memd.log"
 _MAX_VALUE_CHARS = 500
-_configured: dict[str, Any] = {}
 
 
 def log_path(state_dir: Path) -> Path:
@@ -56,10 +55,7 @@ def console_wanted(stream: Any = None) -> bool:
     s = sys.stderr if stream is None else stream
     if os.environ.get("JOURNAL_STREAM"):
         return True
-    try:
-        return bool(s.isatty())
-    except (AttributeError, ValueError):
-        return False
+    return _isatty(s)
 
 
 def setup(state_dir: Path | None, *, level: str = "info", console: bool | None = None) -> None:
@@ -84,11 +80,8 @@ def setup(state_dir: Path | None, *, level: str = "info", console: bool | None =
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=False,
     )
+    reset()
     root = logging.getLogger()
-    for h in list(root.handlers):
-        if getattr(h, "_memd", False):
-            root.removeHandler(h)
-            h.close()
     root.setLevel(lvl)
     # Our dependencies are chatty at INFO (every job added, every run); keep their warnings.
     for noisy in ("apscheduler", "watchdog"):
@@ -120,7 +113,6 @@ def setup(state_dir: Path | None, *, level: str = "info", console: bool | None =
         ch.setFormatter(structlog.stdlib.ProcessorFormatter(processors=procs, foreign_pre_chain=foreign))
         ch._memd = True  # type: ignore[attr-defined]
         root.addHandler(ch)
-    _configured["state_dir"] = state_dir
 
 
 def reset() -> None:
@@ -130,7 +122,6 @@ def reset() -> None:
         if getattr(h, "_memd", False):
             root.removeHandler(h)
             h.close()
-    _configured.clear()
 
 
 _FIRST = ("timestamp", "severity", "event")

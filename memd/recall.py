@@ -128,25 +128,25 @@ def _head_fields(head: str) -> tuple[str | None, str | None]:
 def list_topic_files(memory_dir: Path) -> list[tuple[str, Path, float]]:
     """(name, path, mtime) of every topic file: *.md below memory_dir, not an index, not hidden.
 
-    Symlinks are skipped, files and folders alike, so nothing listed resolves outside the memory
-    folder (no realpath per file: this runs in the prompt hook): recall never hands the model a file
-    from elsewhere on the machine. ``recall`` checks each chosen file again before reading it."""
+    Walked by ``memd.history.md_files`` (no hidden folders, bounded). Symlinks are skipped, files and
+    folders alike, so nothing listed resolves outside the memory folder (no realpath per file: this
+    runs in the prompt hook): recall never hands the model a file from elsewhere on the machine.
+    ``recall`` checks each chosen file again before reading it."""
+    from memd.history import md_files
+
     out: list[tuple[str, Path, float]] = []
-    root = os.fspath(memory_dir)
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not os.path.islink(os.path.join(folder, d)))
-        for fn in files:
-            if not fn.endswith(".md") or fn.startswith(".") or fn == "MEMORY.md":
-                continue
-            full = os.path.join(folder, fn)
-            try:
-                st = os.lstat(full)
-            except OSError:
-                continue
-            if not stat.S_ISREG(st.st_mode):  # lstat: a symlink is not a regular file
-                continue
-            name = os.path.relpath(full, root).replace(os.sep, "/")
-            out.append((name, Path(full), st.st_mtime))
+    for name in md_files(memory_dir):
+        base = name.rpartition("/")[2]
+        if base.startswith(".") or base == "MEMORY.md":
+            continue
+        full = memory_dir / name
+        try:
+            st = os.lstat(full)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):  # lstat: a symlink is not a regular file
+            continue
+        out.append((name, full, st.st_mtime))
     return out
 
 

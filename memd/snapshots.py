@@ -12,6 +12,11 @@ import re
 from pathlib import Path
 
 
+def _job(reason: str) -> str:
+    """The reason as a name safe in a history commit's job field."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", reason).strip("-") or "snapshot"
+
+
 def snapshot(state_dir: Path, project: str, memory_dir: Path, reason: str, *, run: str = "") -> str:
     """Commit memory_dir's current state to the project's history; returns the commit id.
 
@@ -20,7 +25,7 @@ def snapshot(state_dir: Path, project: str, memory_dir: Path, reason: str, *, ru
     """
     from memd import history
 
-    job = re.sub(r"[^A-Za-z0-9_.-]+", "-", reason).strip("-") or "snapshot"
+    job = _job(reason)
     return history.snapshot(state_dir, project, memory_dir, f"before {job}" + (f" {run}" if run else ""),
                             kind="before" if run else "snapshot", run=run, job=job)
 
@@ -29,5 +34,5 @@ def record_after(state_dir: Path, project: str, memory_dir: Path, reason: str, r
     """Commit the folder as a run left it (the "after" half): the run then shows in ``memd history``."""
     from memd import history
 
-    job = re.sub(r"[^A-Za-z0-9_.-]+", "-", reason).strip("-") or "snapshot"
+    job = _job(reason)
     return history.snapshot(state_dir, project, memory_dir, summary, kind="after", run=run, job=job)

@@ -10,7 +10,6 @@ changed since: the user's (or Claude Code's) newer words are never clobbered.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import stat
@@ -35,6 +34,8 @@ class Signature:
 
     @classmethod
     def of_bytes(cls, data: bytes, st: os.stat_result) -> Signature:
+        import hashlib  # not at import: read_bounded(hash=False) readers never need it
+
         return cls(st.st_size, st.st_mtime_ns, st.st_ino, hashlib.sha256(data).hexdigest())
 
 
@@ -43,12 +44,14 @@ class ReadResult:
     path: Path
     data: bytes | None  # None when unreadable, too large, or not a regular file
     problem: str | None  # why data is None, or "not valid UTF-8"
-    signature: Signature | None
+    signature: Signature | None  # None also when read with hash=False
     text: str | None  # decoded text when data is valid UTF-8
 
 
-def read_bounded(path: Path, max_bytes: int) -> ReadResult:
-    """Read a file without ever loading more than max_bytes; never raises for the file's sake."""
+def read_bounded(path: Path, max_bytes: int, *, hash: bool = True) -> ReadResult:
+    """Read a file without ever loading more than max_bytes; never raises for the file's sake.
+
+    hash=False: no SHA-256 (``signature`` is None), for readers that never write back."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
@@ -78,7 +81,7 @@ def read_bounded(path: Path, max_bytes: int) -> ReadResult:
         return ReadResult(path, None, f"unreadable ({e.strerror})", None, None)
     finally:
         os.close(fd)
-    sig = Signature.of_bytes(data, st)
+    sig = Signature.of_bytes(data, st) if hash else None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -155,12 +158,13 @@ _TEMP_NAME = re.compile(r"^\.memd-.+\.(\d{1,10})\.[0-9a-f]{8}\.tmp$")
 SWEEP_MAX_ENTRIES = 20_000
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (anyone's). Numbers no pid can be are not alive."""
     if pid <= 0:
         return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return False
     except OSError:  # EPERM: it exists, it is someone else's
         return True
@@ -199,7 +203,7 @@ def sweep_temps(folder: Path, older_than_s: float = 3600, *, now: float | None =
                 st = e.stat(follow_symlinks=False)
                 if not stat.S_ISREG(st.st_mode):
                     continue
-                if _pid_alive(int(m.group(1))) and when - st.st_mtime < older_than_s:
+                if pid_alive(int(m.group(1))) and when - st.st_mtime < older_than_s:
                     continue  # a write in progress
                 os.unlink(e.path)
                 removed.append(prefix + e.name)

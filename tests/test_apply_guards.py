@@ -7,9 +7,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,36 +18,11 @@ from memd.jobs.catchup import catchup_project
 from memd.jobs.dream import dream_project
 from memd.layout import Project
 from memd.llm.memtool import StagedMemory
+from tests import test_model_jobs
 from tests.plugins.stub_api import Reply, StubAPI
-from tests.test_model_jobs import Env, _fake_session, _user, dup_folder, topic, tree
+from tests.test_model_jobs import Env, Log, _fake_session, _user, dup_folder, topic, tree
 
-
-@pytest.fixture
-def env(tmp_path: Path, stub_api: StubAPI, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
-    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
-    e = Env(tmp_path, stub_api, tmp_path / "claude")
-    try:
-        yield e
-    finally:
-        e.state.close()
-
-
-class Log:
-    """A stand-in for the structlog logger that keeps the warnings."""
-
-    def __init__(self) -> None:
-        self.warnings: list[tuple[str, dict[str, Any]]] = []
-
-    def warning(self, event: str, **kw: Any) -> None:
-        self.warnings.append((event, kw))
-
-    def __getattr__(self, name: str) -> Any:
-        return lambda *a, **k: None
-
-
-def listing(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()}
+env = test_model_jobs.env  # the fixture, shared
 
 
 def outside_with(tmp_path: Path, files: dict[str, str] | None = None) -> Path:
@@ -87,7 +60,7 @@ def test_a_model_cannot_write_through_a_symlink_in_the_memory_folder(env: Env, t
     out = dream_project(env.jc(), p)
     assert out.outcome == "noop", out
     assert tree(p.memory_dir) == before
-    assert listing(outside) == {"there.md": topic("There", "there", "theirs", "project")}
+    assert tree(outside) == {"there.md": topic("There", "there", "theirs", "project")}
     assert (p.memory_dir / "user_new.md").is_symlink()
     result = s.requests[1].body["messages"][-1]["content"][0]
     assert result["is_error"] is True and "symlink" in result["content"]
@@ -110,7 +83,7 @@ def test_the_guard_rejects_a_run_whose_write_lands_behind_a_symlink(env: Env, tm
     ap.finalize(st, env.config)
     reasons = ap.guard(st, ap.changes(st), env.config)
     assert any(r.startswith("ext/evil.md: ext is a symlink") for r in reasons), reasons
-    assert listing(outside) == {}
+    assert tree(outside) == {}
     st.cleanup()
 
 
@@ -121,7 +94,7 @@ def test_apply_itself_refuses_a_write_behind_a_symlink(env: Env, tmp_path: Path)
     chs = ap.changes(st)
     log = Log()
     res = ap.apply(st, chs, "dream dream-sym-1: test", log)
-    assert listing(outside) == {}
+    assert tree(outside) == {}
     dropped = dict(res.dropped)
     assert "symlink" in dropped["ext/evil.md"]
     assert "(Go)" in (p.memory_dir / "user_role.md").read_text()  # the rest of the run is applied
@@ -158,7 +131,7 @@ def test_apply_never_replaces_a_dangling_file_symlink(env: Env, tmp_path: Path) 
     chs = ap.changes(st)
     assert any("user_new.md is a symlink" in r for r in ap.guard(st, chs, env.config))
     res = ap.apply(st, chs, "dream dream-sym-3: test")
-    assert (p.memory_dir / "user_new.md").is_symlink() and listing(outside) == {}
+    assert (p.memory_dir / "user_new.md").is_symlink() and tree(outside) == {}
     assert "user_new.md" in dict(res.dropped)
     st.cleanup()
 
@@ -189,7 +162,7 @@ def test_undo_never_restores_through_a_symlink(env: Env, tmp_path: Path) -> None
     dry = history.undo_run(env.state_dir, p.name, p.memory_dir, dry_run=True)
     assert dry.restored == [] and "symlink" in dict(dry.skipped)["notes/a.md"]
     res = history.undo_run(env.state_dir, p.name, p.memory_dir)
-    assert listing(outside) == {} and res.restored == []
+    assert tree(outside) == {} and res.restored == []
     assert "symlink" in dict(res.skipped)["notes/a.md"]
 
 
@@ -458,6 +431,7 @@ def test_sweep_temps_removes_only_memd_leftovers(tmp_path: Path) -> None:
         ".memd-notes.txt": False,  # not ours: wrong shape
         f".memd-tool-{dead}.tmp": False,
         f".memd-e.md.{dead}.0123abcd.tmp.bak": False,
+        ".memd-f.md.9999999999.44444444.tmp": True,  # no process can have that pid
         "user_role.md": False,
     }
     for rel in files:

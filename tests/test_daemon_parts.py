@@ -20,7 +20,7 @@ from memd.daemon.debounce import Debouncer
 from memd.daemon.watch import Watcher, classify
 from memd.layout import Project
 from memd.state import StateStore
-from tests.plugins.daemon import over_budget_index
+from tests.plugins.daemon import Recorder, over_budget_index
 
 
 class FakeClock:
@@ -29,19 +29,6 @@ class FakeClock:
 
     def __call__(self) -> float:
         return self.t
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, object]]] = []
-
-    def __getattr__(self, level: str):  # type: ignore[no-untyped-def]
-        def log(event: str, **kw: object) -> None:
-            self.events.append((event, kw))
-        return log
-
-    def named(self, name: str) -> list[dict[str, object]]:
-        return [kw for ev, kw in self.events if ev == name]
 
 
 # ----------------------------------------------------------------------------- debounce

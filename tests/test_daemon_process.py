@@ -50,8 +50,7 @@ def test_over_budget_write_warns_once_per_crossing(run_daemon: RunDaemon) -> Non
     d.wait_for("budget.warning", project="-home-u-app", count=2)
     with StateStore.open(d.state_dir) as st:
         assert [w.level for w in st.warnings("-home-u-app")] == ["over"]
-    d.signal(signal.SIGTERM)
-    assert d.wait_exit() == 0
+    assert d.stop() == 0
 
 
 def test_files_created_right_after_their_folder_and_memd_temp_files(run_daemon: RunDaemon) -> None:
@@ -67,8 +66,7 @@ def test_files_created_right_after_their_folder_and_memd_temp_files(run_daemon: 
         (mem / f"note_{i}.md").write_text("---\nname: n\n---\nx\n", encoding="utf-8")
     ev = d.wait_for("budget.warning", project="-new-proj", kind="topic_files")
     assert ev["files"] == 201 and ev["limit"] == 200
-    d.signal(signal.SIGTERM)
-    assert d.wait_exit() == 0
+    assert d.stop() == 0
 
 
 def test_sigusr1_runs_a_dream_and_the_run_log_has_it(run_daemon: RunDaemon) -> None:
@@ -94,8 +92,7 @@ def test_sigusr1_runs_a_dream_and_the_run_log_has_it(run_daemon: RunDaemon) -> N
     assert sorted(p.name for p in mem.iterdir()) == ["MEMORY.md", "a.md"]
     d.signal(signal.SIGUSR2)
     d.wait_for("job.end", job="catchup")
-    d.signal(signal.SIGTERM)
-    assert d.wait_exit() == 0
+    assert d.stop() == 0
 
 
 def test_dream_skips_a_project_whose_lock_is_held(run_daemon: RunDaemon) -> None:
@@ -120,8 +117,7 @@ def test_dream_skips_a_project_whose_lock_is_held(run_daemon: RunDaemon) -> None
     # a dead holder's lock is free: the next dream takes it (and gives it back)
     d.signal(signal.SIGUSR1)
     d.wait_for("job.finish", job="dream", project="-p")
-    d.signal(signal.SIGTERM)
-    assert d.wait_exit() == 0
+    assert d.stop() == 0
 
 
 def test_sighup_with_a_broken_config_keeps_the_old_one(run_daemon: RunDaemon) -> None:
@@ -142,8 +138,7 @@ def test_sighup_with_a_broken_config_keeps_the_old_one(run_daemon: RunDaemon) ->
     d.signal(signal.SIGHUP)
     ok = d.wait_for("config.reloaded")
     assert "budget.max_lines" in ok["changed"]
-    d.signal(signal.SIGTERM)
-    assert d.wait_exit() == 0
+    assert d.stop() == 0
 
 
 def test_sigterm_exits_zero_and_a_second_daemon_refuses(run_daemon: RunDaemon) -> None:
@@ -155,8 +150,7 @@ def test_sigterm_exits_zero_and_a_second_daemon_refuses(run_daemon: RunDaemon) -
     assert second.returncode != 0
     assert "already running" in second.stderr and str(d.proc.pid if d.proc else "") in second.stderr
     assert "Traceback" not in second.stderr
-    d.signal(signal.SIGTERM)
-    assert d.wait_exit() == 0
+    assert d.stop() == 0
     assert not pidfile.exists()
     assert d.events("daemon.stop")
     # the pid file of a daemon killed outright does not block the next start
@@ -185,8 +179,7 @@ def test_waits_for_a_missing_root_and_follows_a_recreated_one(run_daemon: RunDae
     d.wait_for("watch.start", count=2)
     d.write_memory("-again", "MEMORY.md", over_budget_index(240))
     d.wait_for("budget.warning", project="-again")
-    d.signal(signal.SIGTERM)
-    assert d.wait_exit() == 0
+    assert d.stop() == 0
 
 
 def test_trigger_command_targets_one_project(run_daemon: RunDaemon) -> None:
@@ -201,8 +194,7 @@ def test_trigger_command_targets_one_project(run_daemon: RunDaemon) -> None:
     res = d.memd("trigger", "reload")
     assert res.returncode == 0, res.stderr
     d.wait_for("config.reloaded")
-    d.signal(signal.SIGTERM)
-    assert d.wait_exit() == 0
+    assert d.stop() == 0
     res = d.memd("trigger", "catchup")
     assert res.returncode == 1 and "not running" in res.stderr
 
@@ -237,8 +229,7 @@ def test_auto_relief_rebuilds_an_over_budget_index_once_idle(run_daemon: RunDaem
     assert ev["fits"] is False
     q = d.wait_for("job.queued", job="dream", reason="auto_relief")
     assert q["projects"] == ["-home-u-prose"] and q["force"] is True
-    d.signal(signal.SIGTERM)
-    assert d.wait_exit() == 0
+    assert d.stop() == 0
 
 
 def test_a_run_missed_while_stopped_runs_once_on_start(run_daemon: RunDaemon) -> None:
@@ -257,8 +248,7 @@ def test_a_run_missed_while_stopped_runs_once_on_start(run_daemon: RunDaemon) ->
     assert fin["outcome"] == "ok"
     assert list((d.state_dir / "reports").glob("checkin-*.md"))
     d.wait_for("checkin.report")
-    d.signal(signal.SIGTERM)
-    assert d.wait_exit() == 0
+    assert d.stop() == 0
     # a restart does not run it again: the handled slot is persisted
     d.start()
     d.wait_for("daemon.ready", count=2)
@@ -269,8 +259,7 @@ def test_a_run_missed_while_stopped_runs_once_on_start(run_daemon: RunDaemon) ->
         assert [r.outcome for r in st.runs(job="checkin")] == ["ok"]
         assert st.get("schedule.checkin.pick") is not None
     assert {e["job"] for e in d.events("schedule.picked")} == {"dream"}  # the check-in pick was kept
-    d.signal(signal.SIGTERM)
-    assert d.wait_exit() == 0
+    assert d.stop() == 0
 
 
 def test_stop_abandons_a_hung_job_cleanly_and_a_second_signal_forces(run_daemon: RunDaemon, stub_api: Any) -> None:
@@ -343,5 +332,4 @@ def test_a_daemon_job_waits_for_a_foreground_job(run_daemon: RunDaemon) -> None:
         d.wait_for("job.waiting")
         assert not d.events("job.begin", job="catchup")
     d.wait_for("job.end", job="catchup")
-    d.signal(signal.SIGTERM)
-    assert d.wait_exit() == 0
+    assert d.stop() == 0

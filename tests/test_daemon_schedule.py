@@ -133,7 +133,7 @@ def test_fall_back_night_runs_once_in_the_repeated_hour() -> None:
 
 def test_apscheduler_cron_alone_would_fire_twice_in_the_repeated_hour() -> None:
     # Why the once-a-night guard exists: the trigger itself yields two 01:30s that night.
-    trig = S.Cron("30 1 * * *", NY).trigger()
+    trig = S.Cron("30 1 * * *", NY).trigger
     t = datetime(2026, 11, 1, 0, 0, tzinfo=NY)
     fires = []
     prev = None

@@ -32,6 +32,13 @@ def tree(folder: Path) -> dict[str, str]:
     return {str(p.relative_to(folder)): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+def cli_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point the CLI's XDG folders into tmp_path; returns the state folder it will use."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "home" / ".local" / "state"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home" / ".config"))
+    return tmp_path / "home" / ".local" / "state" / "memd"
+
+
 def applied_run(state: Path, p: Project) -> str:
     """A run through staging and apply: a.md changed, b.md deleted, c.md added."""
     st = ap.stage(state, p, "dream", "dream-test-1")
@@ -93,9 +100,7 @@ def test_undo_never_writes_team(tmp_path: Path) -> None:
 def test_history_and_undo_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                    capsys: pytest.CaptureFixture[str]) -> None:
     p = make(tmp_path)
-    state = tmp_path / "home" / ".local" / "state" / "memd"
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "home" / ".local" / "state"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home" / ".config"))
+    state = cli_state_dir(tmp_path, monkeypatch)
     before = tree(p.memory_dir)
     run = applied_run(state, p)
     claude = str(tmp_path / "claude")
@@ -171,9 +176,7 @@ def test_prompts_carry_every_rule(name: str, rules: dict[str, list[str]]) -> Non
 def test_undo_command_rebuilds_an_index_changed_since(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     p = make(tmp_path)
-    state = tmp_path / "home" / ".local" / "state" / "memd"
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "home" / ".local" / "state"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home" / ".config"))
+    state = cli_state_dir(tmp_path, monkeypatch)
     applied_run(state, p)
     with (p.memory_dir / "MEMORY.md").open("a") as f:
         f.write("- [Extra](extra.md) — written by Claude Code later\n")

@@ -147,3 +147,34 @@ def test_cli_version_and_help_run() -> None:
     env = {**os.environ}
     out = subprocess.run([sys.executable, "-m", "memd", "--version"], capture_output=True, text=True, env=env)
     assert out.returncode == 0 and out.stdout.startswith("memd ")
+
+
+# memd.store's bounded read (the I/O edge for the files this layout names)
+
+
+def test_read_bounded_without_hash_reads_the_same_and_skips_the_signature(tmp_path: Path) -> None:
+    import hashlib
+
+    from memd import store
+
+    f = tmp_path / "a.md"
+    f.write_bytes("caf\u00e9\n".encode())
+    full = store.read_bounded(f, 100)
+    plain = store.read_bounded(f, 100, hash=False)
+    assert full.signature is not None and full.signature.sha256 == hashlib.sha256(f.read_bytes()).hexdigest()
+    assert plain.signature is None
+    assert (plain.data, plain.text, plain.problem) == (full.data, full.text, full.problem) == (
+        f.read_bytes(), "caf\u00e9\n", None)
+    # the same bound and the same problems
+    assert store.read_bounded(f, 3, hash=False).problem == store.read_bounded(f, 3).problem
+    assert store.read_bounded(f, 3, hash=False).data is None
+    (tmp_path / "bad.md").write_bytes(b"\xff")
+    bad = store.read_bounded(tmp_path / "bad.md", 100, hash=False)
+    assert (bad.data, bad.problem, bad.signature, bad.text) == (b"\xff", "not valid UTF-8", None, None)
+    assert store.read_bounded(tmp_path / "missing.md", 100, hash=False).problem == "missing"
+    # a reader that never writes back does not pay for hashlib
+    code = ("import sys, pathlib; from memd import store; "
+            f"r = store.read_bounded(pathlib.Path({str(f)!r}), 100, hash=False); "
+            "print(r.text is not None, 'hashlib' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "False"]

@@ -60,6 +60,19 @@ class Env:
             os.utime(p, (OLD, OLD))
 
 
+class Log:
+    """A stand-in for the structlog logger that keeps the warnings."""
+
+    def __init__(self) -> None:
+        self.warnings: list[tuple[str, dict[str, Any]]] = []
+
+    def warning(self, event: str, **kw: Any) -> None:
+        self.warnings.append((event, kw))
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *a, **k: None
+
+
 def tree(folder: Path) -> dict[str, str]:
     return {str(p.relative_to(folder)): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()}
 
@@ -309,17 +322,10 @@ def test_deleting_everything_is_rejected_whole(env: Env) -> None:
              s.message(s.memory("create", path="/memories/project_new.md",
                                 file_text=topic("New", "new", "new", "project"))),
              s.message(s.text("cleaned up")))
-    logged: list[tuple[str, dict[str, Any]]] = []
-
-    class Log:
-        def warning(self, event: str, **kw: Any) -> None:
-            logged.append((event, kw))
-
-        def __getattr__(self, name: str) -> Any:
-            return lambda *a, **k: None
-
+    log = Log()
+    logged = log.warnings
     before = tree(p.memory_dir)
-    out = dream_project(env.jc(log=Log()), p)
+    out = dream_project(env.jc(log=log), p)
     assert out.outcome == "rejected" and "deletes every memory" in out.message
     assert tree(p.memory_dir) == before
     assert logged and logged[0][0] == "dream.rejected" and logged[0][1]["reasons"]

@@ -14,7 +14,7 @@ import pytest
 from memd import layout
 from memd.config import Config
 from memd.state import StateStore
-from memd.transcripts.scan import find_session, read_span, scan_project, transcript_files
+from memd.transcripts.scan import find_session, read_span, scan_project
 from memd.transcripts.sessions import MemoryPaths, memory_project_for
 from tests.plugins.transcripts import TranscriptWriter, assistant, tool_use, user
 
@@ -32,7 +32,8 @@ def test_scan_real_data_then_nothing_new(claude_data: Path, tmp_path: Path) -> N
     projects = layout.list_projects(claude_data)
     first = [scan_project(p, store, CFG, now=now) for p in projects]
     sessions = [s for r in first for s in r.sessions]
-    assert len(sessions) == sum(len(transcript_files(p.dir)) for p in projects) >= 20
+    listed = sum(len(layout.session_files(p.dir)) + len(layout.subagent_files(p.dir)) for p in projects)
+    assert len(sessions) == listed >= 20
     for s in sessions:
         data = s.path.read_bytes()
         assert s.offset == data.rfind(b"\n") + 1 == s.new_bytes

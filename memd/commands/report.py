@@ -28,12 +28,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         from memd.state import StateStore
 
         with StateStore.open(state_dir) as state:
-            last = state.get(checkin.LAST_KEY)
             now = time.time()
-            try:
-                since = float(last) if last else now - 86_400
-            except ValueError:
-                since = now - 86_400
+            since = checkin.since_last(state, now)
             print(checkin.build_report(state, now=now, since=since).markdown, end="")
         return 0
     path = checkin.latest_report(state_dir)

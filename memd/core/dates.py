@@ -8,7 +8,8 @@ import re
 
 from memd.core import index
 from memd.core.files import FileRecord
-from memd.core.findings import CODES, Finding
+from memd.core.findings import Finding
+from memd.core.findings import finding as _f
 from memd.core.links import mask_code
 
 _WEEKDAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
@@ -113,7 +114,3 @@ def _example(rec: FileRecord) -> str:
     if rec.mtime is not None:
         return f"{time.strftime('%Y-%m-%d', time.localtime(rec.mtime))}, the day the file last changed"
     return f"{time.strftime('%Y-%m-%d')}, today"
-
-
-def _f(code: str, path: str, line: int, message: str) -> Finding:
-    return Finding(code, CODES[code].severity, path, line, message)

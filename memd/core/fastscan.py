@@ -15,6 +15,7 @@ the two, on samples and on strings generated from every rule).
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 
 from memd.core import secrets
 
@@ -31,9 +32,11 @@ def fold(text: str) -> str:
     return folded.replace("\u0131", "i") if "\u0131" in folded else folded
 
 
-def _group_end(p: str, i: int) -> int:
-    """Index just past the group that opens at p[i], or -1."""
-    depth, j = 0, i
+def _level(p: str, start: int) -> tuple[list[int], int]:
+    """Walk p from start, skipping escapes, character classes and nested groups: (the indexes of
+    the "|" at start's own level, the index of the ")" that closes that level, or -1)."""
+    bars: list[int] = []
+    depth, j = 0, start
     while j < len(p):
         ch = p[j]
         if ch == "\\":
@@ -45,11 +48,19 @@ def _group_end(p: str, i: int) -> int:
         if ch == "(":
             depth += 1
         elif ch == ")":
-            depth -= 1
             if depth == 0:
-                return j + 1
+                return bars, j
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            bars.append(j)
         j += 1
-    return -1
+    return bars, -1
+
+
+def _group_end(p: str, i: int) -> int:
+    """Index just past the group that opens at p[i], or -1."""
+    close = _level(p, i + 1)[1]
+    return close + 1 if close >= 0 else -1
 
 
 def _class_end(p: str, i: int) -> int:
@@ -65,26 +76,9 @@ def _class_end(p: str, i: int) -> int:
 
 
 def _split_alternatives(body: str) -> list[str]:
-    out: list[str] = []
-    depth, start, j = 0, 0, 0
-    while j < len(body):
-        ch = body[j]
-        if ch == "\\":
-            j += 2
-            continue
-        if ch == "[":
-            j = _class_end(body, j)
-            continue
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "|" and depth == 0:
-            out.append(body[start:j])
-            start = j + 1
-        j += 1
-    out.append(body[start:])
-    return out
+    """body split at its top-level "|" (a balanced pattern, as a valid regex's is)."""
+    cuts = [-1, *_level(body, 0)[0], len(body)]
+    return [body[a + 1:b] for a, b in pairwise(cuts)]
 
 
 def _literal_prefix(p: str) -> tuple[str, bool]:

@@ -78,6 +78,13 @@ class FolderSnapshot(Record):
     def by_rel(self) -> dict[str, FileRecord]:
         return {f.rel: f for f in self.files}
 
+    @functools.cached_property
+    def folded(self) -> dict[str, str]:
+        """Every rel keyed by ``links.fold_path`` (how a case-insensitive file system finds it)."""
+        from memd.core.links import fold_path
+
+        return {fold_path(r): r for r in sorted(self.by_rel)}
+
     def get(self, rel: str) -> FileRecord | None:
         return self.by_rel.get(rel)
 

@@ -77,6 +77,11 @@ class Finding(NamedTuple):
         return f"{self.path}:{self.line}: {self.code} {self.severity}: {self.message}"
 
 
+def finding(code: str, path: str, line: int, message: str) -> Finding:
+    """A finding of code, with the severity the code has."""
+    return Finding(code, CODES[code].severity, path, line, message)
+
+
 def sort_key(f: Finding) -> tuple[int, str, int, str]:
     return (0 if f.path in (".", INDEX_NAME) else 1, f.path, f.line, f.code)
 

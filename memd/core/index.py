@@ -86,13 +86,9 @@ class Index(Record):
         return "\r\n" if "\r\n" in self.text else "\n"
 
 
-def _masked_lines(lines: list[str]) -> set[int]:
-    """1-based line numbers that Claude Code strips: frontmatter and block-level HTML comments."""
-    return _masked(lines)[0]
-
-
 def _masked(lines: list[str]) -> tuple[set[int], bool]:
-    """_masked_lines, and whether the last comment is left open (it then runs to the end)."""
+    """1-based line numbers that Claude Code strips (frontmatter and block-level HTML comments), and
+    whether the last comment is left open (it then runs to the end)."""
     masked: set[int] = set()
     open_comment = False
     i = 0
@@ -182,7 +178,7 @@ def loaded_view(text: str, max_lines: int = 200, max_chars: int = 25_000, *, idx
         src, masked = idx.lines, set(idx.masked)
     else:
         src = split_lines(text)
-        masked = _masked_lines(src)
+        masked = _masked(src)[0]
     kept = [(n, ln) for n, ln in enumerate(src, 1) if n not in masked]
     # trim: drop leading/trailing blank lines, and surrounding whitespace of the whole text
     while kept and not kept[0][1].strip():

@@ -22,15 +22,12 @@ from memd.core import fastscan, frontmatter, index, secrets
 from memd.core.dates import relative_dates
 from memd.core.files import INDEX_NAME, FileRecord, FolderSnapshot
 from memd.core.findings import CODES, ERROR, INFO, SEVERITIES, WARNING, Code, Finding, counts, sort_key
-from memd.core.links import LINK, fold_path, index_links, is_folder, link_target, mask_code, resolve_link
+from memd.core.findings import finding as _f
+from memd.core.links import LINK, index_links, is_folder, link_target, mask_code, resolve_link
 from memd.record import Record
 
 __all__ = ["CODES", "ERROR", "INFO", "SEVERITIES", "WARNING", "Code", "Finding", "Report", "check", "counts", "lint",
            "sort_key"]
-
-
-def _f(code: str, path: str, line: int, message: str) -> Finding:
-    return Finding(code, CODES[code].severity, path, line, message)
 
 
 class Report(Record):
@@ -136,8 +133,8 @@ def _index_checks(snap: FolderSnapshot, b: BudgetConfig, idx: index.Index,
         yield _f("MEM080", INDEX_NAME, start, f"the HTML comment opened here is never closed: the "
                  f"{len(idx.lines) - start} lines after it never reach a session"
                  + (f", {len(hidden)} of them index entries" if hidden else "") + "; close it with -->")
-    existing = {f.rel for f in snap.files}
-    folded = {fold_path(r): r for r in sorted(existing)}
+    existing = snap.by_rel
+    folded = snap.folded
     linked: set[str] = set()
     first_entry: dict[str, int] = {}
     entry_lines = {e.line: e for e in idx.entries}
@@ -175,7 +172,7 @@ def _topic_links(rec: FileRecord, snap: FolderSnapshot) -> Iterable[Finding]:
         return
     base = posixpath.dirname(rec.rel)
     existing = snap.by_rel
-    folded = {fold_path(r): r for r in sorted(existing)}
+    folded = snap.folded
     for n, ln in enumerate(index.split_lines(text), 1):
         if "](" not in ln:
             continue
@@ -234,6 +231,12 @@ MIN_WORDS = 8  # bodies shorter than this are not compared
 NEAR = 0.9  # difflib ratio of the word sequences counted as near-identical
 
 
+def _claimed(seen: dict[str, FileRecord], key: str, rec: FileRecord) -> FileRecord | None:
+    """The file that already holds key, or None after recording rec as its holder."""
+    first = seen.setdefault(key, rec)
+    return None if first is rec else first
+
+
 def _duplicates(topics: list[FileRecord]) -> Iterable[Finding]:
     by_name: dict[str, FileRecord] = {}
     by_desc: dict[str, FileRecord] = {}
@@ -243,26 +246,17 @@ def _duplicates(topics: list[FileRecord]) -> Iterable[Finding]:
         tf = rec.topic
         if tf is None:
             continue
-        if tf.name:
-            key = " ".join(tf.name.casefold().split())
-            if key in by_name:
-                yield _f("MEM012", rec.rel, 1, f"name {tf.name!r} is also the name of {by_name[key].rel}")
-            else:
-                by_name[key] = rec
-        if tf.description:
-            key = " ".join(tf.description.casefold().split())
-            if key in by_desc:
-                yield _f("MEM013", rec.rel, 1, f"same description as {by_desc[key].rel}")
-            else:
-                by_desc[key] = rec
+        if tf.name and (other := _claimed(by_name, " ".join(tf.name.casefold().split()), rec)) is not None:
+            yield _f("MEM012", rec.rel, 1, f"name {tf.name!r} is also the name of {other.rel}")
+        if tf.description and (other := _claimed(by_desc, " ".join(tf.description.casefold().split()),
+                                                  rec)) is not None:
+            yield _f("MEM013", rec.rel, 1, f"same description as {other.rel}")
         words = tf.body.casefold().split()[:MAX_WORDS]  # punctuation stays on its word: cheap, and good enough
         if len(words) < MIN_WORDS:
             continue  # "TODO" twice is not a duplicate memory
-        norm = " ".join(words)
-        if norm in by_body:
-            yield _f("MEM014", rec.rel, 1, f"same body as {by_body[norm].rel}")
+        if (other := _claimed(by_body, " ".join(words), rec)) is not None:
+            yield _f("MEM014", rec.rel, 1, f"same body as {other.rel}")
             continue
-        by_body[norm] = rec
         bodies.append((rec, words))
     yield from _near_bodies(bodies)
 
@@ -330,8 +324,6 @@ def _too_many(snap: FolderSnapshot, b: BudgetConfig) -> Iterable[Finding]:
     for t in unseen:
         yield _f("MEM031", t.rel, 1, f"recall never sees this file (older than the newest {b.max_topic_files})")
 
-
-# --------------------------------------------------------------------------- relative dates
 
 # --------------------------------------------------------------------------- secrets
 

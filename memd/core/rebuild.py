@@ -19,7 +19,7 @@ from memd.config import BudgetConfig
 from memd.core import index
 from memd.core.files import INDEX_NAME, FileRecord, FolderSnapshot
 from memd.core.frontmatter import MEMORY_TYPES
-from memd.core.links import fold_path, index_links, link_target, resolve_link
+from memd.core.links import fold_path, index_links, is_folder, link_target, resolve_link
 
 ELLIPSIS = "…"
 MIN_HOOK = 12  # shorter than this, a cut hook says nothing: shorten the title instead
@@ -156,7 +156,7 @@ def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo],
     nl = "\r\n" if "\r\n" in text else "\n"
     lines = _split(text)
     idx = index.parse(text)
-    before = index.measure(text, b.max_lines, b.max_chars, b.warn_ratio) if text else None
+    before = index.measure(text, b.max_lines, b.max_chars, b.warn_ratio, idx=idx) if text else None
     actions: list[str] = []
     reasons: list[str] = []
     drop: set[int] = set()  # 1-based lines removed
@@ -170,7 +170,7 @@ def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo],
             continue
         # a link that finds its file only ignoring case works on macOS: live, never dropped
         rel = resolve_link(target, topics, folded)[0] or target
-        if rel.lower().endswith(".md") and rel not in topics and not _is_folder(rel, topics):
+        if rel.lower().endswith(".md") and rel not in topics and not is_folder(rel, topics):
             drop.add(e.line)
             actions.append(f"dropped entry {e.title!r} at line {e.line}: {rel} does not exist")
             continue
@@ -247,11 +247,6 @@ def _keep_fence_shape(lines: list[_Line], idx: index.Index, drop: set[int], acti
             break
     reasons.append(f"line {keep} was kept although it should go: without it the '---' on line {first} "
                    "would start frontmatter and hide the entries below it")
-
-
-def _is_folder(rel: str, topics: Mapping[str, TopicInfo]) -> bool:
-    prefix = rel.rstrip("/") + "/"
-    return any(k.startswith(prefix) for k in topics)
 
 
 def _why_not(new_text: str, old_text: str, orphans: list[TopicInfo], b: BudgetConfig,

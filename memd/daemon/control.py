@@ -18,7 +18,6 @@ from pathlib import Path
 from memd.errors import MemdError
 
 SIGNALS = {"dream": signal.SIGUSR1, "catchup": signal.SIGUSR2, "reload": signal.SIGHUP, "stop": signal.SIGTERM}
-JOB_OF_SIGNAL = {signal.SIGUSR1: "dream", signal.SIGUSR2: "catchup", signal.SIGHUP: "reload"}
 _MAX_REQUEST_BYTES = 64 * 1024
 
 

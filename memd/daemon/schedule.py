@@ -14,6 +14,7 @@ Times are aware datetimes in the local zone; tests inject the zone and "now".
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from dataclasses import dataclass
@@ -94,13 +95,15 @@ class Cron:
     expr: str
     tz: tzinfo
 
+    @functools.cached_property
     def trigger(self) -> Any:
+        """Parsed once per rule: the loop asks for the next slot at every tick and heartbeat."""
         from apscheduler.triggers.cron import CronTrigger
 
         return CronTrigger.from_crontab(self.expr, timezone=self.tz)
 
     def next_after(self, after: datetime) -> datetime:
-        nxt = self.trigger().get_next_fire_time(None, after + timedelta(microseconds=1))
+        nxt = self.trigger.get_next_fire_time(None, after + timedelta(microseconds=1))
         if nxt is None:  # pragma: no cover - only with an end date, which we never set
             raise ValueError(f"crontab {self.expr!r} never fires again")
         return nxt.astimezone(self.tz)  # type: ignore[no-any-return]

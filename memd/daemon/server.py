@@ -136,9 +136,8 @@ class Daemon(JobWorker):
             self._start_threads()
             self._start_scheduler()
             self._ensure_watching(initial=True)
-            self._reconcile()
-            for p in layout.list_projects(self.claude_dir):
-                self.scans.put(p.name)  # sessions written while memd was stopped count for the gates
+            for name in self._reconcile():
+                self.scans.put(name)  # sessions written while memd was stopped count for the gates
             self._beat()
             notify.notify("READY=1\nSTATUS=watching " + str(layout.projects_root(self.claude_dir)))
             self.log.info("daemon.ready", watching=self.watcher is not None and self.watcher.alive(),
@@ -388,24 +387,24 @@ class Daemon(JobWorker):
             if name == self.busy_project:
                 self.deferred.add(name)  # our own writes: measured when the job is done with it
                 return
-            self._check_budget(name)
+            self._check_budget(self._project(name))
 
-    def _check_budget(self, name: str) -> None:
-        project = self._project(name)
-        self.sigs[name] = signature(project)
+    def _check_budget(self, project: layout.Project) -> None:
+        self.sigs[project.name] = signature(project)
         res = BudgetMonitor(self.config, self.state, self.log).check(project)
         if res.warned and res.level == "over" and self.config.daemon.auto_relief:
-            self.relief.setdefault(name, time.monotonic())
+            self.relief.setdefault(project.name, time.monotonic())
             self._next_relief = min(self._next_relief, time.monotonic())  # check it at once
 
-    def _reconcile(self) -> None:
-        """Catch what the watcher dropped: a stat per project, a measure only where something changed."""
+    def _reconcile(self) -> list[str]:
+        """Catch what the watcher dropped: a stat per project, a measure only where something changed.
+        Returns the projects' names."""
         self._next_reconcile = time.monotonic() + self.config.daemon.reconcile_interval_s
         t0 = time.monotonic()
         checked = 0
-        seen: set[str] = set()
-        for project in layout.list_projects(self.claude_dir):
-            seen.add(project.name)
+        projects = layout.list_projects(self.claude_dir)
+        seen = {p.name for p in projects}
+        for project in projects:
             sig = signature(project)
             if self.sigs.get(project.name) != sig and project.name != self.busy_project:
                 checked += 1
@@ -415,13 +414,14 @@ class Daemon(JobWorker):
                     swept = store.sweep_temps(project.memory_dir)
                     if swept:
                         self.log.info("watch.swept_temps", project=project.name, files=len(swept))
-                    self._check_budget(project.name)
+                    self._check_budget(project)  # as listed: no second read of settings.json
                 except Exception as e:
                     self.log.warning("budget.check_failed", project=project.name, error=type(e).__name__)
         for gone in set(self.sigs) - seen:
             self.sigs.pop(gone, None)
         self.log.debug("watch.reconcile", projects=len(seen), checked=checked,
                        duration_s=round(time.monotonic() - t0, 3))
+        return [p.name for p in projects]
 
     def _check_relief(self) -> None:
         from memd.jobs.gates import has_active_session
@@ -535,7 +535,7 @@ class Daemon(JobWorker):
         # the job may have written the folder (its own writes were not measured meanwhile)
         self.deferred.discard(name)
         with contextlib.suppress(Exception):
-            self._check_budget(name)
+            self._check_budget(self._project(name))
 
     def _close_orphan_runs(self) -> None:
         """Rows left 'running' by a daemon that died mid-job (none can be live: we hold the job lock)."""

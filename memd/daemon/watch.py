@@ -61,7 +61,6 @@ class _Handler(FileSystemEventHandler):
         super().__init__()
         self.root = root
         self.sink = sink
-        self.errors = 0
 
     def dispatch(self, event: FileSystemEvent) -> None:
         try:
@@ -76,7 +75,7 @@ class _Handler(FileSystemEventHandler):
                         continue
                     self.sink(work)
         except Exception:  # an exception here would kill the observer thread
-            self.errors += 1
+            pass
 
 
 def event_types() -> list[Any]:
@@ -151,7 +150,3 @@ class Watcher:
             return self.root.stat().st_ino == self.inode
         except OSError:
             return False
-
-    @property
-    def handler_errors(self) -> int:
-        return self._handler.errors

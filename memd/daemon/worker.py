@@ -55,8 +55,7 @@ class JobWorker:
     def _worker(self) -> None:
         from memd.state import StateStore
 
-        state = StateStore.open(self.state_dir)
-        try:
+        with StateStore.open(self.state_dir) as state:
             while True:
                 req = self.jobs.get()
                 if req is None or self.stop.is_set():
@@ -70,8 +69,6 @@ class JobWorker:
                     self.current = None
                     self.busy_project = None
                     self.queue.put(("job_done", req.key()))
-        finally:
-            state.close()
 
     def _run_request(self, req: JobRequest, state: Any) -> None:
         from memd.jobs import JobContext, runner
@@ -166,8 +163,7 @@ class JobWorker:
             from memd.transcripts.scan import scan_project
         except ImportError:  # pragma: no cover - a build without the transcripts package
             return
-        state = StateStore.open(self.state_dir)
-        try:
+        with StateStore.open(self.state_dir) as state:
             while True:
                 name = self.scans.get()
                 if name is None or self.stop.is_set():
@@ -186,5 +182,3 @@ class JobWorker:
                         scan_project(self._project(n), state, self.config, now=time.time())
                     except Exception as e:
                         self.log.warning("scan.failed", project=n, error=f"{type(e).__name__}: {e}")
-        finally:
-            state.close()

@@ -31,9 +31,11 @@ def user_prompt_submit(event: dict[str, Any], hc: HookContext) -> dict[str, Any]
     from memd import layout, recall
     from memd.hooks.session import project_for_cwd
 
-    if layout.memory_disabled(Path(hc.claude_dir())):
+    claude = Path(hc.claude_dir())
+    settings = layout.read_settings(claude)  # read once for all three questions
+    if layout.memory_disabled(claude, settings):
         return None
-    project = project_for_cwd(cwd, hc)
+    project = project_for_cwd(cwd, hc, settings)
     if project is None or not project.memory_dir.is_dir():
         return None
 

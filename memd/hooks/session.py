@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 _MAX_WARNINGS = 10
 
 
-def project_for_cwd(cwd: str, hc: HookContext) -> Project | None:
-    """The project whose memory a session started in cwd uses (git root -> folder under projects/)."""
+def project_for_cwd(cwd: str, hc: HookContext, settings: dict[str, Any]) -> Project | None:
+    """The project whose memory a session started in cwd uses (git root -> folder under projects/);
+    settings: the Claude folder's settings.json as ``memd.layout.read_settings`` read it."""
     from pathlib import Path
 
     from memd import layout
@@ -30,11 +31,11 @@ def project_for_cwd(cwd: str, hc: HookContext) -> Project | None:
     name = layout.folder_for_cwd(cwd)
     folder = layout.find_folder(layout.projects_root(claude), name)
     if folder is None:
-        override = layout.memory_override(claude)
+        override = layout.memory_override(claude, settings)
         if override is None:
             return None
         folder = layout.projects_root(claude) / name
-    return layout.project_for_folder(claude, folder)
+    return layout.project_for_folder(claude, folder, settings)
 
 
 def daemon_warnings(hc: HookContext, project: Project) -> list[tuple[str, str]]:
@@ -99,9 +100,11 @@ def session_start(event: dict[str, Any], hc: HookContext) -> dict[str, Any] | No
 
     from memd import layout
 
-    if layout.memory_disabled(Path(hc.claude_dir())):
+    claude = Path(hc.claude_dir())
+    settings = layout.read_settings(claude)  # read once for all three questions
+    if layout.memory_disabled(claude, settings):
         return None
-    project = project_for_cwd(cwd, hc)
+    project = project_for_cwd(cwd, hc, settings)
     if project is None:
         return None
     parts: list[str] = []

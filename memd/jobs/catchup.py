@@ -20,7 +20,6 @@ and the outcome says once that model work is off.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -32,12 +31,6 @@ if TYPE_CHECKING:
     from memd.layout import Project
     from memd.state import TranscriptState
     from memd.transcripts.scan import Span
-
-
-@dataclass
-class _Pending:
-    state: TranscriptState
-    span: Span | None = None
 
 
 def pending_sessions(jc: JobContext, project: Project, now: float) -> tuple[list[TranscriptState], int]:
@@ -197,10 +190,11 @@ def _instructions() -> str:
 
 
 def _user_message(span: Span, st: ap.Staging, cfg: Any) -> str:
+    from memd.history import md_files
     from memd.transcripts.render import Budgets, render
 
     text = render(span.records, Budgets.from_config(cfg), tz=datetime.now().astimezone().tzinfo or UTC)
-    added = sorted(c.rel for c in ap.changes(st) if c.kind == "added")
+    added = sorted(rel for rel in md_files(st.root) if rel not in st.baseline)  # names only: nothing read
     first = datetime.fromtimestamp(span.first_at).strftime("%Y-%m-%d %a") if span.first_at else "unknown"
     head = [f"Session {span.session_id[:8]}, records from {first}. "
             "Each record shows its time: use it to turn relative dates into absolute ones."]

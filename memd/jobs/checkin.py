@@ -135,16 +135,20 @@ def latest_report(state_dir: Path) -> Path | None:
     return reports_dir(state_dir) / names[-1] if names else None
 
 
+def since_last(state: StateStore, now: float) -> float:
+    """When the previous check-in ran (24 hours before ``now`` when none did)."""
+    last = state.get(LAST_KEY)
+    try:
+        return float(last) if last else now - 86_400
+    except ValueError:
+        return now - 86_400
+
+
 def run_checkin(jc: JobContext) -> Path | None:
     """Write the report of the night; returns its path (None in a dry run, which only logs)."""
     now = jc.now().timestamp()
     state = jc.state
-    last = state.get(LAST_KEY)
-    try:
-        since = float(last) if last else now - 86_400
-    except ValueError:
-        since = now - 86_400
-    since = max(since, now - 7 * 86_400)
+    since = max(since_last(state, now), now - 7 * 86_400)
     t0 = time.monotonic()
     report = build_report(state, now=now, since=since)
     idle = report.summary["idle_projects"]

@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memd.store import pid_alive
+
 if TYPE_CHECKING:
     from memd.jobs import JobContext
     from memd.layout import Project
 
 LOCK_NAME = ".consolidate-lock"
-GATES = ("memory_folder", "min_hours", "min_sessions", "active_session", "lock")
 
 
 @dataclass(frozen=True)
@@ -56,19 +57,9 @@ def read_lock(memory_dir: Path) -> LockState:
         raw = path.read_bytes()[:64].decode("ascii", "replace").strip()
     except OSError:
         return LockState(False, None, None)
-    return LockState(True, int(raw) if raw.isdigit() else None, st.st_mtime)
-
-
-def pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's live process
-    return True
+    pid = int(raw) if raw.isdigit() else None
+    # a number no process can have (os.kill would overflow on it) names no live holder
+    return LockState(True, pid if pid is not None and pid < 2**31 else None, st.st_mtime)
 
 
 _held_lock = threading.Lock()
@@ -157,10 +148,9 @@ def release_all_held() -> int:
 # ----------------------------------------------------------------------------- gates
 
 
-def last_consolidation(jc: JobContext, project: Project) -> float | None:
+def last_consolidation(jc: JobContext, project: Project, lock: LockState) -> float | None:
     """The later of memd's record and the lock's mtime (Claude Code's own consolidations count too)."""
     ours = jc.state.project(project.name).last_consolidation if jc.state is not None else None
-    lock = read_lock(project.memory_dir)
     times = [t for t in (ours, lock.mtime) if t is not None]
     return max(times) if times else None
 
@@ -184,7 +174,8 @@ def check_dream(jc: JobContext, project: Project, *, now: float | None = None) -
     t = jc.now().timestamp() if now is None else now
     if not project.memory_dir.is_dir():
         return GateResult(False, "memory_folder", "no memory folder yet")
-    last = last_consolidation(jc, project)
+    lock = read_lock(project.memory_dir)  # read once: its mtime and its holder
+    last = last_consolidation(jc, project, lock)
     if not jc.force:
         if last is not None and cfg.min_hours > 0 and (t - last) < cfg.min_hours * 3600:
             return GateResult(False, "min_hours",
@@ -198,8 +189,7 @@ def check_dream(jc: JobContext, project: Project, *, now: float | None = None) -
     if cfg.require_idle and has_active_session(project, t, jc.config.transcripts.active_minutes):
         return GateResult(False, "active_session", "a session is active")
     if cfg.honour_lock:
-        free, why = lock_is_free(read_lock(project.memory_dir), t, cfg.lock_stale_minutes,
-                                 project.memory_dir / LOCK_NAME)
+        free, why = lock_is_free(lock, t, cfg.lock_stale_minutes, project.memory_dir / LOCK_NAME)
         if not free:
             return GateResult(False, "lock", why)
     return PASS

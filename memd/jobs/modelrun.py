@@ -34,7 +34,7 @@ MAX_TURN_RESULT_CHARS = 60_000  # tool results of one turn (about 15,000 tokens)
 
 def manifest(root: Path, config: Config, *, skip: set[str] | None = None) -> str:
     """One line per memory file under root: path, type, date, size, description (or name)."""
-    from memd.history import md_files
+    from memd.history import is_team, md_files
 
     rows: list[tuple[float, str]] = []
     for rel in md_files(root):
@@ -52,7 +52,7 @@ def manifest(root: Path, config: Config, *, skip: set[str] | None = None) -> str
         desc = tf.description or tf.name or _first_line(tf.body)
         desc = " ".join(desc.split())[:MANIFEST_DESC_CHARS]
         day = time.strftime("%Y-%m-%d", time.localtime(st.st_mtime))
-        ro = " (read-only)" if rel.startswith("team/") else ""
+        ro = " (read-only)" if is_team(rel) else ""
         rows.append((st.st_mtime, f"- /memories/{rel} [{tf.type or '?'}] {day} {st.st_size}B{ro}: {desc}"))
     rows.sort(key=lambda r: r[0], reverse=True)
     if not rows:
@@ -175,13 +175,15 @@ def finish(jc: JobContext, st: ap.Staging, out: ProjectOutcome, note: str) -> ap
     log = jc.log
     out.run_id = st.run_id
     out.details["run"] = st.run_id
-    if not ap.changes(st):  # the model changed nothing (the index alone is `memd rebuild`'s business)
+    chs = ap.changes(st)
+    if not chs:  # the model changed nothing (the index alone is `memd rebuild`'s business)
         out.outcome = "noop"
         note = " ".join(secrets.redact(note).split())
         out.message = "nothing to change" + (f" ({note[:200]})" if note else "")
         return None
     actions = ap.finalize(st, jc.config)
-    chs = ap.changes(st)
+    if actions:  # the rebuild rewrote the staged index
+        chs = ap.changes(st)
     real = [c for c in chs if c.rel != ap.INDEX]
     if actions:
         out.details["rebuild"] = actions[:10]

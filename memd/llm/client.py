@@ -133,15 +133,6 @@ class Usage:
             return
         self.cost_usd += (i * p["input"] + o * p["output"] + w * p["cache_write"] + r * p["cache_read"]) / 1e6
 
-    def merge(self, other: Usage) -> None:
-        self.calls += other.calls
-        self.input_tokens += other.input_tokens
-        self.output_tokens += other.output_tokens
-        self.cache_write += other.cache_write
-        self.cache_read += other.cache_read
-        self.cost_usd += other.cost_usd
-        self.unpriced |= other.unpriced
-
     def as_dict(self) -> dict[str, Any]:
         return {"calls": self.calls, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
                 "cache_write": self.cache_write, "cache_read": self.cache_read,

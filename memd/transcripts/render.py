@@ -88,6 +88,12 @@ def _cut(text: str, budget: int, full: int | None = None) -> str:
     return f"{shown} […{len(text) - len(shown) + unseen} more chars]"
 
 
+def _whole(text: str, full: int) -> str:
+    """Words shown whole (no render budget), saying what the parse cut (``full``: the length before)."""
+    shown = _clean(text).strip()
+    return shown + f" […{full - len(text)} more chars]" if full > len(text) else shown
+
+
 def _oneline(v: Any, n: int = _ARG_CHARS) -> str:
     s = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
     s = " ".join(_clean(s).split())
@@ -124,9 +130,7 @@ def _render_record(r: rec.Record, b: Budgets, tz: tzinfo, calls: dict[str, str])
             if r.text.lstrip().startswith(_COMMAND_OUTPUT):  # output of a local command, not words
                 text = _cut(r.text, b.tool_result_chars, r.length)
             else:
-                text = _clean(r.text).strip()
-                if r.length > len(r.text):
-                    text += f" […{r.length - len(r.text)} more chars]"
+                text = _whole(r.text, r.length)
             out.append(f"{_stamp(r.timestamp, tz)} USER: " + text.replace("\n", "\n  "))
         if r.images:
             out.append(f"{_stamp(r.timestamp, tz)} USER: [{r.images} image(s) left out]" if not out
@@ -147,10 +151,7 @@ def _render_record(r: rec.Record, b: Budgets, tz: tzinfo, calls: dict[str, str])
         out = [f"{_stamp(r.timestamp, tz)} ASSISTANT:"]
         for blk in r.blocks:
             if isinstance(blk, rec.Text):
-                t = _clean(blk.text).strip()
-                if blk.length > len(blk.text):
-                    t += f" […{blk.length - len(blk.text)} more chars]"
-                out.append("  " + t.replace("\n", "\n  "))
+                out.append("  " + _whole(blk.text, blk.length).replace("\n", "\n  "))
             elif isinstance(blk, rec.Thinking):
                 if b.thinking_chars > 0:
                     t = _cut(blk.text, b.thinking_chars, blk.length).replace("\n", " ")

@@ -21,12 +21,12 @@ from memd import layout
 from memd.transcripts import records as rec
 from memd.transcripts.reader import LineReader
 from memd.transcripts.sessions import (
-    MEMORY_WRITE_TOOLS,
     MemoryPaths,
     is_subagent,
     memory_project_for,
     memory_write_in,
     session_id_for,
+    written_paths,
 )
 
 if TYPE_CHECKING:
@@ -117,27 +117,15 @@ class _Digest:
             sid = obj.get("sessionId")
             if isinstance(sid, str) and sid:
                 self.session_id = sid
-        if obj.get("type") == "assistant" and obj.get("isSidechain") is not True:
-            msg = obj.get("message")
-            content = msg.get("content") if isinstance(msg, dict) else None
-            if isinstance(content, list):
-                for b in content:
-                    if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("name") in MEMORY_WRITE_TOOLS:
-                        inp = b.get("input")
-                        fp = (inp.get("file_path") or inp.get("notebook_path")) if isinstance(inp, dict) else None
-                        if isinstance(fp, str) and fp:
-                            # only the path: a session with thousands of edits must not hold their bodies
-                            self.writes.append((ts, fp))
-
-
-def transcript_files(project_dir: Path) -> list[Path]:
-    """Every transcript of a transcript folder: sessions and subagents, both layouts."""
-    return [Path(p) for p in _transcript_paths(str(project_dir))]
+        if obj.get("type") == "assistant":
+            # only the paths: a session with thousands of edits must not hold their bodies
+            self.writes.extend((ts, fp) for fp in written_paths(obj))
 
 
 def _transcript_paths(folder: str) -> list[str]:
-    # layout.session_files + layout.subagent_files on plain strings: an incremental pass over a
-    # thousand sessions should not spend its time building Path objects.
+    # layout.session_files + layout.subagent_files in one walk, on plain strings: an incremental
+    # pass over a thousand sessions should not walk each folder twice nor build Path objects
+    # (the two layout calls cost about 4x this listing, ~8 ms of a ~13 ms pass over 1,000 sessions).
     out: list[str] = []
     try:
         entries = list(os.scandir(folder))

@@ -65,22 +65,25 @@ class MemoryPaths:
         return p.startswith(self.prefix) or self.marker in p
 
 
-def memory_write_in(obj: dict[str, Any], paths: MemoryPaths) -> bool:
-    """True when this record is a main-agent assistant line with a file-writing tool use aimed into
-    the memory folder."""
+def written_paths(obj: dict[str, Any]) -> list[str]:
+    """The files a main-agent assistant line's file-writing tool uses aim at (most lines: none)."""
     if obj.get("type") != "assistant" or obj.get("isSidechain") is True:
-        return False
+        return []
     msg = obj.get("message")
-    if not isinstance(msg, dict):
-        return False
-    content = msg.get("content")
+    content = msg.get("content") if isinstance(msg, dict) else None
     if not isinstance(content, list):
-        return False
+        return []
+    out: list[str] = []
     for b in content:
         if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("name") in MEMORY_WRITE_TOOLS:
             inp = b.get("input")
-            if isinstance(inp, dict):
-                fp = inp.get("file_path") or inp.get("notebook_path")
-                if isinstance(fp, str) and fp and paths.contains(fp):
-                    return True
-    return False
+            fp = (inp.get("file_path") or inp.get("notebook_path")) if isinstance(inp, dict) else None
+            if isinstance(fp, str) and fp:
+                out.append(fp)
+    return out
+
+
+def memory_write_in(obj: dict[str, Any], paths: MemoryPaths) -> bool:
+    """True when this record is a main-agent assistant line with a file-writing tool use aimed into
+    the memory folder."""
+    return any(paths.contains(fp) for fp in written_paths(obj))

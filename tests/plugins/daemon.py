@@ -6,7 +6,7 @@ and ``no_thread_leaks`` fails a test that leaves threads behind (in-process watc
         d.wait_for("daemon.ready")
         d.write_memory("-p", "MEMORY.md", text)
         ev = d.wait_for("budget.warning", project="-p")
-        d.signal(signal.SIGTERM); assert d.wait_exit() == 0
+        assert d.stop() == 0                  # SIGTERM, then the exit code
 
 Waits poll the log with generous timeouts (a loaded 2-core machine): nothing asserts on time.
 """
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -23,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from signal import SIGTERM
 from typing import Any
 
 import pytest
@@ -41,6 +41,21 @@ stop_timeout_s = 10
 
 def over_budget_index(lines: int = 260, title: str = "entry") -> str:
     return "".join(f"- [{title} {i}]({title}_{i}.md) — hook number {i}\n" for i in range(lines))
+
+
+class Recorder:
+    """A stand-in logger for in-process tests: ``rec.info("event", k=v)`` is kept as (level, event, kw)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, dict[str, Any]]] = []
+
+    def __getattr__(self, level: str):  # type: ignore[no-untyped-def]
+        def log(event: str, **kw: Any) -> None:
+            self.events.append((level, event, kw))
+        return log
+
+    def named(self, name: str) -> list[dict[str, Any]]:
+        return [kw for _, ev, kw in self.events if ev == name]
 
 
 @dataclass
@@ -111,6 +126,11 @@ class DaemonProc:
     def wait_exit(self, timeout: float = WAIT_S) -> int:
         assert self.proc is not None
         return self.proc.wait(timeout)
+
+    def stop(self, sig: int = SIGTERM, timeout: float = WAIT_S) -> int:
+        """Signal memd to stop and wait for it: its exit code (0 for a graceful stop)."""
+        self.signal(sig)
+        return self.wait_exit(timeout)
 
     def project(self, name: str) -> Path:
         mem = self.claude / "projects" / name / "memory"
@@ -187,5 +207,3 @@ def no_thread_leaks() -> Iterator[None]:
             pytest.fail(f"threads leaked: {[t.name for t in extra]}")
         time.sleep(0.05)
 
-
-assert signal  # re-exported for tests that import from here
