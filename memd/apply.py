@@ -281,9 +281,6 @@ class ApplyResult:
     before_commit: str = ""
     after_commit: str = ""
 
-    def count(self, kind: str) -> int:
-        return sum(1 for c in self.applied if c.kind == kind and c.rel != INDEX)
-
 
 def apply(st: Staging, chs: list[Change], summary: str, log: Any = None) -> ApplyResult:
     """Snapshot, then write each change atomically unless its file changed since staging."""
@@ -371,15 +368,11 @@ def apply(st: Staging, chs: list[Change], summary: str, log: Any = None) -> Appl
     return res
 
 
-def summarize(job: str, run_id: str, res: ApplyResult | None, chs: list[Change], note: str = "") -> str:
-    if res is None:
-        a = sum(1 for c in chs if c.kind == "added" and c.rel != INDEX)
-        ch = sum(1 for c in chs if c.kind == "changed" and c.rel != INDEX)
-        d = sum(1 for c in chs if c.kind == "deleted")
-    else:
-        a, ch, d = res.count("added"), res.count("changed"), res.count("deleted")
-    s = f"{job} {run_id}: +{a} ~{ch} -{d}"
-    if any(c.rel == INDEX for c in (res.applied if res is not None else chs)):
+def summarize(chs: Iterable[Change], note: str = "") -> str:
+    """``+added ~changed -deleted`` topic files, ``(index updated)``, and the model's note."""
+    f = _files(chs)
+    s = f"+{len(f['added'])} ~{len(f['changed'])} -{len(f['deleted'])}"
+    if f["index_updated"]:
         s += " (index updated)"
     if note:
         s += " - " + " ".join(note.split())[:200]
@@ -460,15 +453,14 @@ def run(project: Project, edit: Callable[[Workspace], Edits], *, state_dir: Path
             if log is not None:
                 log.warning(f"{job}.rejected", project=project.name, run=run_id, reasons=list(reasons))
             return RunResult(Verdict.REJECTED, reasons=reasons, rebuild=actions, note=note, **base)
-        summary = summarize(job, run_id, None, chs, note)
+        title = f"{job} {run_id}: {summarize(chs, note)}"  # the history's and the review's title
         if review:
-            path = keep_review(st, chs, f"# {summary}\n# proposed, not applied")
+            path = keep_review(st, chs, f"# {title}\n# proposed, not applied")
             return RunResult(Verdict.REVIEW, rebuild=actions, review_path=path, diff=diff_text(chs, 20_000),
-                             note=note, summary=summary.split(": ", 1)[1], **_files(chs), **base)
-        res = apply(st, chs, summary, log)
+                             note=note, summary=summarize(chs, note), **_files(chs), **base)
+        res = apply(st, chs, title, log)
         return RunResult(Verdict.APPLIED, rebuild=actions, dropped=tuple(res.dropped), history=res.after_commit,
-                         note=note, summary=summarize(job, run_id, res, chs, note).split(": ", 1)[1],
-                         **_files(res.applied), **base)
+                         note=note, summary=summarize(res.applied, note), **_files(res.applied), **base)
 
 
 def _files(chs: Iterable[Change]) -> dict[str, Any]:
