@@ -76,9 +76,10 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
 
     out = ProjectOutcome(project.name, "noop")
     out.details["why"] = why or "forced"
-    client = llm.Client(cfg)
+    client: llm.Client | None = None  # made after the orientation: its run deadline starts then
 
     def edit(ws: ap.Workspace) -> ap.Edits:
+        nonlocal client
         from memd.llm import prompts
         from memd.llm.memtool import MEMORY_TOOL, SEARCH_TOOL, SEARCH_TOOL_NAME, Limits, StagedMemory
 
@@ -95,6 +96,7 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
             handlers[SEARCH_TOOL_NAME] = search.handle
             tools.append(dict(SEARCH_TOOL))
         system = llm.cached_system(prompts.load("dream"), _orientation(jc, project, st, last))
+        client = llm.Client(cfg)
         res = mr.tool_loop(client, model=cfg.model.dream_model, system=system, user=_kickoff(now),
                            tools=tools, handlers=handlers, max_turns=cfg.dream.max_tool_turns, stop=jc.stop)
         out.details["tool_calls"] = res.tool_calls
@@ -108,16 +110,19 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         result = ap.run(project, edit, state_dir=jc.state_dir, job="dream", run_id=ap.new_run_id("dream", now),
                         config=cfg, review=jc.dry_run or cfg.dream.apply == "review", log=jc.log)
     except llm.ModelError as e:
-        mr.add_usage(out, client.usage)
-        out.model_called = client.usage.calls > 0
+        if client is not None:
+            mr.add_usage(out, client.usage)
+            out.model_called = client.usage.calls > 0
         out.outcome = "failed"
         out.error = e.reason
         out.message = f"model call failed: {e.reason}; nothing changed"
         return out
     finally:
-        client.close()
+        if client is not None:
+            client.close()
     if result.verdict is ap.Verdict.ABANDONED:
-        mr.add_usage(out, client.usage)
+        if result.usage is not None:
+            mr.add_usage(out, result.usage)
         out.model_called = result.model_called
         out.outcome = "skipped"
         out.message = "stopped by shutdown before applying; nothing changed"
