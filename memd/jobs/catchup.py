@@ -155,7 +155,7 @@ class _Extraction:
             st = ws.get()
             if self.client is None:
                 self.client = llm.Client(cfg)
-                tool = _tool(st, cfg)
+                tool = mr.memory_tool(st, cfg)
                 system = llm.cached_system(_instructions(), "Existing memories (the manifest):\n"
                                            + mr.manifest(st.root, cfg))
             user = _user_message(span, st, cfg, jc.clock.now().tzinfo or UTC)
@@ -185,13 +185,6 @@ def _save(jc: JobContext, spans: list[Span]) -> None:
     with jc.state.batch():
         for s in spans:
             jc.state.save_extract(s.path, inode=s.inode, offset=s.end_offset, when=jc.clock.time())
-
-
-def _tool(st: ap.Staging, cfg: Any) -> Any:
-    from memd.llm.memtool import Limits, StagedMemory
-
-    return StagedMemory(st.root, Limits(cfg.model.tool_max_file_bytes, cfg.model.tool_max_run_bytes),
-                        live=st.project.memory_dir)
 
 
 def _memory_tool_param() -> dict[str, Any]:

@@ -81,11 +81,10 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
     def edit(ws: ap.Workspace) -> ap.Edits:
         nonlocal client
         from memd.llm import prompts
-        from memd.llm.memtool import MEMORY_TOOL, SEARCH_TOOL, SEARCH_TOOL_NAME, Limits, StagedMemory
+        from memd.llm.memtool import MEMORY_TOOL, SEARCH_TOOL, SEARCH_TOOL_NAME
 
         st = ws.get()
-        tool = StagedMemory(st.root, Limits(cfg.model.tool_max_file_bytes, cfg.model.tool_max_run_bytes),
-                            live=st.project.memory_dir)
+        tool = mr.memory_tool(st, cfg)
         handlers: dict[str, mr.Handler] = {"memory": tool.handle}
         tools: list[dict[str, Any]] = [dict(MEMORY_TOOL)]
         if cfg.dream.max_searches > 0:

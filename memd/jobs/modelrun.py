@@ -25,6 +25,7 @@ from memd.llm import client as llm
 
 if TYPE_CHECKING:
     from memd.config import Config
+    from memd.llm.memtool import StagedMemory
     from memd.state import Run
 
 Handler = Callable[[Any], tuple[str, bool]]
@@ -64,6 +65,14 @@ def manifest(root: Path, config: Config, *, skip: set[str] | None = None) -> str
     if len(rows) > limit:
         text += f"\n({len(rows) - limit} older files not listed; view /memories to see them)"
     return text
+
+
+def memory_tool(st: ap.Staging, config: Config) -> StagedMemory:
+    """The confined memory tool over a run's staging copy (the live folder named for its checks)."""
+    from memd.llm.memtool import Limits, StagedMemory
+
+    return StagedMemory(st.root, Limits(config.model.tool_max_file_bytes, config.model.tool_max_run_bytes),
+                        live=st.project.memory_dir)
 
 
 def _first_line(text: str) -> str:
