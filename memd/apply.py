@@ -41,7 +41,7 @@ import shutil
 import signal
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -70,6 +70,7 @@ from memd.store import (
 if TYPE_CHECKING:
     from memd.config import Config
     from memd.layout import Project
+    from memd.llm.client import Usage
 
 INDEX = INDEX_NAME
 FAULT_ENV = "MEMD_FAULT"
@@ -398,7 +399,7 @@ class Edits:
 
     note: str = ""  # the model's closing words: untrusted, redacted before they reach a log
     model_called: bool = False
-    usage: Any = None  # memd.llm.client.Usage of the run, when the model was called
+    usage: Usage | None = None  # the run's token use and cost, when the model was called
     abandoned: bool = False  # shutdown mid-work: apply nothing
 
 
@@ -408,7 +409,7 @@ class RunResult:
     run_id: str
     staged: bool = False  # a staging copy was made (the model had something to work on)
     model_called: bool = False
-    usage: Any = None
+    usage: Usage | None = None
     reasons: tuple[str, ...] = ()  # why the guard rejected the run
     added: tuple[str, ...] = ()  # topic files (the index is ``index_updated``): applied, or proposed
     changed: tuple[str, ...] = ()
@@ -434,17 +435,17 @@ def run(project: Project, edit: Callable[[Workspace], Edits], *, state_dir: Path
     raises; an exception from ``edit`` (a failed model call) propagates with nothing applied."""
     with Workspace(state_dir, project, job, run_id, config.budget.max_file_bytes) as ws:
         edits = edit(ws)
-        base = {"run_id": run_id, "model_called": edits.model_called, "usage": edits.usage,
-                "staged": ws.staging is not None}
+        base = RunResult(Verdict.UNCHANGED, run_id, staged=ws.staging is not None,
+                         model_called=edits.model_called, usage=edits.usage)
         if edits.abandoned:
-            return RunResult(Verdict.ABANDONED, **base)
+            return replace(base, verdict=Verdict.ABANDONED)
         note = " ".join(secrets.redact(edits.note).split())
         if ws.staging is None:
-            return RunResult(Verdict.UNCHANGED, note=note, **base)
+            return replace(base, note=note)
         st = ws.staging
         chs = changes(st)
         if not chs:  # the model changed nothing (the index alone is `memd rebuild`'s business)
-            return RunResult(Verdict.UNCHANGED, note=note, **base)
+            return replace(base, note=note)
         actions = tuple(finalize(st, config))
         if actions:  # the rebuild rewrote the staged index
             chs = changes(st)
@@ -452,15 +453,16 @@ def run(project: Project, edit: Callable[[Workspace], Edits], *, state_dir: Path
         if reasons:
             if log is not None:
                 log.warning(f"{job}.rejected", project=project.name, run=run_id, reasons=list(reasons))
-            return RunResult(Verdict.REJECTED, reasons=reasons, rebuild=actions, note=note, **base)
+            return replace(base, verdict=Verdict.REJECTED, reasons=reasons, rebuild=actions, note=note)
         title = f"{job} {run_id}: {summarize(chs, note)}"  # the history's and the review's title
         if review:
             path = keep_review(st, chs, f"# {title}\n# proposed, not applied")
-            return RunResult(Verdict.REVIEW, rebuild=actions, review_path=path, diff=diff_text(chs, 20_000),
-                             note=note, summary=summarize(chs, note), **_files(chs), **base)
+            return replace(base, verdict=Verdict.REVIEW, rebuild=actions, review_path=path,
+                           diff=diff_text(chs, 20_000), note=note, summary=summarize(chs, note), **_files(chs))
         res = apply(st, chs, title, log)
-        return RunResult(Verdict.APPLIED, rebuild=actions, dropped=tuple(res.dropped), history=res.after_commit,
-                         note=note, summary=summarize(res.applied, note), **_files(res.applied), **base)
+        return replace(base, verdict=Verdict.APPLIED, rebuild=actions, dropped=tuple(res.dropped),
+                       history=res.after_commit, note=note, summary=summarize(res.applied, note),
+                       **_files(res.applied))
 
 
 def _files(chs: Iterable[Change]) -> dict[str, Any]:

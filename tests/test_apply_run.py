@@ -11,6 +11,7 @@ from memd import apply as ap
 from memd import history
 from memd.config import Config
 from memd.layout import Project
+from memd.llm.client import Usage
 
 SECRET_URL = "postgres://app:Sup3rS3cret@db.internal:5432/app"
 
@@ -45,12 +46,12 @@ def staging_left(tmp_path: Path) -> list[Path]:
 def write_new(ws: ap.Workspace) -> ap.Edits:
     st = ws.get()
     (st.root / "user_lang.md").write_text(topic("Language", "answer in French", "Answer in French.", "user"))
-    return ap.Edits("saved one", model_called=True, usage={"calls": 1})
+    return ap.Edits("saved one", model_called=True, usage=Usage(calls=1))
 
 
 def test_applied(project: Project, tmp_path: Path) -> None:
     res = run(project, tmp_path, write_new)
-    assert res.verdict is ap.Verdict.APPLIED and res.staged and res.model_called and res.usage == {"calls": 1}
+    assert res.verdict is ap.Verdict.APPLIED and res.staged and res.model_called and res.usage == Usage(calls=1)
     assert (res.added, res.changed, res.deleted, res.index_updated) == (("user_lang.md",), (), (), True)
     assert res.summary == "+1 ~0 -0 (index updated) - saved one" and res.changed_anything
     assert res.history and history.list_runs(tmp_path / "state", "-p")[0].run == "dream-1"

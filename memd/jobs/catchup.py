@@ -29,6 +29,8 @@ from memd.jobs import modelrun as mr
 
 if TYPE_CHECKING:
     from memd.layout import Project
+    from memd.llm.client import Client
+    from memd.llm.memtool import StagedMemory
     from memd.state import TranscriptState
     from memd.transcripts.scan import Span
 
@@ -128,7 +130,7 @@ class _Extraction:
         self.pending = pending
         self.advance: list[Span] = []  # nothing to extract: offsets move on unless the run fails
         self.extracted: list[Span] = []
-        self.client: Any = None  # memd.llm.client.Client, made with the staging copy
+        self.client: Client | None = None  # made at the first span that needs the model
 
     def edit(self, ws: ap.Workspace) -> ap.Edits:
         from memd.llm import client as llm
@@ -137,7 +139,7 @@ class _Extraction:
         jc, cfg, project = self.jc, self.jc.config, ws.project
         notes: list[str] = []
         system: list[dict[str, Any]] = []
-        tool: Any = None
+        tool: StagedMemory | None = None
         for t in self.pending[: cfg.catchup.max_sessions]:
             if jc.stop.is_set():
                 notes.append("stopped (shutdown)")
@@ -159,6 +161,7 @@ class _Extraction:
                 system = llm.cached_system(_instructions(), "Existing memories (the manifest):\n"
                                            + mr.manifest(st.root, cfg))
             user = _user_message(span, st, cfg, jc.clock.now().tzinfo or UTC)
+            assert tool is not None
             res = mr.tool_loop(self.client, model=cfg.model.extract_model, system=system, user=user,
                                tools=[_memory_tool_param()], handlers={"memory": tool.handle},
                                max_turns=cfg.catchup.max_tool_turns, stop=jc.stop)
