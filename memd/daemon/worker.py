@@ -71,10 +71,11 @@ class JobWorker:
                     self.queue.put(("job_done", req.key()))
 
     def _run_request(self, req: JobRequest, state: Any) -> None:
+        from memd.clock import SYSTEM
         from memd.jobs import JobContext, runner
 
         jc = JobContext(config=self.config, claude_dir=self.claude_dir, state_dir=self.state_dir, state=state,
-                        now=self.clock, force=req.force, stop=self.stop, log=self.log)
+                        clock=SYSTEM, force=req.force, stop=self.stop, log=self.log)  # merge: clock=self.clock
         with self._job_lock():
             if self.stop.is_set():
                 return
