@@ -11,7 +11,6 @@ if TYPE_CHECKING:
 
 def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: bool) -> int:
     import sys
-    from datetime import datetime
 
     from memd import logs
     from memd.cli import select_projects
@@ -28,7 +27,7 @@ def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: b
     log = logs.get_logger(f"memd.{job}")
     with job_lock(state_dir), StateStore.open(state_dir) as state:
         jc = JobContext(config=cfg, claude_dir=ctx.claude_dir, state_dir=state_dir, state=state,
-                        now=lambda: datetime.now().astimezone(), force=force, dry_run=args.dry_run, log=log)
+                        force=force, dry_run=args.dry_run, log=log)
         result = run_job(job, jc, projects)
     from memd.llm.client import model_off_reason
 

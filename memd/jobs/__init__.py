@@ -10,9 +10,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from memd.clock import SYSTEM, Clock
 
 if TYPE_CHECKING:
     from memd.config import Config
@@ -27,7 +28,7 @@ class JobContext:
     claude_dir: Path
     state_dir: Path
     state: Any  # memd.state.StateStore
-    now: Callable[[], datetime] = field(default=lambda: datetime.now().astimezone())
+    clock: Clock = SYSTEM  # the one clock (memd.clock): jobs read time only through it
     force: bool = False  # waive the cheap gates (hours, sessions); never the lock or active sessions
     dry_run: bool = False  # compute and report, change nothing
     stop: threading.Event = field(default_factory=threading.Event)  # set on shutdown: abandon cleanly

@@ -66,7 +66,7 @@ def catchup_project(jc: JobContext, project: Project) -> ProjectOutcome:
     from memd.transcripts.scan import read_span, scan_project
 
     cfg = jc.config
-    now = jc.now().timestamp()
+    now = jc.clock.now().timestamp()
     out = ProjectOutcome(project.name, "noop")
     if jc.state is None:
         return ProjectOutcome(project.name, "skipped", "no state store")

@@ -146,7 +146,7 @@ def since_last(state: StateStore, now: float) -> float:
 
 def run_checkin(jc: JobContext) -> Path | None:
     """Write the report of the night; returns its path (None in a dry run, which only logs)."""
-    now = jc.now().timestamp()
+    now = jc.clock.now().timestamp()
     state = jc.state
     since = max(since_last(state, now), now - 7 * 86_400)
     t0 = time.monotonic()

@@ -62,7 +62,7 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
     from memd.llm import client as llm
 
     cfg = jc.config
-    now = jc.now().timestamp()
+    now = jc.clock.now().timestamp()
     last = jc.state.project(project.name).last_consolidation if jc.state is not None else None
     why = changed_since(jc, project, last)
     if why is None and not jc.force:

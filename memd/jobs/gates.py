@@ -171,7 +171,7 @@ def has_active_session(project: Project, now: float, minutes: float) -> bool:
 def check_dream(jc: JobContext, project: Project, *, now: float | None = None) -> GateResult:
     """Every gate but the lock (taken separately, just before the work), cheapest first."""
     cfg = jc.config.dream
-    t = jc.now().timestamp() if now is None else now
+    t = jc.clock.now().timestamp() if now is None else now
     if not project.memory_dir.is_dir():
         return GateResult(False, "memory_folder", "no memory folder yet")
     lock = read_lock(project.memory_dir)  # read once: its mtime and its holder

@@ -113,7 +113,7 @@ def run_project(job: str, jc: JobContext, project: Project, work: ProjectJob,
             return None
         if jc.config.dream.honour_lock and not jc.dry_run:
             lock = G.ConsolidateLock(project.memory_dir, jc.config.dream.lock_stale_minutes)
-            ok, why = lock.acquire(jc.now().timestamp())
+            ok, why = lock.acquire(jc.clock.now().timestamp())
             if not ok:
                 log.info("job.skip", job=job, project=project.name, gate="lock", reason=why)
                 if skips is not None:
