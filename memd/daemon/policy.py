@@ -55,7 +55,7 @@ def decide_slot(job: str, rule: S.Rule, last_slot: datetime, now: datetime, tz: 
     slot = S.due_slot(rule, last_slot, now)
     if slot is None:
         return None
-    late = (now - slot).total_seconds()
+    late = now.timestamp() - slot.timestamp()  # not now - slot: one tzinfo means wall-time arithmetic
     if job not in NIGHTLY:
         return Due(job, slot, late, True)
     if not S.nightly_allowed(slot, tz, last_night):
