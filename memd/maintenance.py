@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memd.clock import SYSTEM, Clock
 from memd.config import Config
 from memd.core.files import INDEX_NAME
 from memd.errors import ConflictError
@@ -55,13 +56,13 @@ def dropped_entries(old: str | None, new: str) -> tuple[int, int]:
 
 
 def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_run: bool,
-                    max_drop_share: float | None = None) -> RebuildResult:
+                    max_drop_share: float | None = None, clock: Clock = SYSTEM) -> RebuildResult:
     """Plan, and unless dry_run write, the rebuilt MEMORY.md of one project.
 
     ``max_drop_share``: for unattended callers (the dream without a model, auto relief). A rebuild
     that would drop more than this share of the index's entries (dangling links), or all of them, is
     not written: a folder whose topic files vanished wholesale needs a person, not a janitor.
-    ``memd rebuild`` (a person asking, diff shown, snapshot taken) passes None.
+    ``memd rebuild`` (a person asking, diff shown, snapshot taken) passes None. ``clock`` names the run.
     """
     from memd import snapshots
     from memd.core.rebuild import plan_rebuild, topics_of
@@ -93,7 +94,7 @@ def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_ru
         if plan.changed and not plan.fits and not dry_run:
             reasons.append(f"{INDEX_NAME} was not written")
         return RebuildResult(diff, False, plan.fits, reasons, None, plan.actions)
-    run = f"rebuild-{time.strftime('%Y%m%dT%H%M%S')}-{os.urandom(2).hex()}"
+    run = f"rebuild-{time.strftime('%Y%m%dT%H%M%S', time.localtime(clock.time()))}-{os.urandom(2).hex()}"
     snap_id = snapshots.snapshot(state_dir, project.name, project.memory_dir, "rebuild", run=run)
     expect = rec.signature if rec is not None else None
     try:

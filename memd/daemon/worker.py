@@ -204,7 +204,7 @@ class Worker:
             self.outbox.put(("project_busy", p.name))
             try:
                 res = maintenance.rebuild_project(p, jc.config, self.state_dir, dry_run=False,
-                                                  max_drop_share=jc.config.dream.max_delete_share)
+                                                  max_drop_share=jc.config.dream.max_delete_share, clock=jc.clock)
             except Exception as e:
                 self.log.warning("relief.failed", project=p.name, error=f"{type(e).__name__}: {e}")
                 continue
