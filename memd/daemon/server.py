@@ -133,8 +133,8 @@ class Daemon:
         return self.running is not None and self.worker.alive()
 
     def open(self) -> None:
-        """Open the state store, make the worker (not started) and set up the schedule: everything the
-        loop's methods need, without threads, signals or the pid file (in-process tests stop here)."""
+        """Open the state store and make the worker (not started): with ``setup_schedule()`` after it,
+        everything the loop's methods need, without threads, signals or the pid file (in-process tests)."""
         from memd.state import StateStore
 
         if self.tz is None:
