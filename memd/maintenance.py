@@ -1,8 +1,9 @@
-"""Project-level maintenance with I/O: the rebuild of one project's MEMORY.md.
+"""Project-level maintenance with I/O: the rebuild of one project's MEMORY.md, and undoing a run.
 
-Reads the folder once, plans with the pure core (``memd.core.rebuild``), and writes only
-MEMORY.md: after a snapshot, atomically, and only if the file is still what was read. No topic
-file and nothing in team/ is ever written.
+``rebuild_project`` reads the folder once, plans with the pure core (``memd.core.rebuild``), and writes
+only MEMORY.md: after a snapshot, atomically, and only if the file is still what was read. No topic
+file and nothing in team/ is ever written. ``undo_project`` reverts a run through memd.history and
+brings the index back in line when it had to be left alone.
 """
 
 from __future__ import annotations
@@ -12,12 +13,16 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memd.clock import SYSTEM, Clock
 from memd.config import Config
 from memd.core.files import INDEX_NAME
 from memd.errors import ConflictError
 from memd.layout import Project
+
+if TYPE_CHECKING:
+    from memd.history import UndoResult
 
 
 @dataclass(frozen=True)
@@ -105,3 +110,16 @@ def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_ru
     summary = f"rebuild {INDEX_NAME}: " + ("; ".join(plan.actions) or "reformatted")
     snapshots.record_after(state_dir, project.name, project.memory_dir, "rebuild", run, summary[:300])
     return RebuildResult(diff, True, plan.fits, reasons, snap_id, plan.actions)
+
+
+def undo_project(project: Project, config: Config, state_dir: Path, run: str | None, *,
+                 dry_run: bool) -> tuple[UndoResult, RebuildResult | None]:
+    """Revert one run (default: the newest). When MEMORY.md changed again after the run it is left
+    alone, so the index is then rebuilt to match the files as they are now (snapshot first, no
+    clobbering); the second value is that rebuild, None when none was needed or on a dry run."""
+    from memd import history
+
+    res = history.undo_run(state_dir, project.name, project.memory_dir, run, dry_run=dry_run)
+    if dry_run or not (res.restored or res.removed) or not any(rel == INDEX_NAME for rel, _ in res.skipped):
+        return res, None
+    return res, rebuild_project(project, config, state_dir, dry_run=False)
