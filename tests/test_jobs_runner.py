@@ -278,7 +278,8 @@ def test_status_info_without_and_with_a_daemon(tmp_path: Path) -> None:
         st.set("job.dream.last", json.dumps({"ended": now.timestamp(), "counts": {"ok": 2}}))
         st.set_warning("-p-x", "budget", "over", {"lines": 230, "chars": 1})
     with pidfile.PidLock(sd):
-        pidfile.write_heartbeat(sd, {"pid": os.getpid(), "started": now.timestamp() - 60, "watching": True})
+        pidfile.write_heartbeat(sd, {"pid": os.getpid(), "started": now.timestamp() - 60, "watching": True},
+                                time.time())
         d = info.daemon_status(sd, Config(), now=now, tz=tz)
     assert d["running"] and d["pid"] == os.getpid()
     assert d["jobs"]["dream"]["at"] == "02:17"
