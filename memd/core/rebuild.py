@@ -223,7 +223,7 @@ def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo],
     after = index.measure(new_text, b.max_lines, b.max_chars, b.warn_ratio)
     fits = after.level != "over"
     if not fits:
-        reasons.insert(0, _why_not(new_text, text, orphans, b, after))
+        reasons.insert(0, _why_not(orphans, after))
     return RebuildPlan(new_text, original, fits, reasons, actions, before, after)
 
 
@@ -249,8 +249,7 @@ def _keep_fence_shape(lines: list[_Line], idx: index.Index, drop: set[int], acti
                    "would start frontmatter and hide the entries below it")
 
 
-def _why_not(new_text: str, old_text: str, orphans: list[TopicInfo], b: Limits,
-             after: index.Budget) -> str:
+def _why_not(orphans: list[TopicInfo], after: index.Budget) -> str:
     figures = (f"{after.lines} lines (limit {after.max_lines}), {after.chars:,} characters "
                f"(limit {after.max_chars:,})")
     hidden = ", ".join(repr(e.title) for e in after.hidden[:10])
