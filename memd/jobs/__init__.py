@@ -3,6 +3,9 @@
 A job runs over projects; each project yields a ProjectOutcome that goes to the run log.
 ``memd.jobs.runner`` (daemon side) wraps a job with logging, gates and the run log;
 ``memd.jobs.dream.dream_project`` and ``memd.jobs.catchup.catchup_project`` do one project's work.
+
+Layer: jobs may import ``memd.apply``, ``memd.llm``, the I/O edge and the core; never the daemon
+or the door.
 """
 
 from __future__ import annotations
