@@ -8,6 +8,9 @@ and behaves like one: keyword or positional construction in field order, ``==`` 
 field values and class, a ``repr`` naming every field, and no assignment after construction.
 Type checkers see a frozen dataclass (``dataclass_transform``). Imports nothing at run time.
 
+A language helper, not memory logic: it lives beside the core rather than in it, and is the one
+module outside ``memd.core`` the core may import (tests/test_layers.py).
+
 ``fields``, ``replace`` and ``astuple`` stand in for the ``dataclasses`` functions of the same name;
 ``key`` declares a schema field (default, description, bounds), as ``memd.config`` reads them.
 """
