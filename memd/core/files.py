@@ -9,6 +9,8 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
+from memd.core.paths import INDEX_NAME as INDEX_NAME  # re-exported: callers import it from here too
+from memd.core.paths import TEAM_DIR, TEAM_INDEX
 from memd.record import Record
 
 if TYPE_CHECKING:
@@ -16,10 +18,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from memd.core import frontmatter
-
-INDEX_NAME = "MEMORY.md"
-TEAM_DIR = "team"
-TEAM_INDEX = f"{TEAM_DIR}/{INDEX_NAME}"
 
 
 class Signature(Record):

@@ -20,10 +20,11 @@ from itertools import chain, combinations, filterfalse
 from memd.core import fastscan, frontmatter, index, secrets
 from memd.core.budget import Limits
 from memd.core.dates import relative_dates
-from memd.core.files import INDEX_NAME, FileRecord, FolderSnapshot
+from memd.core.files import FileRecord, FolderSnapshot
 from memd.core.findings import CODES, ERROR, INFO, SEVERITIES, WARNING, Code, Finding, counts, sort_key
 from memd.core.findings import finding as _f
 from memd.core.links import LINK, index_links, is_folder, link_target, mask_code, resolve_link
+from memd.core.paths import INDEX_NAME
 from memd.record import Record
 
 __all__ = ["CODES", "ERROR", "INFO", "SEVERITIES", "WARNING", "Code", "Finding", "Report", "check", "counts", "lint",

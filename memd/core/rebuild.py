@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 
 from memd.core import index
 from memd.core.budget import Limits
-from memd.core.files import INDEX_NAME, FileRecord, FolderSnapshot
+from memd.core.files import FileRecord, FolderSnapshot
 from memd.core.frontmatter import MEMORY_TYPES
 from memd.core.links import fold_path, index_links, is_folder, link_target, resolve_link
+from memd.core.paths import INDEX_NAME
 
 ELLIPSIS = "…"
 MIN_HOOK = 12  # shorter than this, a cut hook says nothing: shorten the title instead
