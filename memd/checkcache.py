@@ -20,6 +20,7 @@ from memd import __version__
 from memd.config import BudgetConfig, astuple
 
 _MODULES = ("core/lint.py", "core/links.py", "core/dates.py", "core/fastscan.py", "core/secrets.py",
+            "core/secret_rules.py", "core/budget.py", "core/paths.py",
             "core/frontmatter.py", "core/index.py", "core/files.py", "core/findings.py", "folder.py",
             "store.py", "checkcache.py", "inspect.py", "config.py", "record.py")
 RACY_SECONDS = 2.0

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import os
 import re
 import sys
@@ -25,7 +24,7 @@ from memd.layout import PROJECT_ARG_MARK
 if TYPE_CHECKING:
     from memd.config import Config
 
-# name -> module under memd.commands (a module not written yet is simply not offered)
+# every command, by its module under memd.commands (tests/test_layers.py checks the two agree)
 COMMANDS = [
     "check", "rebuild", "status", "config", "scan", "render", "run", "trigger", "dream", "catchup",
     "report", "logs", "service", "history", "undo", "prompts", "hook", "hooks", "recall",
@@ -70,10 +69,6 @@ def _common() -> argparse.ArgumentParser:
     return p
 
 
-def _available() -> list[str]:
-    return [n for n in COMMANDS if importlib.util.find_spec(f"memd.commands.{n}") is not None]
-
-
 def _invoked(argv: Sequence[str]) -> str | None:
     """The command named on the command line, skipping global options and their values."""
     skip = False
@@ -98,7 +93,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description="Keeps Claude Code's auto memory healthy: budgets, catch-up, nightly dreams, all reversible.")
     parser.add_argument("--version", action="version", version=f"memd {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    names = [only] if only is not None and only in COMMANDS else _available()
+    names = [only] if only in COMMANDS else COMMANDS
     for name in names:
         mod: Any = importlib.import_module(f"memd.commands.{name}")
         p = sub.add_parser(name, parents=[common], help=mod.HELP, description=mod.HELP)
@@ -157,8 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return hook(args_list[1:])
     invoked = _invoked(args_list)
-    only = invoked if invoked in COMMANDS and importlib.util.find_spec(f"memd.commands.{invoked}") else None
-    parser = build_parser(only)
+    parser = build_parser(invoked)
     args = parser.parse_args(protect_folder_names(args_list, _known_options(parser)))
     _unmark(args)
     mod = getattr(args, "_module", None)

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import os
 
+from memd.core.budget import Limits
 from memd.errors import ConfigError
 from memd.record import Record, field
 from memd.record import astuple as astuple  # re-exported: the dataclasses functions, for config records
 from memd.record import fields as fields
+from memd.record import key as key  # re-exported: the schema's field declaration
 from memd.record import replace as replace
 
 TYPE_CHECKING = False
@@ -29,37 +31,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-def key(default: Any, doc: str, *, min: float | None = None, max: float | None = None,
-        choices: tuple[str, ...] | None = None) -> Any:
-    """Declare one config key: its default, its description and optional bounds."""
-    meta = {"doc": doc, "min": min, "max": max, "choices": choices}
-    if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: _copy(default), metadata=meta)
-    return field(default=default, metadata=meta)
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
-
-
-class BudgetConfig(Record):
-    """Claude Code's budgets for memory; defaults are Claude Code's own values."""
-
-    max_lines: int = key(200, "Lines of MEMORY.md that Claude Code loads into a session.", min=1)
-    max_chars: int = key(25_000, "Characters (UTF-16 units) of MEMORY.md that Claude Code loads.", min=1)
-    warn_ratio: float = key(
-        0.8, "Share of either limit at which the index counts as 'near' the budget and a condense "
-        "warning is issued.", min=0.1, max=1.0)
-    max_index_line: int = key(150, "Longest index line (characters) before it is reported as over-long.", min=20)
-    max_topic_files: int = key(200, "Topic files recall scans; files past this (oldest first) are never seen.",
-                               min=1)
-    max_frontmatter_lines: int = key(30, "Lines of each topic file recall reads for its manifest.", min=1)
-    max_file_bytes: int = key(
-        4_000_000, "Largest memory file memd reads; bigger files are reported, never loaded whole.", min=1024)
+BudgetConfig = Limits  # the [budget] section: the core's value type (memd.core.budget), built here
 
 
 class PathsConfig(Record):

@@ -1,4 +1,5 @@
-"""Exceptions that carry their context; the CLI turns them into one-line messages."""
+"""Exceptions that carry their context (the file; a config problem names its key path); the CLI turns
+them into one-line messages. Imports nothing of memd: every layer may raise them."""
 
 from __future__ import annotations
 
@@ -8,15 +9,13 @@ class MemdError(Exception):
 
     exit_code = 1
 
-    def __init__(self, message: str, *, path: str | None = None, key: str | None = None) -> None:
+    def __init__(self, message: str, *, path: str | None = None) -> None:
         super().__init__(message)
         self.path = path
-        self.key = key
 
     def __str__(self) -> str:
-        where = self.path or self.key
         msg = super().__str__()
-        return f"{where}: {msg}" if where else msg
+        return f"{self.path}: {msg}" if self.path else msg
 
 
 class UsageError(MemdError):

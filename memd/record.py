@@ -8,7 +8,11 @@ and behaves like one: keyword or positional construction in field order, ``==`` 
 field values and class, a ``repr`` naming every field, and no assignment after construction.
 Type checkers see a frozen dataclass (``dataclass_transform``). Imports nothing at run time.
 
-``fields``, ``replace`` and ``astuple`` stand in for the ``dataclasses`` functions of the same name.
+A language helper, not memory logic: it lives beside the core rather than in it, and is the one
+module outside ``memd.core`` the core may import (tests/test_layers.py).
+
+``fields``, ``replace`` and ``astuple`` stand in for the ``dataclasses`` functions of the same name;
+``key`` declares a schema field (default, description, bounds), as ``memd.config`` reads them.
 """
 
 from __future__ import annotations
@@ -53,6 +57,25 @@ def field(*, default: Any = _MISSING, default_factory: Callable[[], Any] | None 
           metadata: dict[str, Any] | None = None) -> Any:
     """A field with a default factory (for mutable defaults) and/or metadata, as ``dataclasses.field``."""
     return Field(default, default_factory, metadata)
+
+
+def key(default: Any, doc: str, *, min: float | None = None, max: float | None = None,
+        choices: tuple[str, ...] | None = None) -> Any:
+    """A schema field: its default, its description and optional bounds (in ``Field.metadata``;
+    ``memd.config`` checks and documents every key from them). A list or dict default is copied
+    for each record."""
+    meta = {"doc": doc, "min": min, "max": max, "choices": choices}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: _copy(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
 
 
 def _is_classvar(annotation: object) -> bool:

@@ -17,26 +17,18 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from memd.core.files import Signature as Signature  # a plain value of the core, made here (re-exported)
 from memd.errors import ConflictError, MemdError
 
 TEMP_PREFIX = ".memd-"
 TEMP_SUFFIX = ".tmp"
 
 
-@dataclass(frozen=True)
-class Signature:
-    """What a file was when read: enough to tell whether it changed since."""
+def signature_of(data: bytes, st: os.stat_result) -> Signature:
+    """The Signature of bytes just read from a file with stat st."""
+    import hashlib  # not at import: read_bounded(hash=False) readers never need it
 
-    size: int
-    mtime_ns: int
-    inode: int
-    sha256: str
-
-    @classmethod
-    def of_bytes(cls, data: bytes, st: os.stat_result) -> Signature:
-        import hashlib  # not at import: read_bounded(hash=False) readers never need it
-
-        return cls(st.st_size, st.st_mtime_ns, st.st_ino, hashlib.sha256(data).hexdigest())
+    return Signature(st.st_size, st.st_mtime_ns, st.st_ino, hashlib.sha256(data).hexdigest())
 
 
 @dataclass(frozen=True)
@@ -81,7 +73,7 @@ def read_bounded(path: Path, max_bytes: int, *, hash: bool = True) -> ReadResult
         return ReadResult(path, None, f"unreadable ({e.strerror})", None, None)
     finally:
         os.close(fd)
-    sig = Signature.of_bytes(data, st) if hash else None
+    sig = signature_of(data, st) if hash else None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -95,7 +87,7 @@ def current_signature(path: Path) -> Signature | None:
         st = path.stat()
     except OSError:
         return None
-    return Signature.of_bytes(data, st)
+    return signature_of(data, st)
 
 
 def unchanged(path: Path, expect: Signature | None) -> bool:

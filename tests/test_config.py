@@ -102,3 +102,21 @@ def test_config_commands(tmp_path: Path) -> None:
     assert config.from_mapping(__import__("tomllib").loads(show.stdout)).budget.max_lines == 150
     bare = memd("--config", str(cfg), "config", "show", "--bare", home=tmp_path)
     assert "#" not in bare.stdout and "max_lines = 150" in bare.stdout
+
+
+def test_the_budget_section_is_the_cores_value() -> None:
+    """The core is given its budgets as a plain value; the config builds that very value, checked and
+    documented from the same field declarations."""
+    from memd.core.budget import Limits
+    from memd.core.files import FolderSnapshot
+    from memd.core.lint import lint
+
+    assert config.BudgetConfig is Limits and config.Config().budget == Limits()
+    built = config.from_mapping({"budget": {"max_lines": 3}}).budget
+    assert type(built) is Limits and built.max_lines == 3
+    docs = {i.path: i for i in config.schema() if i.path.startswith("budget.")}
+    assert docs["budget.max_lines"].doc.startswith("Lines of MEMORY.md") and docs["budget.max_lines"].min == 1
+    assert {f.name for f in config.fields(Limits)} == {p.removeprefix("budget.") for p in docs}
+    snap = FolderSnapshot.from_texts({"MEMORY.md": "".join(f"- [e{i}](e{i}.md) — x\n" for i in range(5))})
+    assert "MEM001" in {f.code for f in lint(snap, built)}  # the limit given is the limit used
+    assert "MEM001" not in {f.code for f in lint(snap, config.Config().budget)}

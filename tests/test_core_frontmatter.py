@@ -30,13 +30,6 @@ def test_crlf_and_no_frontmatter_are_kept() -> None:
     plain = "# Just notes\n\nno frontmatter here\n"
     tf2 = frontmatter.parse(plain)
     assert not tf2.has_frontmatter and frontmatter.render(tf2) == plain
-    assert frontmatter.with_fields(tf2, description="x") is tf2  # never adds frontmatter
-
-
-def test_with_fields_keeps_shape_and_other_lines() -> None:
-    out = frontmatter.with_fields(frontmatter.parse(NESTED), type="project", description="New words")
-    assert "metadata:\n  type: project\n" in out.text and "description: New words\n" in out.text
-    assert "originSessionId: 1b3e6441" in out.text and out.body == "Body.\n"
 
 
 def test_alias_bomb_is_refused_not_expanded() -> None:

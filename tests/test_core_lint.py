@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memd.config import BudgetConfig
-from memd.core import secrets
+from memd.core import secret_rules, secrets
 from memd.core.fastscan import pattern_needles, solid_length
 from memd.core.fastscan import scan as scan_secrets
 from memd.core.files import FileRecord, FolderSnapshot
@@ -90,7 +90,7 @@ def test_secrets_scan_agrees_with_the_reference_on_the_corpus() -> None:
 
 @st.composite
 def _rule_text(draw: st.DrawFn) -> str:
-    rules = secrets._RULES + secrets._PII_RULES
+    rules = secret_rules.rules(strict=True)
     _, rx = draw(st.sampled_from(rules))
     try:
         hit = draw(st.from_regex(rx, fullmatch=True))
@@ -106,7 +106,7 @@ def test_fast_secret_scan_agrees_with_secrets_scan(text: str, strict: bool) -> N
     assert scan_secrets(text, strict=strict) == secrets.scan_all(text, strict=strict)
 
 
-@pytest.mark.parametrize(("kind", "rx"), secrets._RULES + secrets._PII_RULES, ids=lambda x: str(x)[:30])
+@pytest.mark.parametrize(("kind", "rx"), secret_rules.rules(strict=True), ids=lambda x: str(x)[:30])
 @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_every_match_of_a_rule_holds_its_needles(kind: str, rx: re.Pattern[str], data: st.DataObject) -> None:

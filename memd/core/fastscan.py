@@ -2,7 +2,7 @@
 
 Each rule's regex source says two things about every match, read once per process: how long a
 whitespace-free run it holds (``solid_length``: an AWS key is 20 characters without a space) and
-its "needles", literal strings it must contain (``pattern_needles``; a rule added to secrets.py
+its "needles", literal strings it must contain (``pattern_needles``; a rule added to secret_rules.py
 gets both, or, when its shape is not plain enough, simply always runs). A text first rules out
 every rule whose run is longer than the text's longest one (prose rules out most), then every
 rule missing a needle (a few ``in`` tests, the one-needle sets first, each needle tested once per
@@ -17,7 +17,8 @@ from __future__ import annotations
 import re
 from itertools import pairwise
 
-from memd.core import secrets
+from memd.core import secret_rules
+from memd.core.secret_rules import SecretHit
 
 Needles = tuple[frozenset[str], ...]  # every set must have a member in the text (AND of ORs)
 
@@ -313,7 +314,7 @@ class Rule:
 
     @property
     def rx(self) -> re.Pattern[str]:
-        return secrets.compiled(self.pattern)
+        return secret_rules.compiled(self.pattern)
 
 
 _FLAG_LETTERS = {"a": re.ASCII, "i": re.IGNORECASE, "L": re.LOCALE, "m": re.MULTILINE, "s": re.DOTALL,
@@ -360,7 +361,7 @@ _PREPARED: dict[tuple[int, bool], RuleSet] = {}
 
 
 def ruleset(strict: bool = False, pii: bool = True) -> RuleSet:
-    specs = secrets._SPECS + secrets._PII_SPECS if strict and pii else secrets._SPECS
+    specs = secret_rules.specs(strict, pii)
     key = (len(specs), strict and pii)
     got = _PREPARED.get(key)
     if got is None:
@@ -401,23 +402,10 @@ def active(rs: RuleSet, text: str) -> list[Rule]:
     return out
 
 
-def scan(text: str, *, strict: bool = False, pii: bool = True) -> list[secrets.SecretHit]:
+def scan(text: str, *, strict: bool = False, pii: bool = True) -> list[SecretHit]:
     """Exactly ``secrets.scan_all(text, strict=strict, pii=pii)``, faster (``secrets.scan`` is this)."""
-    hits: list[secrets.SecretHit] = []
-    seen: set[tuple[int, int]] = set()
-    for rule in active(ruleset(strict, pii), text):
-        for m in rule.rx.finditer(text):
-            if rule.kind == "e-mail address" and secrets._EMAIL_OK.search(m.group(0)):
-                continue
-            span = (m.start(), m.end())
-            if any(s <= span[0] < e for s, e in seen):
-                continue
-            seen.add(span)
-            line, col = secrets._position(text, m.start())
-            hits.append(secrets.SecretHit(kind=rule.kind, line=line, column=col))
-    hits.sort(key=lambda h: (h.line, h.column))
-    return hits
+    return secret_rules.collect(text, ((rule.kind, rule.rx) for rule in active(ruleset(strict, pii), text)))
 
 
-def scan_many(texts: list[str], *, strict: bool = False, pii: bool = True) -> list[list[secrets.SecretHit]]:
+def scan_many(texts: list[str], *, strict: bool = False, pii: bool = True) -> list[list[SecretHit]]:
     return [scan(t, strict=strict, pii=pii) for t in texts]

@@ -9,6 +9,8 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
+from memd.core.paths import INDEX_NAME as INDEX_NAME  # re-exported: callers import it from here too
+from memd.core.paths import TEAM_DIR, TEAM_INDEX
 from memd.record import Record
 
 if TYPE_CHECKING:
@@ -16,11 +18,16 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from memd.core import frontmatter
-    from memd.store import Signature
 
-INDEX_NAME = "MEMORY.md"
-TEAM_DIR = "team"
-TEAM_INDEX = f"{TEAM_DIR}/{INDEX_NAME}"
+
+class Signature(Record):
+    """What a file was when read: enough to tell whether it changed since (``memd.store`` makes it
+    from the bytes and ``os.stat`` it read, and compares it before every write)."""
+
+    size: int
+    mtime_ns: int
+    inode: int
+    sha256: str
 
 
 class FileRecord(Record):

@@ -81,10 +81,6 @@ class Index(Record):
             return True
         return n in self.masked and (n + 1 in self.masked or (last and self.open_comment))
 
-    @property
-    def newline(self) -> str:
-        return "\r\n" if "\r\n" in self.text else "\n"
-
 
 def _masked(lines: list[str]) -> tuple[set[int], bool]:
     """1-based line numbers that Claude Code strips (frontmatter and block-level HTML comments), and

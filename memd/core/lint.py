@@ -17,13 +17,14 @@ from collections import Counter
 from collections.abc import Iterable
 from itertools import chain, combinations, filterfalse
 
-from memd.config import BudgetConfig
 from memd.core import fastscan, frontmatter, index, secrets
+from memd.core.budget import Limits
 from memd.core.dates import relative_dates
-from memd.core.files import INDEX_NAME, FileRecord, FolderSnapshot
+from memd.core.files import FileRecord, FolderSnapshot
 from memd.core.findings import CODES, ERROR, INFO, SEVERITIES, WARNING, Code, Finding, counts, sort_key
 from memd.core.findings import finding as _f
 from memd.core.links import LINK, index_links, is_folder, link_target, mask_code, resolve_link
+from memd.core.paths import INDEX_NAME
 from memd.record import Record
 
 __all__ = ["CODES", "ERROR", "INFO", "SEVERITIES", "WARNING", "Code", "Finding", "Report", "check", "counts", "lint",
@@ -35,14 +36,14 @@ class Report(Record):
     budget: index.Budget | None  # MEMORY.md measured against its budget (None without a readable one)
 
 
-def lint(snap: FolderSnapshot, budget: BudgetConfig | None = None, *, team_pii: bool = True) -> list[Finding]:
+def lint(snap: FolderSnapshot, budget: Limits | None = None, *, team_pii: bool = True) -> list[Finding]:
     """Every finding for one memory folder, sorted (folder, MEMORY.md, then files by path and line)."""
     return check(snap, budget, team_pii=team_pii).findings
 
 
-def check(snap: FolderSnapshot, budget: BudgetConfig | None = None, *, team_pii: bool = True) -> Report:
+def check(snap: FolderSnapshot, budget: Limits | None = None, *, team_pii: bool = True) -> Report:
     """The findings and the measured index of one memory folder."""
-    b = budget or BudgetConfig()
+    b = budget or Limits()
     out: list[Finding] = []
     if not snap.exists:
         return Report(out, None)
@@ -106,7 +107,7 @@ def _no_index(snap: FolderSnapshot) -> Iterable[Finding]:
                                    "run `memd rebuild` to write one")
 
 
-def _index_checks(snap: FolderSnapshot, b: BudgetConfig, idx: index.Index,
+def _index_checks(snap: FolderSnapshot, b: Limits, idx: index.Index,
                   budget: index.Budget) -> Iterable[Finding]:
     root_topics = [t for t in snap.topics() if not t.team]
     figures = (f"{budget.lines} lines (limit {budget.max_lines}), "
@@ -190,7 +191,7 @@ def _topic_links(rec: FileRecord, snap: FolderSnapshot) -> Iterable[Finding]:
 # --------------------------------------------------------------------------- frontmatter
 
 
-def _frontmatter_checks(rec: FileRecord, b: BudgetConfig) -> Iterable[Finding]:
+def _frontmatter_checks(rec: FileRecord, b: Limits) -> Iterable[Finding]:
     tf = rec.topic
     if tf is None:
         return
@@ -313,7 +314,7 @@ def _near_bodies(bodies: list[tuple[FileRecord, list[str]]]) -> Iterable[Finding
 # --------------------------------------------------------------------------- recall's file limit
 
 
-def _too_many(snap: FolderSnapshot, b: BudgetConfig) -> Iterable[Finding]:
+def _too_many(snap: FolderSnapshot, b: Limits) -> Iterable[Finding]:
     topics = list(snap.topics())
     if len(topics) <= b.max_topic_files:
         return

@@ -15,11 +15,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from memd.config import BudgetConfig
 from memd.core import index
-from memd.core.files import INDEX_NAME, FileRecord, FolderSnapshot
+from memd.core.budget import Limits
+from memd.core.files import FileRecord, FolderSnapshot
 from memd.core.frontmatter import MEMORY_TYPES
 from memd.core.links import fold_path, index_links, is_folder, link_target, resolve_link
+from memd.core.paths import INDEX_NAME
 
 ELLIPSIS = "…"
 MIN_HOOK = 12  # shorter than this, a cut hook says nothing: shorten the title instead
@@ -148,9 +149,9 @@ def entry_line(topic: TopicInfo, limit: int) -> str:
 
 
 def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo],
-                 budget: BudgetConfig | None = None) -> RebuildPlan:
+                 budget: Limits | None = None) -> RebuildPlan:
     """Plan the rebuilt MEMORY.md for a folder whose topic files are ``topics`` (keyed by rel path)."""
-    b = budget or BudgetConfig()
+    b = budget or Limits()
     original = index_text
     text = index_text or ""
     nl = "\r\n" if "\r\n" in text else "\n"
@@ -223,7 +224,7 @@ def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo],
     after = index.measure(new_text, b.max_lines, b.max_chars, b.warn_ratio)
     fits = after.level != "over"
     if not fits:
-        reasons.insert(0, _why_not(new_text, text, orphans, b, after))
+        reasons.insert(0, _why_not(orphans, after))
     return RebuildPlan(new_text, original, fits, reasons, actions, before, after)
 
 
@@ -249,8 +250,7 @@ def _keep_fence_shape(lines: list[_Line], idx: index.Index, drop: set[int], acti
                    "would start frontmatter and hide the entries below it")
 
 
-def _why_not(new_text: str, old_text: str, orphans: list[TopicInfo], b: BudgetConfig,
-             after: index.Budget) -> str:
+def _why_not(orphans: list[TopicInfo], after: index.Budget) -> str:
     figures = (f"{after.lines} lines (limit {after.max_lines}), {after.chars:,} characters "
                f"(limit {after.max_chars:,})")
     hidden = ", ".join(repr(e.title) for e in after.hidden[:10])

@@ -7,4 +7,5 @@ what `memd status` shows of the daemon (info) and the service files (service_fil
 
 May import memd.core, the I/O edge (memd.store, memd.folder, memd.state, memd.layout, memd.transcripts),
 memd.jobs, memd.maintenance, memd.clock and memd.config; never memd.commands or memd.cli. Time comes
-only from the ``Clock`` the daemon is given (memd.clock), passed on to the worker and the jobs."""
+only from the ``Clock`` the daemon is given (memd.clock), passed on to the worker and the jobs.
+The layers are checked by ``tests/test_layers.py``."""

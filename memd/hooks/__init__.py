@@ -9,4 +9,8 @@
 - ``log``: one JSON line to memd's log with the standard library only.
 
 Kept import-light: the tool-use path runs on every tool call.
+
+May import: the layers below the door (the core, the I/O edge, ``memd.recall`` of the work layer);
+never ``memd.cli`` or ``memd.commands`` (``memd hook`` skips the parser). The tool-use path keeps
+to the standard library, ``memd.config`` and the core (tests/test_hooks.py checks its import list).
 """

@@ -1,5 +1,8 @@
 """Claude Code session transcripts: reading them exactly once, as typed records, and rendering them.
 
+Part of the I/O edge. May import: the core and the rest of the edge (``memd.state``, ``memd.layout``,
+``memd.config``, ``memd.errors``); never the work layer, the daemon or the door.
+
 - ``reader``: ``LineReader`` (incremental, to the last complete newline, bounded memory), ``is_active``.
 - ``records``: typed values (``UserTurn``, ``AssistantTurn``, ``ToolUse``, ``ToolResult``,
   ``CompactSummary``, ``CompactBoundary``, ``ApiError``, ``Summary``) and ``parse``.
