@@ -241,3 +241,17 @@ class Sandbox:
 
     def transcripts(self) -> list[Path]:
         return sorted(self.projects.glob("*/*.jsonl"))
+
+
+def main() -> int:
+    """``python -m tests.realcc.cli``: install the pinned CLI into its cache (CI runs this before pytest)."""
+    binary, why = ensure_cli(VERSION)
+    if binary is None:
+        print(f"Claude Code {VERSION}: not available, tests/realcc will skip: {why}")
+        return 0
+    print(f"Claude Code {VERSION}: {binary} ({version_of(binary) or 'version unknown'})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

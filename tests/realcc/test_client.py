@@ -169,16 +169,34 @@ def test_session_start_within_budget_is_silent(hooked: Sandbox) -> None:
 # --------------------------------------------------------------------------- transcripts
 
 
-@pytest.fixture
-def sessions(hooked: Sandbox) -> dict[str, Session]:
-    """Three real transcripts of one project: a denied memory write, an allowed one, none at all."""
-    out: dict[str, Session] = {}
-    write_turns(hooked, hooked.memory / "token.md", f"---\nname: t\ndescription: d\ntype: reference\n---\n{TOKEN}\n")
-    out["denied"] = run_session(hooked, "remember the token")
-    write_turns(hooked, hooked.memory / "deploy.md", "---\nname: deploy\ndescription: d\ntype: project\n---\nCI\n")
-    out["allowed"] = run_session(hooked, "remember how we deploy")
-    out["chat"] = run_session(hooked, "just chatting")
-    return out
+@dataclass
+class Project:
+    sb: Sandbox
+    sessions: dict[str, Session]
+
+
+@pytest.fixture(scope="module")
+def project(claude_cli: Path) -> Iterator[Project]:
+    """Three real transcripts of one project, made once: a denied memory write, an allowed one, a chat."""
+    import shutil
+    import tempfile
+
+    from tests.realcc.stub import CliStub
+
+    if not MEMD.exists():
+        pytest.skip(f"no memd console script at {MEMD} (run bash .ci/run first)")
+    base = Path(tempfile.mkdtemp(prefix="rct"))
+    with CliStub() as stub:
+        sb = Sandbox(claude_cli, stub, base)
+        assert memd(sb, "hooks", "install").returncode == 0
+        out: dict[str, Session] = {}
+        write_turns(sb, sb.memory / "token.md", f"---\nname: t\ndescription: d\ntype: reference\n---\n{TOKEN}\n")
+        out["denied"] = run_session(sb, "remember the token")
+        write_turns(sb, sb.memory / "deploy.md", "---\nname: deploy\ndescription: d\ntype: project\n---\nCI\n")
+        out["allowed"] = run_session(sb, "remember how we deploy")
+        out["chat"] = run_session(sb, "just chatting")
+        yield Project(sb, out)
+    shutil.rmtree(base, ignore_errors=True)
 
 
 def _scan(sb: Sandbox) -> dict[str, str]:
@@ -187,8 +205,8 @@ def _scan(sb: Sandbox) -> dict[str, str]:
     return {m.group(1): m.group(0) for m in re.finditer(r"^\s+(\S+\.jsonl): .*$", done.stdout, re.M)}
 
 
-def test_scan_reads_every_line_and_sees_the_memory_write(hooked: Sandbox, sessions: dict[str, Session]) -> None:
-    rows = _scan(hooked)
+def test_scan_reads_every_line_and_sees_the_memory_write(project: Project) -> None:
+    rows, sessions = _scan(project.sb), project.sessions
     for name, s in sessions.items():
         row = rows[s.transcript.name]
         assert "bad" not in row, (name, row)
@@ -198,15 +216,14 @@ def test_scan_reads_every_line_and_sees_the_memory_write(hooked: Sandbox, sessio
 
 @pytest.mark.xfail(strict=True, reason="issue 10 #4: a memory write memd's own PreToolUse hook denied is "
                                        "counted as the session having written memory")
-def test_scan_does_not_count_a_denied_write(hooked: Sandbox, sessions: dict[str, Session]) -> None:
-    assert "wrote memory" not in _scan(hooked)[sessions["denied"].transcript.name]
+def test_scan_does_not_count_a_denied_write(project: Project) -> None:
+    assert "wrote memory" not in _scan(project.sb)[project.sessions["denied"].transcript.name]
 
 
 @pytest.mark.parametrize("name", ["denied", "allowed", "chat"])
-def test_render_shows_the_conversation_once_and_no_bad_line(hooked: Sandbox, sessions: dict[str, Session],
-                                                            name: str) -> None:
-    s = sessions[name]
-    done = memd(hooked, "render", str(s.transcript))
+def test_render_shows_the_conversation_once_and_no_bad_line(project: Project, name: str) -> None:
+    s = project.sessions[name]
+    done = memd(project.sb, "render", str(s.transcript))
     assert done.returncode == 0, done.stderr
     assert "bad line" not in done.stderr
     prompt = {"denied": "remember the token", "allowed": "remember how we deploy", "chat": "just chatting"}[name]

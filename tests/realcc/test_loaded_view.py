@@ -7,6 +7,7 @@ the first request the CLI sent.
 
 from __future__ import annotations
 
+import json
 import re
 import tempfile
 from collections.abc import Iterator
@@ -116,3 +117,23 @@ def test_warning_names_the_first_cut_line(blocks: dict[str, str | None]) -> None
         r'> WARNING: MEMORY\.md is 201 lines \(limit: 200\)\. Only part of it was loaded: 1 of 201 lines were cut '
         r'off, starting at line 201 \("- \[Note 201\]\(note_201\.md\) — hook 201"\)\. Keep index entries to one '
         r'line under ~200 chars; move detail into topic files\.', warning), warning
+
+
+def test_pinned_version(claude_cli: Path) -> None:
+    from tests.realcc.cli import VERSION, version_of
+
+    assert version_of(claude_cli) == VERSION
+
+
+def test_block_is_the_first_user_message_s_first_reminder(sandbox: Sandbox) -> None:
+    """Where the index goes: a <system-reminder> opening the first user message, with this exact header."""
+    from tests.realcc.cli import MEMORY_HEADER, REMINDER_HEAD
+
+    (sandbox.memory / "MEMORY.md").write_text("# Memory\n- [A](a.md) — alpha\n", encoding="utf-8")
+    assert sandbox.run("hello there").rc == 0
+    (first,) = sandbox.main_requests("hello there")
+    msg = first.body["messages"][0]
+    assert msg["role"] == "user"
+    assert msg["content"][0]["text"] == (REMINDER_HEAD + MEMORY_HEADER.format(path=sandbox.memory / "MEMORY.md")
+                                         + "# Memory\n- [A](a.md) — alpha\n</system-reminder>")
+    assert "[A](a.md)" not in json.dumps(first.body["system"], ensure_ascii=False)  # not the system prompt
