@@ -232,3 +232,24 @@ def test_render_shows_the_conversation_once_and_no_bad_line(project: Project, na
     assert done.stdout.count(prompt) == 1, done.stdout[:3000]
     assert "persists across conversations" not in done.stdout
     assert TOKEN not in done.stdout or name == "denied"
+
+
+# --------------------------------------------------------------------------- frontmatter rewrite
+
+
+def test_claude_code_rewrites_flat_frontmatter_nested(sandbox: Sandbox) -> None:
+    """Pin (facts 3, issue 10 #6): a memory Write of a flat file lands nested under ``metadata``, and
+    memd reads the type and description of what lands."""
+    from memd.core import frontmatter
+
+    target = sandbox.memory / "deploy.md"
+    write_turns(sandbox, target, "---\nname: deploy\ndescription: how we deploy\ntype: project\n---\nvia CI\n")
+    s = run_session(sandbox, "remember how we deploy")
+    landed = target.read_text(encoding="utf-8")
+    data = frontmatter.parse(landed).data
+    assert data["name"] == "deploy" and data["description"] == "how we deploy"
+    meta = data["metadata"]
+    assert meta["type"] == "project" and meta["node_type"] == "memory"
+    assert meta["originSessionId"] == s.run.result["session_id"]
+    assert "modified" in meta and "type" not in data
+    assert landed.endswith("---\n\nvia CI\n")
