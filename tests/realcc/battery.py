@@ -66,6 +66,7 @@ CASES: dict[str, Case] = {
     "size-25000": Case(_size(25_000, 99), {"warning": WARN}),
     "size-25100": Case(_size(25_100), {"warning": WARN}),
     "size-30000": Case(_size(30_000), {"warning": WARN}),
+    "size-only-129": Case(_size(26_000, 200), {"warning": WARN}),  # 129 lines: cut by size alone
     "lines-and-size": Case(entries(210, 140), {"warning": WARN}),
     "leading-blank-lines": Case("\n\n\n  \n" + entries(5) + "\n\n\n"),
     "whitespace-only": Case("   \n\n \t\n"),

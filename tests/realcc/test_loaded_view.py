@@ -137,3 +137,18 @@ def test_block_is_the_first_user_message_s_first_reminder(sandbox: Sandbox) -> N
     assert msg["content"][0]["text"] == (REMINDER_HEAD + MEMORY_HEADER.format(path=sandbox.memory / "MEMORY.md")
                                          + "# Memory\n- [A](a.md) — alpha\n</system-reminder>")
     assert "[A](a.md)" not in json.dumps(first.body["system"], ensure_ascii=False)  # not the system prompt
+
+
+@pytest.mark.parametrize(("cid", "pattern"), [
+    ("lines-201", r"> WARNING: MEMORY\.md is 201 lines \(limit: 200\)\. Only part of it was loaded: 1 of 201 lines "),
+    ("size-only-129", r"> WARNING: MEMORY\.md is 25\.3KB \(limit: 24\.4KB\) — index entries are too long\. Only part "
+                      r"of it was loaded: 5 of 129 lines were cut off, starting at line 125 \(\"- \[Note 125\]"),
+    ("lines-and-size", r"> WARNING: MEMORY\.md is 210 lines and 28\.9KB\. Only part of it was loaded: 33 "),
+    ("huge-line", r"> WARNING: MEMORY\.md is 29\.3KB \(limit: 24\.4KB\) — index entries are too long\. Only part "
+                  r"of it was loaded: everything after the first 25000 characters of line 1 was cut off\. "),
+])
+def test_warning_shapes(blocks: dict[str, str | None], cid: str, pattern: str) -> None:
+    """Pin the three shapes of Claude Code's warning: by lines, by size, by both; and one huge line."""
+    warning = _split(blocks[cid] or "")[1]
+    assert warning is not None and re.match(pattern, warning), warning
+    assert warning.endswith(" Keep index entries to one line under ~200 chars; move detail into topic files.")
