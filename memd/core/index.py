@@ -2,16 +2,20 @@
 
 Pure functions of text, stdlib only (the hooks measure the index on every memory write).
 
-Loading, as Claude Code does it: strip YAML frontmatter and block-level HTML comments, trim,
-keep the first ``max_lines`` lines, then, if the text is longer than ``max_chars`` UTF-16
-units, cut it at the last newline before the limit and append a warning line. Whatever lies
-past the cut is invisible to the model: entries there are "hidden".
+Loading, as Claude Code 2.1.328 does it (read from its behaviour and checked against the real CLI
+by ``tests/realcc``): ``source`` strips frontmatter and top-level HTML comments; the text is
+trimmed (JavaScript's trim: a BOM goes), counted raw in UTF-16 units (a CRLF's "\r" counts
+unless the comment pass normalised line ends), cut to ``max_lines`` lines, then at the last
+newline before ``max_chars`` (or at ``max_chars`` when the first line alone is longer), and a
+warning is appended; invisible characters are removed from the text only after counting.
+Whatever lies past the cut is invisible to the model: entries there are "hidden".
 """
 
 from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from itertools import accumulate
 
 from memd.record import Record, field
 
@@ -150,10 +154,13 @@ def source(text: str) -> Source:
     """
     js = js_string(text)
     raw = js.split("\n")
+    body = js[1:] if js.startswith("\ufeff") else js
+    if "<!--" not in js and not body.startswith("---"):  # the common case: the text as it is
+        return Source(js, (0, *accumulate(len(ln) + 1 for ln in raw[:-1])), tuple(range(1, len(raw) + 1)),
+                      frozenset(), 0)
     pieces: list[tuple[int, str]] = [(n, ln + "\n") for n, ln in enumerate(raw, 1)]
     pieces[-1] = (len(raw), raw[-1])
     masked: set[int] = set()
-    body = js[1:] if js.startswith("\ufeff") else js
     if body.startswith("---") and body.find("---", 3) >= 0:
         m = _FRONTMATTER.match(body)
         if m:
@@ -345,29 +352,24 @@ def warning_line(trimmed: str, kept: int, max_lines: int, max_chars: int) -> str
             "to one line under ~200 chars; move detail into topic files.")
 
 
-# Removed from the loaded text after counting (Claude Code's filter): format, private-use, unassigned
-# and surrogate characters and the other default-ignorables, C0/C1 controls except tab and newline;
-# ZWNJ, ZWJ and the emoji variation selectors stay.
-_DEFAULT_IGNORABLE = re.compile(
-    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u3164\ufe00-\ufe0d\uffa0\U000e0100-\U000e01ef]")
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-_KEEP = frozenset("\u200c\u200d\ufe0e\ufe0f")
+# Removed from the loaded text after counting, as Claude Code's filter does: format (Cf), private-use,
+# surrogate and other default-ignorable characters, C0/C1 controls but tab and newline; ZWNJ, ZWJ and
+# the emoji variation selectors stay. (Claude Code also drops unassigned code points, which depend on
+# its Unicode version: not modelled.)
+_INVISIBLE = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891"
+    "\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b\u200e-\u200f\u202a-\u202e\u2060-\u206f\u3164"
+    "\ud800-\uf8ff\ufe00-\ufe0d\ufeff\uffa0\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff\U000f0000-\U0010ffff]")
 
 
 def _clean(js: str) -> str:
     """The loaded text as the session gets it: ``js`` (JavaScript string form) with line ends
-    normalised and the characters Claude Code filters out removed; a surrogate the cut left alone
-    is lost."""
-    text = js.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "ignore") if not js.isascii() else js
+    normalised and invisible characters removed; a surrogate the cut left alone is lost."""
+    text = js if js.isascii() else js.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "ignore")
     if "\r" in text or "\u2028" in text or "\u2029" in text:
         text = re.sub("\r\n?|[\u2028\u2029]", "\n", text)
-    text = _CONTROL.sub("", text)
-    if text.isascii():
-        return text
-    import unicodedata
-
-    return "".join(ch for ch in _DEFAULT_IGNORABLE.sub("", text)
-                   if ch.isascii() or ch in _KEEP or unicodedata.category(ch) not in ("Cf", "Co", "Cn", "Cs"))
+    return _INVISIBLE.sub("", text)
 
 
 def loaded_view(text: str, max_lines: int = 200, max_chars: int = 25_000, *, idx: Index | None = None) -> LoadedView:
