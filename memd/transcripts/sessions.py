@@ -65,18 +65,21 @@ class MemoryPaths:
         return p.startswith(self.prefix) or self.marker in p
 
 
+def _main_blocks(obj: dict[str, Any], kind: str) -> list[Any]:
+    """The content blocks of a main-agent (not sidechain) line of type ``kind``; [] for any other."""
+    if obj.get("type") != kind or obj.get("isSidechain") is True:
+        return []
+    msg = obj.get("message")
+    content = msg.get("content") if isinstance(msg, dict) else None
+    return content if isinstance(content, list) else []
+
+
 def written_uses(obj: dict[str, Any]) -> list[tuple[str, str]]:
     """(tool_use id, file path) of each file-writing tool use on a main-agent assistant line (most
     lines: none). Only ``type: assistant`` lines count: the ``api-request-blob`` records of 2.1.328
     copy whole request messages, tool uses included, and are never the agent acting."""
-    if obj.get("type") != "assistant" or obj.get("isSidechain") is True:
-        return []
-    msg = obj.get("message")
-    content = msg.get("content") if isinstance(msg, dict) else None
-    if not isinstance(content, list):
-        return []
     out: list[tuple[str, str]] = []
-    for b in content:
+    for b in _main_blocks(obj, "assistant"):
         if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("name") in MEMORY_WRITE_TOOLS:
             inp = b.get("input")
             fp = (inp.get("file_path") or inp.get("notebook_path")) if isinstance(inp, dict) else None
@@ -90,13 +93,7 @@ def failed_tool_ids(obj: dict[str, Any]) -> list[str]:
     """The tool uses a main-agent user line answers with ``is_error: true``: the tool did not do its
     work. A hook's denial reads ``PreToolUse:Write hook error: <reason>`` (facts.md section 4); a
     failed Edit or a refused permission are errors too."""
-    if obj.get("type") != "user" or obj.get("isSidechain") is True:
-        return []
-    msg = obj.get("message")
-    content = msg.get("content") if isinstance(msg, dict) else None
-    if not isinstance(content, list):
-        return []
-    return [b["tool_use_id"] for b in content
+    return [b["tool_use_id"] for b in _main_blocks(obj, "user")
             if isinstance(b, dict) and b.get("type") == "tool_result" and b.get("is_error") is True
             and isinstance(b.get("tool_use_id"), str)]
 
