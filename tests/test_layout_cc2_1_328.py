@@ -160,3 +160,16 @@ def test_guard_does_not_take_a_repository_for_memory_under_tilde(claude_home: Pa
     repo = Path(os.environ["HOME"]) / "repo"
     hc = HookContext(claude_dir=os.fspath(claude_home))
     assert hc.memory_folder(os.fspath(repo / ".env")) is None
+
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@given(st.text(max_size=150))
+def test_folder_name_is_one_dash_per_utf16_unit(path: str) -> None:
+    name = layout.sanitize(path)
+    assert len(name) == len(path.encode("utf-16-le", "surrogatepass")) // 2
+    if all(ord(c) <= 0xFFFF for c in path):  # then unit i is character i
+        assert all(a == b for a, b in zip(name, path, strict=True) if b.isascii() and b.isalnum())
+    assert set(name) <= set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
