@@ -6,7 +6,6 @@ start-up cwd) and the memory folder (keyed on the canonical git root of that cwd
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
@@ -59,40 +58,54 @@ def _hash36(text: str) -> str:
 
 
 def sanitize(path: str) -> str:
-    """Folder name of a path: every character outside [A-Za-z0-9] becomes '-'."""
-    name = _NON_ALNUM.sub("-", path)
-    if len(name) <= MAX_FOLDER_NAME:
+    """Folder name of a path, as Claude Code 2.1.328 makes it: every UTF-16 code unit outside
+    [A-Za-z0-9] becomes '-' (an emoji, two units, becomes "--"; a decomposed "e" + accent "e-"), with
+    no Unicode normalisation; a name over 200 units is cut to 200 and gets "-<hash>"."""
+    name = _NON_ALNUM.sub(_dashes, path)
+    if len(name) <= MAX_FOLDER_NAME:  # all ASCII now: characters are UTF-16 units
         return name
     return f"{name[:MAX_FOLDER_NAME]}-{_hash36(path)}"
 
 
-def read_settings(claude: Path) -> dict[str, Any]:
-    """~/.claude/settings.json as a dict; {} when missing or unreadable (Claude Code does the same)."""
-    try:
-        data = json.loads((claude / "settings.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+def _dashes(m: re.Match[str]) -> str:
+    return "--" if ord(m.group()) > 0xFFFF else "-"
+
+
+def read_settings(claude: Path, repo: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Claude Code's settings as a session in ``repo`` sees them: every scope merged (managed, local,
+    project, user; ``memd.ccsettings``); the user's settings.json alone without ``repo``. Missing or
+    unreadable files count as empty (Claude Code does the same)."""
+    from memd import ccsettings
+
+    return ccsettings.merged(os.fspath(claude), os.fspath(repo) if repo is not None else None)
 
 
 def memory_disabled(claude: Path, settings: dict[str, Any] | None = None) -> str | None:
-    """Why auto memory is off, or None when it is on."""
-    if os.environ.get("CLAUDE_CODE_DISABLE_AUTO_MEMORY", "").strip() in ("1", "true", "yes"):
+    """Why auto memory is off, or None when it is on. ``CLAUDE_CODE_DISABLE_AUTO_MEMORY`` decides
+    first (1/true/yes/on in any case: off; 0/false/no/off: on whatever the settings say)."""
+    from memd import ccsettings
+
+    switch = ccsettings.env_switch()
+    if switch == "off":
         return "CLAUDE_CODE_DISABLE_AUTO_MEMORY is set"
+    if switch == "on":
+        return None
     s = read_settings(claude) if settings is None else settings
     if s.get("autoMemoryEnabled") is False:
-        return f"autoMemoryEnabled is false in {claude / 'settings.json'}"
+        where = s.get(ccsettings.SOURCES_KEY, {}).get("autoMemoryEnabled") or claude / "settings.json"
+        return f"autoMemoryEnabled is false in {where}"
     return None
 
 
 def memory_override(claude: Path, settings: dict[str, Any] | None = None) -> Path | None:
+    """The memory folder ``autoMemoryDirectory`` names, or None for the default one (unset, relative,
+    or rejected as Claude Code rejects it: ``~/``, ``/``, the home folder or above)."""
+    from memd import ccsettings
+
     s = read_settings(claude) if settings is None else settings
     value = s.get("autoMemoryDirectory")
-    if isinstance(value, str) and value.strip():
-        p = Path(value.strip()).expanduser()
-        if p.is_absolute():
-            return p
-    return None
+    chosen = ccsettings.memory_dir(value.strip() if isinstance(value, str) else value)
+    return Path(chosen) if chosen is not None else None
 
 
 def git_root(path: Path) -> Path | None:
@@ -135,16 +148,21 @@ def _worktree_main(folder: Path, dotgit: Path) -> Path | None:
 
 
 def folder_for_cwd(cwd: str | os.PathLike[str]) -> str:
-    """The projects/ folder name Claude Code uses for the memory of a working folder."""
-    import unicodedata  # not at import: the SessionStart and prompt hooks import this module
+    """The projects/ folder name Claude Code uses for the memory of a working folder: its canonical
+    git root's name (no Unicode normalisation: Claude Code names the path as the system gives it),
+    or ``CLAUDE_CODE_PROJECT_DIR_NAME`` where Claude Code honours it."""
+    from memd import ccsettings
 
-    p = Path(unicodedata.normalize("NFC", os.fspath(cwd)))
+    fixed = ccsettings.project_dir_name()
+    if fixed is not None:
+        return fixed
+    p = Path(cwd)
     root = git_root(p)
     try:
         base = root if root is not None else p.resolve()
     except OSError:
         base = p
-    return sanitize(unicodedata.normalize("NFC", os.fspath(base)))
+    return sanitize(os.fspath(base))
 
 
 class Project(Record):
@@ -217,7 +235,7 @@ def resolve_project(arg: str, claude: Path, cwd: Path | None = None) -> Project:
         name = folder_for_cwd(rp)
         found = find_folder(root, name)
         folder = found if found is not None else root / name
-        return project_for_folder(claude, folder, settings)
+        return project_for_folder(claude, folder, read_settings(claude, rp))  # a session there sees these
     if p.exists():
         raise UsageError(f"{arg!r} is a file, not a project (give a working folder, a folder under {root}, "
                          "or a memory folder)")

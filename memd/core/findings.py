@@ -58,8 +58,8 @@ CODES: dict[str, Code] = {
     "MEM070": Code(WARNING, "no-index", "Topic files exist but MEMORY.md does not."),
     "MEM071": Code(ERROR, "folder-unreadable", "The memory folder cannot be listed."),
     "MEM072": Code(WARNING, "folder-too-big", "The memory folder has more entries than memd walks."),
-    "MEM080": Code(ERROR, "unclosed-comment",
-                   "An HTML comment in MEMORY.md is never closed: everything after it is hidden from sessions."),
+    "MEM080": Code(WARNING, "unclosed-comment",
+                   "An HTML comment in MEMORY.md is never closed: sessions load it, and all after it, as text."),
 }
 
 

@@ -2,15 +2,20 @@
 
 Pure functions of text, stdlib only (the hooks measure the index on every memory write).
 
-Loading, as Claude Code does it: strip YAML frontmatter and block-level HTML comments, trim,
-keep the first ``max_lines`` lines, then, if the text is longer than ``max_chars`` UTF-16
-units, cut it at the last newline before the limit and append a warning line. Whatever lies
-past the cut is invisible to the model: entries there are "hidden".
+Loading, as Claude Code 2.1.328 does it (read from its behaviour and checked against the real CLI
+by ``tests/realcc``): ``source`` strips frontmatter and top-level HTML comments; the text is
+trimmed (JavaScript's trim: a BOM goes), counted raw in UTF-16 units (a CRLF's "\r" counts
+unless the comment pass normalised line ends), cut to ``max_lines`` lines, then at the last
+newline before ``max_chars`` (or at ``max_chars`` when the first line alone is longer), and a
+warning is appended; invisible characters are removed from the text only after counting.
+Whatever lies past the cut is invisible to the model: entries there are "hidden".
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
+from itertools import accumulate
 
 from memd.record import Record, field
 
@@ -68,7 +73,8 @@ class Index(Record):
     masked: frozenset[int] = field(default_factory=frozenset)  # 1-based lines in frontmatter/comments
     fenced: frozenset[int] = field(default_factory=frozenset)  # 1-based lines of fenced code (loaded, not entries)
     open_fence: bool = False  # the text ends inside a code fence that is never closed
-    open_comment: bool = False  # the text ends inside an HTML comment that is never closed
+    open_comment: bool = False  # a top-level "<!--" is never closed (Claude Code loads it as text)
+    src: Source | None = None  # what Claude Code measures (``source``), kept for ``loaded_view``
 
     @property
     def open_at_end(self) -> bool:
@@ -82,36 +88,177 @@ class Index(Record):
         return n in self.masked and (n + 1 in self.masked or (last and self.open_comment))
 
 
-def _masked(lines: list[str]) -> tuple[set[int], bool]:
-    """1-based line numbers that Claude Code strips (frontmatter and block-level HTML comments), and
-    whether the last comment is left open (it then runs to the end)."""
+# JavaScript's String.prototype.trim and regex \s: WhiteSpace (BOM included) and LineTerminator.
+# Python's str.strip differs (it strips U+001C-U+001F and U+0085, keeps U+FEFF).
+JS_SPACE = ("\t\n\x0b\x0c\r \xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+            "\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff")
+_JS_S = f"[{JS_SPACE}]"
+# Claude Code's frontmatter regex, /^---\s*\n([\s\S]*?)---\s*\n?/: it closes at the first "---"
+# anywhere after the opening line, and eats the blank space after it.
+_FRONTMATTER = re.compile(f"---{_JS_S}*\n[\\s\\S]*?---{_JS_S}*\n?")
+_COMMENT = re.compile(r"<!--[\s\S]*?-->")
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+_LIST_ITEM = re.compile(r"^( {0,3})([*+-]|\d{1,9}[.)])( {1,4}(?! )|[ \t]*$)")
+_BLOCK_START = re.compile(r"^ {0,3}(?:<!--|#{1,6}(?:[ \t]|$)|>|`{3,}|~{3,}"
+                          r"|(?:(?:\*[ \t]*){3,}|(?:-[ \t]*){3,}|(?:_[ \t]*){3,})$)")
+
+
+def js_string(text: str) -> str:
+    """``text`` as a JavaScript string: characters outside the BMP as two surrogates, so that
+    ``len``, slicing and ``find`` count UTF-16 units as Claude Code does."""
+    if text.isascii() or not _ASTRAL.search(text):
+        return text
+    return _ASTRAL.sub(_pair, text)
+
+
+def _pair(m: re.Match[str]) -> str:
+    c = ord(m.group()) - 0x10000
+    return chr(0xD800 + (c >> 10)) + chr(0xDC00 + (c & 0x3FF))
+
+
+def _indent(ln: str) -> int:
+    n = 0
+    for ch in ln:
+        if ch == " ":
+            n += 1
+        elif ch == "\t":
+            n += 4 - n % 4
+        else:
+            break
+    return n
+
+
+class Source(Record):
+    """The text Claude Code measures, before trimming (JavaScript string form, see ``js_string``),
+    as pieces that each come from one file line."""
+    text: str
+    starts: tuple[int, ...]  # offset of each piece in text
+    lines: tuple[int, ...]  # 1-based file line of each piece
+    masked: frozenset[int]  # file lines that are wholly frontmatter or a stripped comment
+    open_comment: int  # the file line of a top-level "<!--" that is never closed (kept as text), or 0
+
+
+def source(text: str) -> Source:
+    """What Claude Code 2.1.328 makes of MEMORY.md before counting (facts.md section 2):
+
+    - frontmatter by its regex (a leading BOM skipped for the match only);
+    - if what is left contains "<!--", its Markdown lexer: line ends normalised, and each top-level
+      HTML block that starts with "<!--" and holds a "-->" loses its comments (text after "-->" on the
+      closing line stays, and the block goes whole, blank lines after it included, when nothing else is
+      left). Comments in code fences, under list items or indented as code are not top-level; an
+      unclosed "<!--" is kept as text. Otherwise the text is kept raw (a CRLF's "\r" counts).
+    """
+    js = js_string(text)
+    raw = js.split("\n")
+    body = js[1:] if js.startswith("\ufeff") else js
+    if "<!--" not in js and not body.startswith("---"):  # the common case: the text as it is
+        return Source(js, (0, *accumulate(len(ln) + 1 for ln in raw[:-1])), tuple(range(1, len(raw) + 1)),
+                      frozenset(), 0)
+    pieces: list[tuple[int, str]] = [(n, ln + "\n") for n, ln in enumerate(raw, 1)]
+    pieces[-1] = (len(raw), raw[-1])
     masked: set[int] = set()
-    open_comment = False
-    i = 0
-    if lines and re.match(r"^(?:\ufeff)?---[ \t]*$", lines[0]):
-        for j in range(1, len(lines)):
-            if re.match(r"^---[ \t]*$", lines[j]):
-                masked.update(range(1, j + 2))
-                i = j + 1
-                break
-    while i < len(lines):
-        if _COMMENT_START.match(lines[i]):
-            j = i
-            while j < len(lines) and "-->" not in lines[j][lines[j].find("<!--") + 4 if j == i else 0:]:
-                j += 1
-            open_comment = j >= len(lines)
-            end = min(j, len(lines) - 1)
-            masked.update(range(i + 1, end + 2))
-            i = end + 1
-            continue
-        i += 1
-    return masked, open_comment
+    if body.startswith("---") and body.find("---", 3) >= 0:
+        m = _FRONTMATTER.match(body)
+        if m:
+            skip = len(js) - len(body)
+            off = skip + m.end()
+            first = js.count("\n", 0, off)  # the piece the text now starts in (0-based)
+            closing = js.count("\n", 0, skip + len(m.group().rstrip(JS_SPACE)))
+            rest = pieces[first][1][off - (js.rfind("\n", 0, off) + 1):]
+            masked.update(range(1, closing + 2))
+            if rest.strip(JS_SPACE):
+                masked.discard(first + 1)
+            pieces = [(first + 1, rest), *pieces[first + 1:]]
+    open_comment = 0
+    if any("<!--" in t for _, t in pieces):
+        pieces, open_comment = _strip_comments(pieces, masked)
+    pieces = [p for p in pieces if p[1]]
+    starts: list[int] = []
+    acc = 0
+    for _, t in pieces:
+        starts.append(acc)
+        acc += len(t)
+    return Source("".join(t for _, t in pieces), tuple(starts), tuple(n for n, _ in pieces),
+                  frozenset(masked), open_comment)
 
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_HTML_BLOCK = re.compile(r"^ {0,3}</?[A-Za-z][A-Za-z0-9-]*(?:[ \t/>]|$)")
 
 
-def _fenced_lines(lines: list[str], masked: set[int]) -> tuple[set[int], bool]:
+def _fence_closes(ln: str, fence: str) -> bool:
+    lead = ln.lstrip(" \t")
+    m = _FENCE.match(lead)
+    return m is not None and m.group(1).startswith(fence) and not lead[m.end():].strip()
+
+
+def _strip_comments(pieces: list[tuple[int, str]], masked: set[int]) -> tuple[list[tuple[int, str]], int]:
+    """Claude Code's lexer pass (see ``source``), line by line: a model of the few Markdown blocks
+    that decide whether a comment is top-level (fences, list items, indented code, HTML blocks)."""
+    pieces = [(n, t.replace("\r\n", "\n").replace("\r", "\n")) for n, t in pieces]
+    out: list[tuple[int, str]] = []
+    fence = ""
+    list_w: int | None = None
+    html, prev_blank = False, True
+    i = 0
+    while i < len(pieces):
+        n, t = pieces[i]
+        ln = t[:-1] if t.endswith("\n") else t
+        i += 1
+        if fence:
+            fence = "" if _fence_closes(ln, fence) else fence
+            out.append((n, t))
+            continue
+        blank = not ln.strip(" \t")
+        if blank or html:
+            html = html and not blank
+            prev_blank = blank
+            out.append((n, t))
+            continue
+        ind = _indent(ln)
+        lead = ln.lstrip(" \t")
+        item = _LIST_ITEM.match(ln)
+        if list_w is not None and ind >= list_w:
+            pass  # inside the list item: nothing here is top-level
+        elif item:
+            gap = item.group(3)
+            gap_w = len(gap) if 0 < len(gap) <= 4 and "\t" not in gap else 1
+            list_w = len(item.group(1)) + len(item.group(2)) + gap_w
+        elif list_w is not None and not prev_blank and not _BLOCK_START.match(ln):
+            pass  # a lazy continuation line of the item's paragraph
+        else:
+            list_w = None
+            if ind <= 3 and lead.startswith("<!--"):
+                j, pos = i - 1, t.find("-->", t.find("<!--") + 4)
+                while pos < 0 and j + 1 < len(pieces):
+                    j += 1
+                    pos = pieces[j][1].find("-->")
+                if pos < 0:  # never closed: the lexer's block runs to the end and is kept
+                    out.append((n, t))
+                    out.extend(pieces[i:])
+                    return out, n
+                k = j + 1
+                while k < len(pieces) and pieces[k][1] == "\n":
+                    k += 1
+                residue = _COMMENT.sub("", "".join(p[1] for p in pieces[i - 1:k]))
+                masked.update(p[0] for p in pieces[i - 1:j])
+                if residue.strip(JS_SPACE):
+                    out.append((pieces[j][0], residue))
+                else:
+                    masked.add(pieces[j][0])
+                i, prev_blank = k, True
+                continue
+            if ind <= 3 and _HTML_BLOCK.match(ln):
+                html = True
+        opens = _FENCE.match(lead)
+        if opens:
+            fence = opens.group(1)
+        prev_blank = False
+        out.append((n, t))
+    return out, 0
+
+
+def _fenced_lines(lines: list[str], masked: frozenset[int]) -> tuple[set[int], bool]:
     """1-based lines of fenced code blocks, fences included (a list item there is an example, not an
     entry), and whether the last block is left open."""
     fenced: set[int] = set()
@@ -132,7 +279,8 @@ def _fenced_lines(lines: list[str], masked: set[int]) -> tuple[set[int], bool]:
 
 def parse(text: str) -> Index:
     lines = split_lines(text)
-    masked, open_comment = _masked(lines)
+    src = source(text)
+    masked = src.masked
     fenced, open_fence = _fenced_lines(lines, masked) if "``" in text or "~~" in text else (set(), False)
     entries: list[Entry] = []
     for n, ln in enumerate(lines, 1):
@@ -143,7 +291,7 @@ def parse(text: str) -> Index:
             hook = _HOOK_SEP.sub("", m.group("rest"), count=1).strip()
             title = m.group("title").replace("\\]", "]").replace("\\[", "[")
             entries.append(Entry(n, title, m.group("target"), hook, ln))
-    return Index(text, lines, entries, frozenset(masked), frozenset(fenced), open_fence, open_comment)
+    return Index(text, lines, entries, masked, frozenset(fenced), open_fence, src.open_comment > 0, src)
 
 
 class LoadedView(Record):
@@ -160,56 +308,95 @@ class LoadedView(Record):
         return self.cut_by is not None
 
 
-def warning_line(chars: int, max_chars: int) -> str:
-    # Only the prefix and the "(limit: 24.4KB)" figure are known from analyses of Claude Code;
-    # the rest of the wording is ours.
-    return (f"> WARNING: MEMORY.md is {chars / 1024:.1f}KB (limit: {max_chars / 1024:.1f}KB) "
-            "- index entries past this point were not loaded. Keep index entries to one short line; "
-            "move detail into topic files.")
+def _size(units: int) -> str:
+    """Claude Code's size figure: "24.4KB", "27KB", "900 bytes"."""
+    kb = units / 1024
+    if kb < 1:
+        return f"{units} bytes"
+    return f"{kb:.1f}".removesuffix(".0") + "KB"
+
+
+def _shorten(text: str, n: int) -> str:
+    if len(text) <= n:
+        return text
+    head = text[:n - 1]
+    m = re.search(f"{_JS_S}[^{JS_SPACE}]*$", head)
+    word = head[:m.start()].rstrip(JS_SPACE) if m else ""
+    return (word if len(word) > n / 2 else head.rstrip(JS_SPACE)) + "\u2026"
+
+
+def warning_line(trimmed: str, kept: int, max_lines: int, max_chars: int) -> str:
+    """Claude Code's warning after a cut index (2.1.328, word for word): ``trimmed`` is the whole
+    trimmed text, ``kept`` how many of its units were loaded."""
+    total = trimmed.count("\n") + 1
+    over_lines, over_chars = total > max_lines, len(trimmed) > max_chars
+    kept_lines = trimmed.count("\n", 0, kept) + 1 if trimmed[kept:kept + 1] == "\n" else 0
+    if kept_lines == 0:
+        where = f"everything after the first {kept} characters of line 1 was cut off"
+    else:
+        nxt = trimmed.find("\n", kept + 1)
+        first = trimmed[kept + 1:nxt if nxt >= 0 else len(trimmed)].strip(JS_SPACE)
+        where = (f"{total - kept_lines} of {total} lines were cut off, starting at line {kept_lines + 1}"
+                 + (f' ("{_shorten(first, 80)}")' if first else ""))
+    if over_chars and not over_lines:
+        what = f"{_size(len(trimmed))} (limit: {_size(max_chars)}) \u2014 index entries are too long"
+    elif over_lines and not over_chars:
+        what = f"{total} lines (limit: {max_lines})"
+    else:
+        what = f"{total} lines and {_size(len(trimmed))}"
+    return (f"> WARNING: MEMORY.md is {what}. Only part of it was loaded: {where}. Keep index entries "
+            "to one line under ~200 chars; move detail into topic files.")
+
+
+# Removed from the loaded text after counting, as Claude Code's filter does: format (Cf), private-use,
+# surrogate and other default-ignorable characters, C0/C1 controls but tab and newline; ZWNJ, ZWJ and
+# the emoji variation selectors stay. (Claude Code also drops unassigned code points, which depend on
+# its Unicode version: not modelled.)
+_INVISIBLE = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891"
+    "\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b\u200e-\u200f\u202a-\u202e\u2060-\u206f\u3164"
+    "\ud800-\uf8ff\ufe00-\ufe0d\ufeff\uffa0\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff\U000f0000-\U0010ffff]")
+
+
+def _clean(js: str) -> str:
+    """The loaded text as the session gets it: ``js`` (JavaScript string form) with line ends
+    normalised and invisible characters removed; a surrogate the cut left alone is lost."""
+    text = js if js.isascii() else js.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "ignore")
+    if "\r" in text or "\u2028" in text or "\u2029" in text:
+        text = re.sub("\r\n?|[\u2028\u2029]", "\n", text)
+    return _INVISIBLE.sub("", text)
 
 
 def loaded_view(text: str, max_lines: int = 200, max_chars: int = 25_000, *, idx: Index | None = None) -> LoadedView:
-    """The index as a session sees it (``idx``: the text already parsed, to save parsing it again)."""
-    if idx is not None:
-        src, masked = idx.lines, set(idx.masked)
-    else:
-        src = split_lines(text)
-        masked = _masked(src)[0]
-    kept = [(n, ln) for n, ln in enumerate(src, 1) if n not in masked]
-    # trim: drop leading/trailing blank lines, and surrounding whitespace of the whole text
-    while kept and not kept[0][1].strip():
-        kept.pop(0)
-    while kept and not kept[-1][1].strip():
-        kept.pop()
-    if kept:
-        kept[0] = (kept[0][0], kept[0][1].lstrip())
-        kept[-1] = (kept[-1][0], kept[-1][1].rstrip())
-    full = "\n".join(ln for _, ln in kept)
-    total_lines, total_chars = len(kept), utf16_len(full)
+    """The index as a session sees it (``idx``: the text already parsed, to save parsing it again).
+    Counts are in UTF-16 units of the text ``source`` gives; ``visible`` holds every file line of
+    which at least one unit is loaded (a line cut in its middle is visible)."""
+    src = idx.src if idx is not None and idx.src is not None else source(text)
+    content = src.text
+    a = len(content) - len(content.lstrip(JS_SPACE))
+    trimmed = content[a:len(content.rstrip(JS_SPACE))]
+    if not trimmed:
+        return LoadedView("", 0, 0, frozenset(), None, max_lines, max_chars)
+    total_lines, total_chars = trimmed.count("\n") + 1, len(trimmed)
+    kept = total_chars
     cut_by: str | None = None
-    if len(kept) > max_lines:
-        kept = kept[:max_lines]
+    if total_lines > max_lines:
         cut_by = "lines"
-    body = "\n".join(ln for _, ln in kept)
-    if utf16_len(body) > max_chars:
+        kept = -1
+        for _ in range(max_lines):
+            kept = trimmed.find("\n", kept + 1)
+    if kept > max_chars:
         cut_by = "chars"
-        acc, keep = 0, 0
-        for i, (_, ln) in enumerate(kept):
-            # a line fits if the text up to and including its newline stays within the limit
-            add = utf16_len(ln) + (1 if i else 0)
-            if acc + add > max_chars:
-                break
-            acc += add
-            keep = i + 1
-        kept = kept[:keep]
-        body = "\n".join(ln for _, ln in kept)
-    if cut_by == "chars":
-        body = body + "\n\n" + warning_line(total_chars, max_chars)
-    elif cut_by == "lines":
-        body = body + "\n\n" + (f"> WARNING: MEMORY.md is {total_lines} lines (limit: {max_lines}) "
-                                "- only part of it was loaded.")
-    return LoadedView(body, total_lines, total_chars, frozenset(n for n, _ in kept), cut_by,
-                      max_lines, max_chars)
+        nl = trimmed.rfind("\n", 0, max_chars + 1)
+        kept = nl if nl > 0 else max_chars
+    body = trimmed[:kept]
+    if cut_by is not None:
+        body += "\n\n" + warning_line(trimmed, kept, max_lines, max_chars)
+    first = bisect_right(src.starts, a) - 1
+    last = bisect_right(src.starts, a + kept - 1) - 1
+    visible = frozenset(src.lines[first:last + 1])
+    return LoadedView(_clean(body), total_lines, total_chars, visible, cut_by, max_lines, max_chars)
 
 
 class Budget(Record):

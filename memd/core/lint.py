@@ -126,14 +126,14 @@ def _index_checks(snap: FolderSnapshot, b: Limits, idx: index.Index,
         if n not in idx.masked and len(ln) > b.max_index_line:
             yield _f("MEM004", INDEX_NAME, n, f"line is {len(ln)} characters (limit {b.max_index_line}); "
                                               "an index line is a title and a short hook")
-    if idx.open_comment:
-        start = len(idx.lines)
-        while start > 1 and start - 1 in idx.masked and not idx.lines[start - 1].lstrip().startswith("<!--"):
-            start -= 1
-        hidden = [ln for ln in idx.lines[start:] if index.ENTRY.match(ln)]
-        yield _f("MEM080", INDEX_NAME, start, f"the HTML comment opened here is never closed: the "
-                 f"{len(idx.lines) - start} lines after it never reach a session"
-                 + (f", {len(hidden)} of them index entries" if hidden else "") + "; close it with -->")
+    if idx.open_comment and idx.src is not None:
+        # Claude Code strips only closed comments: this one, and all that follows it, is loaded as text
+        start = idx.src.open_comment
+        shown = [ln for ln in idx.lines[start:] if index.ENTRY.match(ln)]
+        yield _f("MEM080", INDEX_NAME, start, f"the HTML comment opened here is never closed: Claude Code "
+                 f"loads it as text, with the {len(idx.lines) - start} lines after it"
+                 + (f" ({len(shown)} of them index entries)" if shown else "")
+                 + "; close it with --> or remove it")
     existing = snap.by_rel
     folded = snap.folded
     linked: set[str] = set()

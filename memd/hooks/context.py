@@ -244,19 +244,21 @@ def _clean(path: str) -> str:
 
 
 def memory_override(claude: str) -> str | None:
-    """settings.json's autoMemoryDirectory when it is an absolute path (``memd.layout.memory_override``
-    and ``read_settings``, without pathlib): a missing, unreadable or malformed file means none."""
+    """settings.json's autoMemoryDirectory when Claude Code takes it (``memd.layout.memory_override``,
+    without pathlib): a missing, unreadable or malformed file, a relative path, ``~/``, ``/``, the home
+    folder or above mean none, so the guard never takes a home or a repository for memory."""
     try:
         with open(os.path.join(claude, "settings.json"), "rb") as f:
             data = json.loads(f.read().decode("utf-8"))
     except (OSError, ValueError):
         return None
     value = data.get("autoMemoryDirectory") if isinstance(data, dict) else None
-    if isinstance(value, str) and value.strip():
-        p = _clean(os.path.expanduser(value.strip()))
-        if os.path.isabs(p):
-            return p
-    return None
+    if not isinstance(value, str) or not value.strip():
+        return None
+    from memd.ccsettings import memory_dir  # only here: os and json, like this module
+
+    chosen = memory_dir(value.strip())
+    return _clean(chosen) if chosen is not None else None
 
 
 def absolute(file_path: str, cwd: str | None) -> str:

@@ -32,7 +32,7 @@ def user_prompt_submit(event: dict[str, Any], hc: HookContext) -> dict[str, Any]
     from memd.hooks.session import project_for_cwd
 
     claude = Path(hc.claude_dir())
-    settings = layout.read_settings(claude)  # read once for all three questions
+    settings = layout.read_settings(claude, cwd)  # every scope, read once for all three questions
     if layout.memory_disabled(claude, settings):
         return None
     project = project_for_cwd(cwd, hc, settings)

@@ -101,7 +101,7 @@ def session_start(event: dict[str, Any], hc: HookContext) -> dict[str, Any] | No
     from memd import layout
 
     claude = Path(hc.claude_dir())
-    settings = layout.read_settings(claude)  # read once for all three questions
+    settings = layout.read_settings(claude, cwd)  # every scope, read once for all three questions
     if layout.memory_disabled(claude, settings):
         return None
     project = project_for_cwd(cwd, hc, settings)

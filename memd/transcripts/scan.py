@@ -22,11 +22,10 @@ from memd.transcripts import records as rec
 from memd.transcripts.reader import LineReader
 from memd.transcripts.sessions import (
     MemoryPaths,
+    Writes,
     is_subagent,
     memory_project_for,
-    memory_write_in,
     session_id_for,
-    written_paths,
 )
 
 if TYPE_CHECKING:
@@ -100,7 +99,7 @@ class _Digest:
         self.session_id: str | None = None
         self.first_at: float | None = None
         self.last_at: float | None = None
-        self.writes: list[tuple[float | None, str]] = []  # (time, file path) of file-writing tool uses
+        self.writes = Writes()  # file-writing tool uses, and the ones refused (a hook's denial)
 
     def feed(self, obj: dict[str, Any]) -> None:
         ts = rec.parse_time(obj.get("timestamp"))
@@ -117,9 +116,8 @@ class _Digest:
             sid = obj.get("sessionId")
             if isinstance(sid, str) and sid:
                 self.session_id = sid
-        if obj.get("type") == "assistant":
-            # only the paths: a session with thousands of edits must not hold their bodies
-            self.writes.extend((ts, fp) for fp in written_paths(obj))
+        # only the paths: a session with thousands of edits must not hold their bodies
+        self.writes.feed(obj, ts)
 
 
 def _transcript_paths(folder: str) -> list[str]:
@@ -194,9 +192,10 @@ class _Scanner:
             feeds = memory_project_for(digest.cwd, self.project.name, self.root, self._feeds_cache)
         cwd = known_cwd or digest.cwd or ""
         mem_at: float | None = None
-        if main and digest.writes:
+        writes = digest.writes.effective() if main else []
+        if writes:
             mp = self._memory_paths(feeds)
-            for ts, fp in digest.writes:
+            for ts, fp in writes:
                 if mp.contains(fp):
                     when = ts if ts is not None else self.now
                     mem_at = when if mem_at is None else max(mem_at, when)
@@ -328,12 +327,13 @@ def read_span(path: Path, start_offset: int, config: Config, *, memory_dir: Path
                         result_cap=max(4096, 4 * max(t.render_tool_result_chars, t.render_thinking_chars)),
                         include_sidechain=include_sidechain)
     mp = MemoryPaths(memory_dir, project_name or "") if memory_dir is not None else None
-    wrote = False
-    main = not is_subagent(path)
+    writes = Writes() if mp is not None and not is_subagent(path) else None
     for off, obj in reader:
         parser.feed(off, obj)
-        if mp is not None and main and not wrote and memory_write_in(obj, mp):
-            wrote = True
+        if writes is not None:
+            writes.feed(obj)
+    # a write a hook denied (an is_error tool_result follows it) is not the session writing memory
+    wrote = writes is not None and mp is not None and any(mp.contains(fp) for _, fp in writes.effective())
     return Span(path, reader.start, reader.end_offset, reader.inode, reader.size, parser.out,
                 reader.bad_lines, reader.replaced, reader.missing, wrote,
                 session_id_for(path, parser.session_id), parser.cwd, parser.first_at, parser.last_at)

@@ -65,25 +65,58 @@ class MemoryPaths:
         return p.startswith(self.prefix) or self.marker in p
 
 
-def written_paths(obj: dict[str, Any]) -> list[str]:
-    """The files a main-agent assistant line's file-writing tool uses aim at (most lines: none)."""
-    if obj.get("type") != "assistant" or obj.get("isSidechain") is True:
+def _main_blocks(obj: dict[str, Any], kind: str) -> list[Any]:
+    """The content blocks of a main-agent (not sidechain) line of type ``kind``; [] for any other."""
+    if obj.get("type") != kind or obj.get("isSidechain") is True:
         return []
     msg = obj.get("message")
     content = msg.get("content") if isinstance(msg, dict) else None
-    if not isinstance(content, list):
-        return []
-    out: list[str] = []
-    for b in content:
+    return content if isinstance(content, list) else []
+
+
+def written_uses(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    """(tool_use id, file path) of each file-writing tool use on a main-agent assistant line (most
+    lines: none). Only ``type: assistant`` lines count: the ``api-request-blob`` records of 2.1.328
+    copy whole request messages, tool uses included, and are never the agent acting."""
+    out: list[tuple[str, str]] = []
+    for b in _main_blocks(obj, "assistant"):
         if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("name") in MEMORY_WRITE_TOOLS:
             inp = b.get("input")
             fp = (inp.get("file_path") or inp.get("notebook_path")) if isinstance(inp, dict) else None
             if isinstance(fp, str) and fp:
-                out.append(fp)
+                tid = b.get("id")
+                out.append((tid if isinstance(tid, str) else "", fp))
     return out
 
 
-def memory_write_in(obj: dict[str, Any], paths: MemoryPaths) -> bool:
-    """True when this record is a main-agent assistant line with a file-writing tool use aimed into
-    the memory folder."""
-    return any(paths.contains(fp) for fp in written_paths(obj))
+def failed_tool_ids(obj: dict[str, Any]) -> list[str]:
+    """The tool uses a main-agent user line answers with ``is_error: true``: the tool did not do its
+    work. A hook's denial reads ``PreToolUse:Write hook error: <reason>`` (facts.md section 4); a
+    failed Edit or a refused permission are errors too."""
+    return [b["tool_use_id"] for b in _main_blocks(obj, "user")
+            if isinstance(b, dict) and b.get("type") == "tool_result" and b.get("is_error") is True
+            and isinstance(b.get("tool_use_id"), str)]
+
+
+class Writes:
+    """The file writes of a main agent that took effect, fed line by line: a write stands unless a
+    later ``is_error`` tool_result answers its tool use. A write with no answer yet (the span ends
+    between the two lines) stands: Claude Code writes the result right after the tool ran."""
+
+    __slots__ = ("_failed", "_uses")
+
+    def __init__(self) -> None:
+        self._uses: list[tuple[str, float | None, str]] = []  # (tool_use id, time, file path)
+        self._failed: set[str] = set()
+
+    def feed(self, obj: dict[str, Any], ts: float | None = None) -> None:
+        kind = obj.get("type")
+        if kind == "assistant":
+            self._uses.extend((tid, ts, fp) for tid, fp in written_uses(obj))
+        elif kind == "user" and self._uses:
+            self._failed.update(failed_tool_ids(obj))
+
+    def effective(self) -> list[tuple[float | None, str]]:
+        """(time, file path) of the writes that were not refused or failed."""
+        return [(ts, fp) for tid, ts, fp in self._uses if not tid or tid not in self._failed]
+

@@ -1,0 +1,122 @@
+"""Claude Code's settings that move or switch off auto memory, read as Claude Code 2.1.328 reads them.
+
+``os`` and ``json`` only: the PreToolUse hook (which must not import pathlib) validates
+``autoMemoryDirectory`` with this module too.
+
+Scopes, highest precedence first (facts.md section 1; Claude Code's settings docs: managed >
+command line > local > project > user). A key set in a higher scope wins, key by key:
+
+- managed: ``/Library/Application Support/ClaudeCode/managed-settings.json`` on macOS,
+  ``/etc/claude-code/managed-settings.json`` elsewhere (Linux, WSL). Server-delivered and MDM
+  (plist, registry) policies are not files memd can read.
+- command line (``--settings``): a session's own; memd cannot see it.
+- local ``<repo>/.claude/settings.local.json`` and project ``<repo>/.claude/settings.json``, where
+  ``repo`` is the session's working folder (memd uses the project's git root when it knows no cwd).
+- user ``<Claude folder>/settings.json`` (``$CLAUDE_CONFIG_DIR`` or ``~/.claude``).
+
+``autoMemoryDirectory``: the first scope that sets it decides (an invalid value there means the
+default folder, not a lower scope's value). ``autoMemoryEnabled``: the merged value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+MEMORY_KEYS = ("autoMemoryEnabled", "autoMemoryDirectory")
+SOURCES_KEY = "_memd_sources"  # in a merged settings dict: which file set each memory key
+# CLAUDE_CODE_DISABLE_AUTO_MEMORY: truthy turns memory off, falsy forces it on (any case)
+TRUTHY = frozenset({"1", "true", "yes", "on"})
+FALSY = frozenset({"0", "false", "no", "off"})
+_DIR_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_RESERVED = re.compile(r"^(?:con|prn|aux|nul|com[0-9]|lpt[0-9])$", re.IGNORECASE)
+
+
+def managed_settings_path() -> str:
+    if sys.platform == "darwin":
+        return "/Library/Application Support/ClaudeCode/managed-settings.json"
+    return "/etc/claude-code/managed-settings.json"
+
+
+def scope_files(claude: str, repo: str | None = None) -> list[tuple[str, str]]:
+    """(scope, settings file) in precedence order, highest first."""
+    out = [("managed", managed_settings_path())]
+    if repo:
+        out += [("local", os.path.join(repo, ".claude", "settings.local.json")),
+                ("project", os.path.join(repo, ".claude", "settings.json"))]
+    out.append(("user", os.path.join(claude, "settings.json")))
+    return out
+
+
+def read_json(path: str) -> dict[str, Any]:
+    """A settings file as a dict; {} when missing, unreadable or not an object (as Claude Code)."""
+    try:
+        with open(path, "rb") as f:
+            data = json.loads(f.read().decode("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def merged(claude: str, repo: str | None = None) -> dict[str, Any]:
+    """The settings of every scope merged key by key (the higher scope wins); ``SOURCES_KEY`` maps
+    each memory key to the file that set it."""
+    out: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for _scope, path in reversed(scope_files(claude, repo)):
+        data = read_json(path)
+        out.update(data)
+        for k in MEMORY_KEYS:
+            if data.get(k) is not None:
+                sources[k] = path
+    out[SOURCES_KEY] = sources
+    return out
+
+
+def env_switch() -> str | None:
+    """"off" or "on" when CLAUDE_CODE_DISABLE_AUTO_MEMORY decides, else None."""
+    value = os.environ.get("CLAUDE_CODE_DISABLE_AUTO_MEMORY")
+    if value is None:
+        return None
+    v = value.strip().lower()
+    return "off" if v in TRUTHY else "on" if v in FALSY else None
+
+
+def memory_dir(value: Any, home: str | None = None) -> str | None:
+    """``autoMemoryDirectory`` as Claude Code takes it, or None (the default folder is used): an
+    absolute path or one under ``~/``; a relative path is ignored; ``~/`` itself, ``/``, the home
+    folder and folders above it are rejected (a memory folder there would take in the home's or
+    a repository's own files, ``.env`` included)."""
+    if not isinstance(value, str) or not value or "\x00" in value:
+        return None
+    home = os.path.normpath(home or os.path.expanduser("~"))
+    path = value
+    if value.startswith(("~/", "~\\")):
+        rest = os.path.normpath(value[2:] or ".")
+        if rest in (".", "..") or rest.startswith(("../", "..\\")):
+            return None
+        path = os.path.join(home, value[2:])
+    path = os.path.normpath(path).rstrip("/\\")
+    if not os.path.isabs(path) or len(path) < 3:
+        return None
+    if path == home or home.startswith(path + os.sep):
+        return None
+    return path
+
+
+def project_dir_name() -> str | None:
+    """``CLAUDE_CODE_PROJECT_DIR_NAME``: with ``CLAUDE_CONFIG_DIR`` set, every session's transcripts
+    and memory go to ``projects/<that name>``; taken only when it is 1-64 of [A-Za-z0-9_-] and not a
+    Windows device name (as Claude Code)."""
+    if not (os.environ.get("CLAUDE_CONFIG_DIR") or "").strip():
+        return None
+    name = (os.environ.get("CLAUDE_CODE_PROJECT_DIR_NAME") or "").strip()
+    if not name or not _DIR_NAME.match(name) or _RESERVED.match(name):
+        return None
+    return name
