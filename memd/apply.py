@@ -48,16 +48,17 @@ from memd import history
 from memd.core import frontmatter, secrets
 from memd.core import index as mindex
 from memd.core.links import fold_path, link_target
+from memd.core.paths import INDEX_NAME, is_team
 from memd.errors import ConflictError, MemdError
+from memd.memfolder.folder import file_map, read_files
+from memd.memfolder.read import Signature
+from memd.memfolder.walk import confined_problem
 from memd.store import (
-    Signature,
     UnsafePathError,
     atomic_write,
     check_confined,
-    confined_problem,
     ensure_private_dir,
     make_parents_confined,
-    read_bounded,
     sweep_temps,
     unchanged,
 )
@@ -66,7 +67,6 @@ if TYPE_CHECKING:
     from memd.config import Config
     from memd.layout import Project
 
-INDEX = "MEMORY.md"
 FAULT_ENV = "MEMD_FAULT"
 # A run may shrink the total characters of the topic files' bodies (deleted files count as lost) by
 # at most this share, and never by more than MIN_SHRINK_CHARS in a folder so small that the share is
@@ -122,10 +122,9 @@ def stage(state_dir: Path, project: Project, job: str, run_id: str, *, max_file_
     shutil.rmtree(folder, ignore_errors=True)
     root = ensure_private_dir(folder / "memories")
     baseline: dict[str, Base] = {}
-    for rel in history.md_files(project.memory_dir) if project.memory_dir.is_dir() else ():
-        r = read_bounded(project.memory_dir / rel, max_file_bytes)
+    for rel, r in read_files(project.memory_dir, max_file_bytes).items():  # memory files only (core.paths)
         if r.data is None or r.signature is None:
-            continue  # unreadable, too large, a symlink: the model never sees it, apply never touches it
+            continue
         baseline[rel] = Base(r.data, r.signature)
         dst = root / rel
         dst.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -143,7 +142,7 @@ class Change:
 
 def changes(st: Staging) -> list[Change]:
     """What the staged folder changed against the baseline, sorted by path."""
-    after = history.read_md_files(st.root)
+    after = file_map(st.root)
     out: list[Change] = []
     for rel in sorted(set(after) | set(st.baseline)):
         b = st.baseline.get(rel)
@@ -174,7 +173,7 @@ def _overlay(files: dict[str, bytes], chs: Iterable[Change]) -> dict[str, bytes]
 def finalize(st: Staging, config: Config) -> list[str]:
     """The deterministic index rebuild, last, on the staged folder. Returns its actions."""
     from memd.core.rebuild import TopicInfo, plan_rebuild, topics_of
-    from memd.folder import read_folder
+    from memd.memfolder.folder import read_folder
 
     snap = read_folder(st.root, config.budget)
     idx = snap.index
@@ -192,7 +191,7 @@ def finalize(st: Staging, config: Config) -> list[str]:
             topics[t] = TopicInfo(t, team=True)
     plan = plan_rebuild(old, topics, config.budget)
     if plan.text != (old or "") and plan.text.strip():
-        (st.root / INDEX).write_text(plan.text, encoding="utf-8", newline="")
+        (st.root / INDEX_NAME).write_text(plan.text, encoding="utf-8", newline="")
         return list(plan.actions) or ["index rebuilt"]
     return []
 
@@ -201,7 +200,7 @@ def finalize(st: Staging, config: Config) -> list[str]:
 
 
 def _topics(files: dict[str, bytes] | dict[str, Base]) -> set[str]:
-    return {r for r in files if r != INDEX and not history.is_team(r)}
+    return {r for r in files if r != INDEX_NAME and not is_team(r)}
 
 
 def guard(st: Staging, chs: list[Change], config: Config) -> list[str]:
@@ -215,17 +214,17 @@ def guard(st: Staging, chs: list[Change], config: Config) -> list[str]:
         return frontmatter.parse(data.decode("utf-8", "replace"))
 
     for c in chs:
-        if history.is_team(c.rel):
+        if is_team(c.rel):
             reasons.append(f"{c.rel}: team/ memory changed (it is read-only)")
     for c in chs:
-        if c.after is None or history.is_team(c.rel):
+        if c.after is None or is_team(c.rel):
             continue
         try:
             c.after.decode("utf-8")
         except UnicodeDecodeError:
             reasons.append(f"{c.rel}: not valid UTF-8")
             continue
-        if c.rel != INDEX:
+        if c.rel != INDEX_NAME:
             tf = parsed(c.after)
             had = c.before is not None and parsed(c.before).has_frontmatter
             if tf.error:
@@ -239,7 +238,7 @@ def guard(st: Staging, chs: list[Change], config: Config) -> list[str]:
             if n > before_hits.get(kind, 0):
                 reasons.append(f"{c.rel}: a secret was written ({kind})")
     # the index
-    idx = after.get(INDEX)
+    idx = after.get(INDEX_NAME)
     if idx is not None:
         text = idx.decode("utf-8", "replace")
         b = config.budget
@@ -247,13 +246,13 @@ def guard(st: Staging, chs: list[Change], config: Config) -> list[str]:
         if budget.level == "over":
             # An index that was over its budget before the run may stay over as long as the run does
             # not make it longer (nothing newly pushed past the cut); anything else is rejected.
-            old = st.baseline.get(INDEX)
+            old = st.baseline.get(INDEX_NAME)
             was = mindex.measure(old.data.decode("utf-8", "replace"), b.max_lines, b.max_chars, b.warn_ratio) \
                 if old is not None else None
             if was is None or was.level != "over" or budget.lines > was.lines or budget.chars > was.chars:
                 reasons.append(f"MEMORY.md is over its budget ({budget.lines} lines, {budget.chars} characters)")
         reasons.extend(_link_reasons(st, after, text))
-    elif INDEX in st.baseline:
+    elif INDEX_NAME in st.baseline:
         reasons.append("MEMORY.md was deleted")
     # deletions
     before_topics = _topics(st.baseline)
@@ -286,7 +285,7 @@ def live_path_reasons(st: Staging, chs: list[Change]) -> list[str]:
     would land in /elsewhere. Checked here for the whole run, and again for each write in apply."""
     out: list[str] = []
     for c in chs:
-        if history.is_team(c.rel):
+        if is_team(c.rel):
             continue
         problem = confined_problem(st.project.memory_dir, c.rel)
         if problem is not None:
@@ -302,7 +301,7 @@ def _link_reasons(st: Staging, after: dict[str, bytes], text: str) -> list[str]:
     index already had before the run, to something already missing, is not the run's doing (the
     rebuild leaves non-.md links alone): it does not reject the run. A link the run deleted the
     target of, or a new link to nowhere or out of the folder, does."""
-    old = st.baseline.get(INDEX)
+    old = st.baseline.get(INDEX_NAME)
     old_links: set[str] = set()
     if old is not None:
         for e in mindex.parse(old.data.decode("utf-8", "replace")).entries:
@@ -345,7 +344,7 @@ def _content_reasons(st: Staging, chs: list[Change], after: dict[str, bytes], co
     topic files' bodies, in all (deleted files included), by more than the share."""
     out: list[str] = []
     for c in chs:
-        if c.kind != "changed" or c.rel == INDEX or history.is_team(c.rel) or c.before is None or c.after is None:
+        if c.kind != "changed" or c.rel == INDEX_NAME or is_team(c.rel) or c.before is None or c.after is None:
             continue
         b, a = parsed(c.before), parsed(c.after)
         if b.body.strip() and not a.body.strip():
@@ -354,9 +353,9 @@ def _content_reasons(st: Staging, chs: list[Change], after: dict[str, bytes], co
             if getattr(b, field_name) and not getattr(a, field_name):
                 out.append(f"{c.rel}: the run removes its {field_name}")
     before_total = sum(len(parsed(base.data).body.strip()) for rel, base in st.baseline.items()
-                       if rel != INDEX and not history.is_team(rel))
+                       if rel != INDEX_NAME and not is_team(rel))
     after_total = sum(len(parsed(data).body.strip()) for rel, data in after.items()
-                      if rel != INDEX and not history.is_team(rel))
+                      if rel != INDEX_NAME and not is_team(rel))
     share = config.dream.max_shrink_share
     lost = before_total - after_total
     if before_total and lost > max(share * before_total, MIN_SHRINK_CHARS):
@@ -408,7 +407,7 @@ class ApplyResult:
     after_commit: str = ""
 
     def count(self, kind: str) -> int:
-        return sum(1 for c in self.applied if c.kind == kind and c.rel != INDEX)
+        return sum(1 for c in self.applied if c.kind == kind and c.rel != INDEX_NAME)
 
 
 def apply(st: Staging, chs: list[Change], summary: str, log: Any = None) -> ApplyResult:
@@ -418,19 +417,19 @@ def apply(st: Staging, chs: list[Change], summary: str, log: Any = None) -> Appl
     swept = sweep_temps(mem, TEMP_MAX_AGE_S) if mem.is_dir() else []
     if swept and log is not None:
         log.info("apply.swept_temps", project=st.project.name, files=swept[:20], count=len(swept))
-    before_files = history.read_md_files(mem)
+    before_files = file_map(mem)
     res.before_commit = history.commit_files(st.state_dir, st.project.name, before_files,
                                              f"before {st.job} {st.run_id}", kind="before", run=st.run_id,
                                              job=st.job)
-    planned = _overlay(before_files, (c for c in chs if not history.is_team(c.rel)))
+    planned = _overlay(before_files, (c for c in chs if not is_team(c.rel)))
     # What the run is about to write, recorded before the first write: a run killed half-way can
     # still be undone file by file (``memd undo`` reverts files that hold the planned content).
     history.commit_files(st.state_dir, st.project.name, planned, f"planned {summary}", kind="planned",
                          run=st.run_id, job=st.job)
     fault("apply.after-snapshot")
-    writes = sorted((c for c in chs if c.after is not None and not history.is_team(c.rel)),
-                    key=lambda c: (c.rel == INDEX, c.rel))
-    deletes = [c for c in chs if c.after is None and not history.is_team(c.rel)]
+    writes = sorted((c for c in chs if c.after is not None and not is_team(c.rel)),
+                    key=lambda c: (c.rel == INDEX_NAME, c.rel))
+    deletes = [c for c in chs if c.after is None and not is_team(c.rel)]
     if writes and not mem.is_dir():
         with contextlib.suppress(OSError):  # a project's first memory (a failure drops each write below)
             mem.mkdir(parents=True, exist_ok=True)
@@ -499,13 +498,13 @@ def apply(st: Staging, chs: list[Change], summary: str, log: Any = None) -> Appl
 
 def summarize(job: str, run_id: str, res: ApplyResult | None, chs: list[Change], note: str = "") -> str:
     if res is None:
-        a = sum(1 for c in chs if c.kind == "added" and c.rel != INDEX)
-        ch = sum(1 for c in chs if c.kind == "changed" and c.rel != INDEX)
+        a = sum(1 for c in chs if c.kind == "added" and c.rel != INDEX_NAME)
+        ch = sum(1 for c in chs if c.kind == "changed" and c.rel != INDEX_NAME)
         d = sum(1 for c in chs if c.kind == "deleted")
     else:
         a, ch, d = res.count("added"), res.count("changed"), res.count("deleted")
     s = f"{job} {run_id}: +{a} ~{ch} -{d}"
-    if any(c.rel == INDEX for c in (res.applied if res is not None else chs)):
+    if any(c.rel == INDEX_NAME for c in (res.applied if res is not None else chs)):
         s += " (index updated)"
     if note:
         s += " - " + " ".join(note.split())[:200]

@@ -89,7 +89,7 @@ def check_snapshot(project: Project, snap: FolderSnapshot, budget: BudgetConfig,
 def check_project(project: Project, budget: BudgetConfig, *, team_pii: bool = True,
                   cache_dir: Path | None = None) -> ProjectCheck:
     """Check one project; with cache_dir (memd's state folder), an unchanged folder reuses its result."""
-    from memd.folder import read_folder
+    from memd.memfolder.folder import read_folder
 
     key = None
     if cache_dir is not None:

@@ -23,6 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from memd import history
     from memd.cli import select_projects
+    from memd.core.paths import INDEX_NAME
 
     (project,) = select_projects(args, ctx)
     res = history.undo_run(ctx.state_dir, project.name, project.memory_dir, args.run, dry_run=args.dry_run)
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         print(f"run {res.run}: nothing to revert")
     elif not args.dry_run:
         print(f"undid {res.run} (snapshot before the undo: {res.snapshot[:10]})")
-        if any(rel == "MEMORY.md" for rel, _ in res.skipped):
+        if any(rel == INDEX_NAME for rel, _ in res.skipped):
             # the index changed again after the run, so it was left alone: bring it in line with
             # the files as they are now (the deterministic rebuild, snapshot first, no clobbering)
             from memd.maintenance import rebuild_project

@@ -12,14 +12,14 @@ apply, and fills in the ProjectOutcome (added, changed, deleted, rejected reason
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memd import apply as ap
-from memd.core import frontmatter, secrets
+from memd.core import secrets
+from memd.core.paths import INDEX_NAME
 from memd.jobs import JobContext, ProjectOutcome
 from memd.llm import client as llm
 
@@ -32,44 +32,11 @@ MAX_TOOL_CALLS = 200  # per run: a model looping on tool calls stops here
 MAX_TURN_RESULT_CHARS = 60_000  # tool results of one turn (about 15,000 tokens)
 
 
-def manifest(root: Path, config: Config, *, skip: set[str] | None = None) -> str:
-    """One line per memory file under root: path, type, date, size, description (or name)."""
-    from memd.history import is_team, md_files
+def manifest(root: Path, config: Config, *, skip: set[str] | None = None, live: Path | None = None) -> str:
+    """One line per topic file under root (``memd.memfolder.manifest``), dated by the live folder's mtimes."""
+    from memd.memfolder.manifest import for_model
 
-    rows: list[tuple[float, str]] = []
-    for rel in md_files(root):
-        if rel == ap.INDEX or (skip and rel in skip):
-            continue
-        p = root / rel
-        try:
-            st = p.stat()
-            with p.open("rb") as f:
-                head = f.read(4096).decode("utf-8", "replace")
-        except OSError:
-            continue
-        head = "\n".join(head.splitlines()[: config.budget.max_frontmatter_lines])
-        tf = frontmatter.parse(head + "\n")
-        desc = tf.description or tf.name or _first_line(tf.body)
-        desc = " ".join(desc.split())[:MANIFEST_DESC_CHARS]
-        day = time.strftime("%Y-%m-%d", time.localtime(st.st_mtime))
-        ro = " (read-only)" if is_team(rel) else ""
-        rows.append((st.st_mtime, f"- /memories/{rel} [{tf.type or '?'}] {day} {st.st_size}B{ro}: {desc}"))
-    rows.sort(key=lambda r: r[0], reverse=True)
-    if not rows:
-        return "(no memory files yet)"
-    # As Claude Code's recall does: the newest budget.max_topic_files files (keeps the prompt bounded)
-    limit = config.budget.max_topic_files
-    text = "\n".join(r[1] for r in rows[:limit])
-    if len(rows) > limit:
-        text += f"\n({len(rows) - limit} older files not listed; view /memories to see them)"
-    return text
-
-
-def _first_line(text: str) -> str:
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip("# ").strip()
-    return ""
+    return for_model(root, config.budget, exclude=skip or frozenset(), live=live)
 
 
 @dataclass
@@ -184,7 +151,7 @@ def finish(jc: JobContext, st: ap.Staging, out: ProjectOutcome, note: str) -> ap
     actions = ap.finalize(st, jc.config)
     if actions:  # the rebuild rewrote the staged index
         chs = ap.changes(st)
-    real = [c for c in chs if c.rel != ap.INDEX]
+    real = [c for c in chs if c.rel != INDEX_NAME]
     if actions:
         out.details["rebuild"] = actions[:10]
     reasons = ap.guard(st, chs, jc.config)
