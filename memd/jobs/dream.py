@@ -152,11 +152,13 @@ def _transcripts(jc: JobContext, project: Project) -> list[Path]:
 def _orientation(jc: JobContext, project: Project, st: ap.Staging, last: float | None) -> str:
     from memd import history
     from memd.core.paths import INDEX_NAME
+    from memd.memfolder.read import decode, read_bounded
     from memd.memfolder.walk import list_files
 
     cfg = jc.config
     idx = st.root / INDEX_NAME
-    index_text = idx.read_text(encoding="utf-8", errors="replace") if idx.is_file() else "(no MEMORY.md yet)"
+    r = read_bounded(idx, cfg.budget.max_file_bytes, hash=False, cut=True)
+    index_text = decode(r) if r.data is not None else "(no MEMORY.md yet)"
     if len(index_text) > MAX_INDEX_CHARS:
         index_text = index_text[:MAX_INDEX_CHARS] + "\n... (cut: the index is far over its budget)"
     parts = ["## Phase 1 material: MEMORY.md as it is now", "```", index_text.rstrip(), "```", "",
