@@ -2,9 +2,9 @@
 
 The life of a run's changes:
 
-1. ``stage``: the project's ``*.md`` files are copied into ``state_dir/staging/<project>/<run>/``;
-   what each file was (bytes and ``store.Signature``) is kept as the baseline. The model edits the
-   copy only (``memd.llm.memtool.StagedMemory``).
+1. ``stage``: the project's memory files (``memd.core.paths``) are copied into
+   ``state_dir/staging/<project>/<run>/``; what each file was (bytes and ``memfolder.read.Signature``)
+   is kept as the baseline. The model edits the copy only (``memd.llm.memtool.StagedMemory``).
 2. ``finalize``: the deterministic index rebuild runs last, on the staged folder.
 3. ``guard``: every file parses; the index fits the budget and has no dangling links; the run
    deletes no more than ``dream.max_delete_share`` of the topic files and never all of them; it
@@ -181,9 +181,10 @@ def finalize(st: Staging, config: Config) -> list[str]:
     if idx is not None and old is None:
         return []  # an unreadable index is left alone (and the guards say why)
     topics = topics_of(snap)
-    # Staging holds only the *.md files memd could read (no symlink, nothing too large): a file the
-    # index links that exists in the live folder but was never staged is not dangling, and the rebuild
-    # must not drop its entry. Marked as team/ files are: a linked entry stays, none is added anew.
+    # Staging holds only the memory files memd could read (memd.core.paths: nothing behind a symlink
+    # out of the folder, nothing too large): a file the index links that exists in the live folder
+    # but was never staged is not dangling, and the rebuild must not drop its entry. Marked as team/
+    # files are: a linked entry stays, none is added anew.
     for e in mindex.parse(old or "").entries:
         t, leaves = link_target(e.target, "")
         if t is not None and not leaves and t.lower().endswith(".md") and t not in topics \
