@@ -1,18 +1,18 @@
-"""A model run's changes: staged, guarded, then applied file by file, or rejected whole.
+"""A model run's changes: staged, edited, guarded, then applied file by file, or rejected whole.
 
-The life of a run's changes:
+``run`` owns the whole pipeline and returns a typed ``RunResult``; a job passes only the model's
+part, a callback that edits the staging copy (``edit(workspace) -> Edits``):
 
-1. ``stage``: the project's memory files (``memd.core.paths``) are copied into
-   ``state_dir/staging/<project>/<run>/``; what each file was (bytes and ``memfolder.read.Signature``)
-   is kept as the baseline. The model edits the copy only (``memd.llm.memtool.StagedMemory``).
+1. ``stage``: the project's ``*.md`` files are copied into ``state_dir/staging/<project>/<run>/``
+   when the callback first asks for the copy (``Workspace.get``; a callback that never asks stages
+   nothing); what each file was (bytes and ``memfolder.read.Signature``) is kept as the baseline. The model
+   edits the copy only (``memd.llm.memtool.StagedMemory``).
 2. ``finalize``: the deterministic index rebuild runs last, on the staged folder.
-3. ``guard``: every file parses; the index fits the budget and has no dangling links; the run
-   deletes no more than ``dream.max_delete_share`` of the topic files and never all of them; it
-   empties no memory, strips no name or description, and shrinks the memories' content by no more
-   than ``MAX_SHRINK_SHARE``; nothing in team/ changed; no secret was written; and no file it would
-   write or delete lies, in the live folder, behind a symlink or outside it (staging skips
-   symlinks, so the model may "create" a file where the live folder has a symlinked folder). Any
-   failure rejects the run whole.
+3. ``guard``: the pure rules of ``memd.core.guard`` (parse, budget, links, deletions, content,
+   team/, secrets), given what only the live folder can tell: whether a file the run would write or
+   delete lies, in the live folder, behind a symlink or outside it (staging skips symlinks, so the
+   model may "create" a file where the live folder has a symlinked folder), and which non-markdown
+   link targets exist. Any failure rejects the run whole.
 4. ``apply``: memd's own temp files left by a crash are swept (``store.sweep_temps``); the live
    folder is snapshotted (``memd.history``) first; then each file is written
    atomically (``store.atomic_write``) only if it still has the content it had when staged. A file
@@ -26,28 +26,32 @@ The life of a run's changes:
    kept in ``state_dir/reviews/<project>/<run>.diff``.
 
 A crash at any point leaves every file before or after (atomic replace per file); the staging copy
-is memd's own and is removed when the run ends. ``MEMD_FAULT=<point>`` (tests only) kills the process
-with SIGKILL at a named point: ``apply.after-snapshot``, ``apply.mid``.
+is memd's own and is removed when the run ends, however it ends (``Workspace`` is a context
+manager). ``MEMD_FAULT=<point>`` (tests only) kills the process with SIGKILL at a named point:
+``apply.after-snapshot``, ``apply.mid``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import difflib
-import functools
+import enum
 import os
 import shutil
 import signal
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from memd import history
-from memd.core import frontmatter, secrets
+from memd.core import guard as core_guard
 from memd.core import index as mindex
-from memd.core.links import fold_path, link_target
+from memd.core import secrets
+from memd.core.guard import Change, GuardLimits
+from memd.core.links import link_target
 from memd.core.paths import INDEX_NAME, is_team
 from memd.errors import ConflictError, MemdError
 from memd.memfolder.folder import file_map, read_files
@@ -66,7 +70,9 @@ from memd.store import (
 if TYPE_CHECKING:
     from memd.config import Config
     from memd.layout import Project
+    from memd.llm.client import Usage
 
+INDEX = INDEX_NAME
 FAULT_ENV = "MEMD_FAULT"
 # A run may shrink the total characters of the topic files' bodies (deleted files count as lost) by
 # at most this share, and never by more than MIN_SHRINK_CHARS in a folder so small that the share is
@@ -83,8 +89,9 @@ def fault(point: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def new_run_id(job: str, now: float | None = None) -> str:
-    t = time.strftime("%Y%m%dT%H%M%S", time.localtime(time.time() if now is None else now))
+def new_run_id(job: str, now: float) -> str:
+    """``<job>-<local time>-<4 hex>``; ``now`` comes from the caller's clock."""
+    t = time.strftime("%Y%m%dT%H%M%S", time.localtime(now))
     return f"{job}-{t}-{os.urandom(2).hex()}"
 
 
@@ -111,6 +118,12 @@ class Staging:
     def cleanup(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
 
+    def __enter__(self) -> Staging:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.cleanup()
+
 
 def stage(state_dir: Path, project: Project, job: str, run_id: str, *, max_file_bytes: int = 4_000_000) -> Staging:
     """Copy the project's ``*.md`` files into a fresh staging folder (see the module doc)."""
@@ -132,28 +145,31 @@ def stage(state_dir: Path, project: Project, job: str, run_id: str, *, max_file_
     return Staging(project, state_dir, job, run_id, folder, baseline)
 
 
-@dataclass(frozen=True)
-class Change:
-    rel: str
-    kind: str  # "added", "changed" or "deleted"
-    before: bytes | None
-    after: bytes | None
+class Workspace:
+    """A run's staging copy, made when first asked for (``get``) and removed when the run ends."""
+
+    def __init__(self, state_dir: Path, project: Project, job: str, run_id: str, max_file_bytes: int) -> None:
+        self.state_dir, self.project, self.job, self.run_id = state_dir, project, job, run_id
+        self.max_file_bytes = max_file_bytes
+        self.staging: Staging | None = None
+
+    def get(self) -> Staging:
+        if self.staging is None:
+            self.staging = stage(self.state_dir, self.project, self.job, self.run_id,
+                                 max_file_bytes=self.max_file_bytes)
+        return self.staging
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        if self.staging is not None:
+            self.staging.cleanup()
 
 
 def changes(st: Staging) -> list[Change]:
     """What the staged folder changed against the baseline, sorted by path."""
-    after = file_map(st.root)
-    out: list[Change] = []
-    for rel in sorted(set(after) | set(st.baseline)):
-        b = st.baseline.get(rel)
-        a = after.get(rel)
-        if b is None and a is not None:
-            out.append(Change(rel, "added", None, a))
-        elif b is not None and a is None:
-            out.append(Change(rel, "deleted", b.data, None))
-        elif b is not None and a is not None and a != b.data:
-            out.append(Change(rel, "changed", b.data, a))
-    return out
+    return core_guard.diff({rel: b.data for rel, b in st.baseline.items()}, file_map(st.root))
 
 
 def _overlay(files: dict[str, bytes], chs: Iterable[Change]) -> dict[str, bytes]:
@@ -181,10 +197,9 @@ def finalize(st: Staging, config: Config) -> list[str]:
     if idx is not None and old is None:
         return []  # an unreadable index is left alone (and the guards say why)
     topics = topics_of(snap)
-    # Staging holds only the memory files memd could read (memd.core.paths: nothing behind a symlink
-    # out of the folder, nothing too large): a file the index links that exists in the live folder
-    # but was never staged is not dangling, and the rebuild must not drop its entry. Marked as team/
-    # files are: a linked entry stays, none is added anew.
+    # Staging holds only the *.md files memd could read (no symlink, nothing too large): a file the
+    # index links that exists in the live folder but was never staged is not dangling, and the rebuild
+    # must not drop its entry. Marked as team/ files are: a linked entry stays, none is added anew.
     for e in mindex.parse(old or "").entries:
         t, leaves = link_target(e.target, "")
         if t is not None and not leaves and t.lower().endswith(".md") and t not in topics \
@@ -192,7 +207,7 @@ def finalize(st: Staging, config: Config) -> list[str]:
             topics[t] = TopicInfo(t, team=True)
     plan = plan_rebuild(old, topics, config.budget)
     if plan.text != (old or "") and plan.text.strip():
-        (st.root / INDEX_NAME).write_text(plan.text, encoding="utf-8", newline="")
+        (st.root / INDEX).write_text(plan.text, encoding="utf-8", newline="")
         return list(plan.actions) or ["index rebuilt"]
     return []
 
@@ -200,178 +215,37 @@ def finalize(st: Staging, config: Config) -> list[str]:
 # --------------------------------------------------------------------------- guards
 
 
-def _topics(files: dict[str, bytes] | dict[str, Base]) -> set[str]:
-    return {r for r in files if r != INDEX_NAME and not is_team(r)}
+def limits_of(config: Config) -> GuardLimits:
+    """The plain values the pure guard takes, from the config."""
+    b = config.budget
+    return GuardLimits(max_lines=b.max_lines, max_chars=b.max_chars, warn_ratio=b.warn_ratio,
+                       max_delete_share=config.dream.max_delete_share,
+                       max_shrink_share=config.dream.max_shrink_share, min_shrink_chars=MIN_SHRINK_CHARS)
 
 
 def guard(st: Staging, chs: list[Change], config: Config) -> list[str]:
     """Every reason the staged result may not be applied (empty: it may). chs is ``changes(st)``:
-    the staged folder is the baseline with chs on top, so it is not read again."""
-    reasons: list[str] = []
-    after = _overlay({rel: b.data for rel, b in st.baseline.items()}, chs)
-
-    @functools.cache  # each file is parsed once though several guards look at it, before and after
-    def parsed(data: bytes) -> frontmatter.TopicFile:
-        return frontmatter.parse(data.decode("utf-8", "replace"))
-
-    for c in chs:
-        if is_team(c.rel):
-            reasons.append(f"{c.rel}: team/ memory changed (it is read-only)")
-    for c in chs:
-        if c.after is None or is_team(c.rel):
-            continue
-        try:
-            c.after.decode("utf-8")
-        except UnicodeDecodeError:
-            reasons.append(f"{c.rel}: not valid UTF-8")
-            continue
-        if c.rel != INDEX_NAME:
-            tf = parsed(c.after)
-            had = c.before is not None and parsed(c.before).has_frontmatter
-            if tf.error:
-                reasons.append(f"{c.rel}: frontmatter does not parse ({tf.error[:80]})")
-            elif (c.kind == "added" or had) and not tf.has_frontmatter:
-                reasons.append(f"{c.rel}: has no frontmatter")
-            elif c.kind == "added" and tf.type not in frontmatter.MEMORY_TYPES:
-                reasons.append(f"{c.rel}: type is not one of {', '.join(frontmatter.MEMORY_TYPES)}")
-        before_hits = _secret_kinds(c.before)
-        for kind, n in _secret_kinds(c.after).items():
-            if n > before_hits.get(kind, 0):
-                reasons.append(f"{c.rel}: a secret was written ({kind})")
-    # the index
-    idx = after.get(INDEX_NAME)
-    if idx is not None:
-        text = idx.decode("utf-8", "replace")
-        b = config.budget
-        budget = mindex.measure(text, b.max_lines, b.max_chars, b.warn_ratio)
-        if budget.level == "over":
-            # An index that was over its budget before the run may stay over as long as the run does
-            # not make it longer (nothing newly pushed past the cut); anything else is rejected.
-            old = st.baseline.get(INDEX_NAME)
-            was = mindex.measure(old.data.decode("utf-8", "replace"), b.max_lines, b.max_chars, b.warn_ratio) \
-                if old is not None else None
-            if was is None or was.level != "over" or budget.lines > was.lines or budget.chars > was.chars:
-                reasons.append(f"MEMORY.md is over its budget ({budget.lines} lines, {budget.chars} characters)")
-        reasons.extend(_link_reasons(st, after, text))
-    elif INDEX_NAME in st.baseline:
-        reasons.append("MEMORY.md was deleted")
-    # deletions
-    before_topics = _topics(st.baseline)
-    gone = before_topics - _topics(after)
-    if before_topics and gone:
-        if gone == before_topics:
-            reasons.append(f"the run deletes every memory ({len(gone)} of {len(before_topics)})")
-        else:
-            # Why max(1, ...): int(share * n) is 0 for any folder of fewer than 1/share files (under 4
-            # at the default 25%), so without the floor a tiny folder could never merge its two
-            # duplicates (a merge is one write plus one deletion). One deletion is always allowed,
-            # unless the share is 0, which forbids deleting altogether; "every memory" stays
-            # forbidden above, so a one-file folder still cannot be emptied.
-            share = config.dream.max_delete_share
-            allowed = max(1, int(share * len(before_topics))) if share > 0 else 0
-            if len(gone) > allowed:
-                reasons.append(f"the run deletes {len(gone)} of {len(before_topics)} memories "
-                               f"(at most {allowed} allowed, dream.max_delete_share = "
-                               f"{config.dream.max_delete_share:g})")
-    reasons.extend(_content_reasons(st, chs, after, config, parsed))
-    reasons.extend(live_path_reasons(st, chs))
-    return reasons
-
-
-def live_path_reasons(st: Staging, chs: list[Change]) -> list[str]:
-    """Changes whose target in the live folder lies behind a symlink or resolves outside it.
-
-    Staging copies no symlink, so a symlinked folder ``ext -> /elsewhere`` in the live folder is
-    just absent from the copy, and the model may "create" ``ext/x.md`` there; applied, that write
-    would land in /elsewhere. Checked here for the whole run, and again for each write in apply."""
-    out: list[str] = []
-    for c in chs:
-        if is_team(c.rel):
-            continue
-        problem = confined_problem(st.project.memory_dir, c.rel)
-        if problem is not None:
-            out.append(f"{c.rel}: {problem} in the memory folder (memd never writes through one)")
-    return out
-
-
-def _link_reasons(st: Staging, after: dict[str, bytes], text: str) -> list[str]:
-    """Links of the staged index that the run leaves pointing nowhere.
-
-    Staging holds only ``*.md`` files, so a link to anything else (a picture, a sub-folder without
-    markdown) is live when it exists in the live folder, confined (no symlink on the way). A link the
-    index already had before the run, to something already missing, is not the run's doing (the
-    rebuild leaves non-.md links alone): it does not reject the run. A link the run deleted the
-    target of, or a new link to nowhere or out of the folder, does."""
-    old = st.baseline.get(INDEX_NAME)
-    old_links: set[str] = set()
-    if old is not None:
-        for e in mindex.parse(old.data.decode("utf-8", "replace")).entries:
-            t, _ = link_target(e.target, "")
-            if t is not None:
-                old_links.add(t.rstrip("/"))
-    folded = {fold_path(r) for r in after}
-    out: list[str] = []
-    for e in mindex.parse(text).entries:
-        target, leaves = link_target(e.target, "")
-        if target is None:
-            continue  # a URL
-        t = target.rstrip("/")
-        if t in ("", "."):
-            continue  # the memory folder itself
-        if leaves:
-            if t not in old_links:
-                out.append(f"MEMORY.md links outside the memory folder ({target[:80]})")
-            continue
-        if t in after or fold_path(t) in folded or any(k.startswith(t + "/") for k in after):
-            continue
-        if t in st.baseline:
-            out.append(f"MEMORY.md links to a file the run deleted ({t[:80]})")
-        elif t in old_links:
-            continue  # missing before the run too
-        elif t.lower().endswith(".md") or not _live_exists(st.project.memory_dir, t):
-            out.append(f"MEMORY.md links to a missing file ({t[:80]})")
-    return out
+    the staged folder is the baseline with chs on top, so it is not read again. The rules are
+    ``memd.core.guard``'s; here only what the live folder tells is looked up for them."""
+    before = {rel: b.data for rel, b in st.baseline.items()}
+    after = _overlay(before, chs)
+    mem = st.project.memory_dir
+    # Staging copies no symlink, so a symlinked folder ``ext -> /elsewhere`` in the live folder is
+    # just absent from the copy, and the model may "create" ``ext/x.md`` there; applied, that write
+    # would land in /elsewhere. Checked here for the whole run, and again for each write in apply.
+    problems = {c.rel: p for c in chs if not is_team(c.rel)
+                and (p := confined_problem(mem, c.rel)) is not None}
+    # Staging holds only *.md files: a link to anything else is live when it exists, confined.
+    idx = after.get(INDEX)
+    exists = {t for t in core_guard.link_targets(idx.decode("utf-8", "replace"))
+              if not t.lower().endswith(".md") and t not in after and _live_exists(mem, t)} \
+        if idx is not None else set()
+    res = core_guard.check(before, after, limits_of(config), live_problems=problems, live_exists=exists)
+    return list(res.reasons)
 
 
 def _live_exists(mem: Path, rel: str) -> bool:
     return confined_problem(mem, rel) is None and os.path.lexists(mem / rel)
-
-
-def _content_reasons(st: Staging, chs: list[Change], after: dict[str, bytes], config: Config,
-                     parsed: Callable[[bytes], frontmatter.TopicFile]) -> list[str]:
-    """The deletion count does not see content: a run that rewrites every memory to an empty body
-    deletes nothing (facts.md section 8: "an empty reflection that wiped memory"). Rejected: a topic
-    file left empty or stripped of the name or description it had; and a run that shrinks the
-    topic files' bodies, in all (deleted files included), by more than the share."""
-    out: list[str] = []
-    for c in chs:
-        if c.kind != "changed" or c.rel == INDEX_NAME or is_team(c.rel) or c.before is None or c.after is None:
-            continue
-        b, a = parsed(c.before), parsed(c.after)
-        if b.body.strip() and not a.body.strip():
-            out.append(f"{c.rel}: the run empties this memory (write it or delete it, not blank it)")
-        for field_name in ("name", "description"):
-            if getattr(b, field_name) and not getattr(a, field_name):
-                out.append(f"{c.rel}: the run removes its {field_name}")
-    before_total = sum(len(parsed(base.data).body.strip()) for rel, base in st.baseline.items()
-                       if rel != INDEX_NAME and not is_team(rel))
-    after_total = sum(len(parsed(data).body.strip()) for rel, data in after.items()
-                      if rel != INDEX_NAME and not is_team(rel))
-    share = config.dream.max_shrink_share
-    lost = before_total - after_total
-    if before_total and lost > max(share * before_total, MIN_SHRINK_CHARS):
-        out.append(f"the run shrinks the memories' content by {lost / before_total:.0%} ({lost} of "
-                   f"{before_total} characters; at most {share:.0%} allowed)")
-    return out
-
-
-def _secret_kinds(data: bytes | None) -> dict[str, int]:
-    if data is None:
-        return {}
-    out: dict[str, int] = {}
-    for h in secrets.scan(data.decode("utf-8", "replace")):
-        out[h.kind] = out.get(h.kind, 0) + 1
-    return out
 
 
 # --------------------------------------------------------------------------- review
@@ -407,9 +281,6 @@ class ApplyResult:
     before_commit: str = ""
     after_commit: str = ""
 
-    def count(self, kind: str) -> int:
-        return sum(1 for c in self.applied if c.kind == kind and c.rel != INDEX_NAME)
-
 
 def apply(st: Staging, chs: list[Change], summary: str, log: Any = None) -> ApplyResult:
     """Snapshot, then write each change atomically unless its file changed since staging."""
@@ -429,7 +300,7 @@ def apply(st: Staging, chs: list[Change], summary: str, log: Any = None) -> Appl
                          run=st.run_id, job=st.job)
     fault("apply.after-snapshot")
     writes = sorted((c for c in chs if c.after is not None and not is_team(c.rel)),
-                    key=lambda c: (c.rel == INDEX_NAME, c.rel))
+                    key=lambda c: (c.rel == INDEX, c.rel))
     deletes = [c for c in chs if c.after is None and not is_team(c.rel)]
     if writes and not mem.is_dir():
         with contextlib.suppress(OSError):  # a project's first memory (a failure drops each write below)
@@ -497,16 +368,108 @@ def apply(st: Staging, chs: list[Change], summary: str, log: Any = None) -> Appl
     return res
 
 
-def summarize(job: str, run_id: str, res: ApplyResult | None, chs: list[Change], note: str = "") -> str:
-    if res is None:
-        a = sum(1 for c in chs if c.kind == "added" and c.rel != INDEX_NAME)
-        ch = sum(1 for c in chs if c.kind == "changed" and c.rel != INDEX_NAME)
-        d = sum(1 for c in chs if c.kind == "deleted")
-    else:
-        a, ch, d = res.count("added"), res.count("changed"), res.count("deleted")
-    s = f"{job} {run_id}: +{a} ~{ch} -{d}"
-    if any(c.rel == INDEX_NAME for c in (res.applied if res is not None else chs)):
+def summarize(chs: Iterable[Change], note: str = "") -> str:
+    """``+added ~changed -deleted`` topic files, ``(index updated)``, and the model's note."""
+    f = _files(chs)
+    s = f"+{len(f['added'])} ~{len(f['changed'])} -{len(f['deleted'])}"
+    if f["index_updated"]:
         s += " (index updated)"
     if note:
         s += " - " + " ".join(note.split())[:200]
     return s
+
+
+# --------------------------------------------------------------------------- the pipeline
+
+
+class Verdict(enum.StrEnum):
+    """How a run ended."""
+
+    APPLIED = "applied"  # guarded and applied (some parts may have been dropped: see ``dropped``)
+    REVIEW = "review"  # guarded; the diff was kept instead of applied
+    REJECTED = "rejected"  # a guard failed: nothing applied (``reasons``)
+    UNCHANGED = "unchanged"  # the model changed nothing (or never asked for the staging copy)
+    ABANDONED = "abandoned"  # shutdown while the model worked: nothing applied
+
+
+@dataclass(frozen=True)
+class Edits:
+    """What the job's callback reports about the model's work on the staging copy."""
+
+    note: str = ""  # the model's closing words: untrusted, redacted before they reach a log
+    model_called: bool = False
+    usage: Usage | None = None  # the run's token use and cost, when the model was called
+    abandoned: bool = False  # shutdown mid-work: apply nothing
+
+
+@dataclass(frozen=True)
+class RunResult:
+    verdict: Verdict
+    run_id: str
+    staged: bool = False  # a staging copy was made (the model had something to work on)
+    model_called: bool = False
+    usage: Usage | None = None
+    reasons: tuple[str, ...] = ()  # why the guard rejected the run
+    added: tuple[str, ...] = ()  # topic files (the index is ``index_updated``): applied, or proposed
+    changed: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
+    index_updated: bool = False
+    dropped: tuple[tuple[str, str], ...] = ()  # (file, why): parts that could not be applied
+    history: str = ""  # the history commit made after applying
+    rebuild: tuple[str, ...] = ()  # what the deterministic index rebuild did on the staged folder
+    review_path: Path | None = None
+    diff: str = ""  # the proposed diff (review only), cut at 20,000 characters
+    note: str = ""  # the model's note, redacted, on one line
+    summary: str = ""  # "+a ~c -d (index updated) - note"
+
+    @property
+    def changed_anything(self) -> bool:
+        return bool(self.added or self.changed or self.deleted or self.index_updated)
+
+
+def run(project: Project, edit: Callable[[Workspace], Edits], *, state_dir: Path, job: str, run_id: str,
+        config: Config, review: bool, log: Any = None) -> RunResult:
+    """The whole pipeline (see the module doc): stage on demand, the model's edits (``edit``),
+    the rebuild, the guard, then review or apply. The staging copy is gone when this returns or
+    raises; an exception from ``edit`` (a failed model call) propagates with nothing applied."""
+    with Workspace(state_dir, project, job, run_id, config.budget.max_file_bytes) as ws:
+        edits = edit(ws)
+        base = RunResult(Verdict.UNCHANGED, run_id, staged=ws.staging is not None,
+                         model_called=edits.model_called, usage=edits.usage)
+        if edits.abandoned:
+            return replace(base, verdict=Verdict.ABANDONED)
+        note = " ".join(secrets.redact(edits.note).split())
+        if ws.staging is None:
+            return replace(base, note=note)
+        st = ws.staging
+        chs = changes(st)
+        if not chs:  # the model changed nothing (the index alone is `memd rebuild`'s business)
+            return replace(base, note=note)
+        actions = tuple(finalize(st, config))
+        if actions:  # the rebuild rewrote the staged index
+            chs = changes(st)
+        reasons = tuple(guard(st, chs, config))
+        if reasons:
+            if log is not None:
+                log.warning(f"{job}.rejected", project=project.name, run=run_id, reasons=list(reasons))
+            return replace(base, verdict=Verdict.REJECTED, reasons=reasons, rebuild=actions, note=note)
+        title = f"{job} {run_id}: {summarize(chs, note)}"  # the history's and the review's title
+        if review:
+            path = keep_review(st, chs, f"# {title}\n# proposed, not applied")
+            return replace(base, verdict=Verdict.REVIEW, rebuild=actions, review_path=path,
+                           diff=diff_text(chs, 20_000), note=note, summary=summarize(chs, note), **_files(chs))
+        res = apply(st, chs, title, log)
+        return replace(base, verdict=Verdict.APPLIED, rebuild=actions, dropped=tuple(res.dropped),
+                       history=res.after_commit, note=note, summary=summarize(res.applied, note),
+                       **_files(res.applied))
+
+
+def _files(chs: Iterable[Change]) -> dict[str, Any]:
+    by: dict[str, list[str]] = {"added": [], "changed": [], "deleted": []}
+    index = False
+    for c in chs:
+        if c.rel == INDEX:
+            index = True
+        else:
+            by[c.kind].append(c.rel)
+    return {k: tuple(v) for k, v in by.items()} | {"index_updated": index}

@@ -22,7 +22,7 @@ from memd.config import BudgetConfig, astuple
 _MODULES = ("core/lint.py", "core/links.py", "core/dates.py", "core/fastscan.py", "core/secrets.py",
             "core/frontmatter.py", "core/index.py", "core/files.py", "core/findings.py", "core/paths.py",
             "memfolder/folder.py", "memfolder/walk.py", "memfolder/read.py", "store.py", "checkcache.py",
-            "commands/check.py", "config.py", "record.py")
+            "inspect.py", "config.py", "record.py")
 RACY_SECONDS = 2.0
 _CODE_KEY: str | None = None
 

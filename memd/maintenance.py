@@ -1,8 +1,9 @@
-"""Project-level maintenance with I/O: the rebuild of one project's MEMORY.md.
+"""Project-level maintenance with I/O: the rebuild of one project's MEMORY.md, and undoing a run.
 
-Reads the folder once, plans with the pure core (``memd.core.rebuild``), and writes only
-MEMORY.md: after a snapshot, atomically, and only if the file is still what was read. No topic
-file and nothing in team/ is ever written.
+``rebuild_project`` reads the folder once, plans with the pure core (``memd.core.rebuild``), and writes
+only MEMORY.md: after a snapshot, atomically, and only if the file is still what was read. No topic
+file and nothing in team/ is ever written. ``undo_project`` reverts a run through memd.history and
+brings the index back in line when it had to be left alone.
 """
 
 from __future__ import annotations
@@ -12,11 +13,16 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from memd.clock import SYSTEM, Clock
 from memd.config import Config
 from memd.core.files import INDEX_NAME
 from memd.errors import ConflictError
 from memd.layout import Project
+
+if TYPE_CHECKING:
+    from memd.history import UndoResult
 
 
 @dataclass(frozen=True)
@@ -55,13 +61,13 @@ def dropped_entries(old: str | None, new: str) -> tuple[int, int]:
 
 
 def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_run: bool,
-                    max_drop_share: float | None = None) -> RebuildResult:
+                    max_drop_share: float | None = None, clock: Clock = SYSTEM) -> RebuildResult:
     """Plan, and unless dry_run write, the rebuilt MEMORY.md of one project.
 
     ``max_drop_share``: for unattended callers (the dream without a model, auto relief). A rebuild
     that would drop more than this share of the index's entries (dangling links), or all of them, is
     not written: a folder whose topic files vanished wholesale needs a person, not a janitor.
-    ``memd rebuild`` (a person asking, diff shown, snapshot taken) passes None.
+    ``memd rebuild`` (a person asking, diff shown, snapshot taken) passes None. ``clock`` names the run.
     """
     from memd import history
     from memd.core.rebuild import plan_rebuild, topics_of
@@ -93,7 +99,7 @@ def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_ru
         if plan.changed and not plan.fits and not dry_run:
             reasons.append(f"{INDEX_NAME} was not written")
         return RebuildResult(diff, False, plan.fits, reasons, None, plan.actions)
-    run = f"rebuild-{time.strftime('%Y%m%dT%H%M%S')}-{os.urandom(2).hex()}"
+    run = f"rebuild-{time.strftime('%Y%m%dT%H%M%S', time.localtime(clock.time()))}-{os.urandom(2).hex()}"
     snap_id = history.snapshot_before(state_dir, project.name, project.memory_dir, "rebuild", run=run)
     expect = rec.signature if rec is not None else None
     try:
@@ -104,3 +110,16 @@ def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_ru
     summary = f"rebuild {INDEX_NAME}: " + ("; ".join(plan.actions) or "reformatted")
     history.record_after(state_dir, project.name, project.memory_dir, "rebuild", run, summary[:300])
     return RebuildResult(diff, True, plan.fits, reasons, snap_id, plan.actions)
+
+
+def undo_project(project: Project, config: Config, state_dir: Path, run: str | None, *,
+                 dry_run: bool) -> tuple[UndoResult, RebuildResult | None]:
+    """Revert one run (default: the newest). When MEMORY.md changed again after the run it is left
+    alone, so the index is then rebuilt to match the files as they are now (snapshot first, no
+    clobbering); the second value is that rebuild, None when none was needed or on a dry run."""
+    from memd import history
+
+    res = history.undo_run(state_dir, project.name, project.memory_dir, run, dry_run=dry_run)
+    if dry_run or not (res.restored or res.removed) or not any(rel == INDEX_NAME for rel, _ in res.skipped):
+        return res, None
+    return res, rebuild_project(project, config, state_dir, dry_run=False)

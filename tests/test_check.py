@@ -176,7 +176,7 @@ def _age(folder: Path, seconds: float = 60) -> None:
 
 def test_unchanged_folders_reuse_their_result(tmp_path: Path) -> None:
     from memd import checkcache
-    from memd.commands.check import check_project
+    from memd.inspect import check_project
     from memd.layout import Project
     from tests.plugins.memory_folders import write_tree
 

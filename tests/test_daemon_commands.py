@@ -123,6 +123,7 @@ def test_foreground_dream_and_catchup(claude_home: Path, capsys: pytest.CaptureF
     assert out.count("Model work is off") == 1
     code, out, _ = memd(capsys, "dream", "-home-u-app", "--force", "--dry-run")
     assert code == 0 and out.splitlines()[1].startswith("-home-u-app: ")
+    assert out.count("odel work is off") == 1 and "(+0 ~0 -0): index rebuild" in out.splitlines()[1]
     code, out, _ = memd(capsys, "catchup", "--dry-run")
     assert code == 0 and "-home-u-app: " in out
     sd = Path(os.environ["XDG_STATE_HOME"]) / "memd"

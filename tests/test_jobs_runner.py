@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from memd import config as C
+from memd.clock import ManualClock
 from memd.config import Config
 from memd.jobs import JobContext, ProjectOutcome, checkin, runner
 from memd.jobs import gates as G
@@ -235,7 +236,7 @@ def test_checkin_report_and_no_change_warning(tmp_path: Path, state: Any) -> Non
     state.finish_run(rid, outcome="failed", ended=now - 490, error="RuntimeError: boom")
     state.set_warning("-busy-x", "budget", "over", {"lines": 230, "chars": 9000})
     rec = Recorder()
-    jc = ctx(tmp_path, state, log=rec, now=lambda: datetime.fromtimestamp(now).astimezone())
+    jc = ctx(tmp_path, state, log=rec, clock=ManualClock(datetime.fromtimestamp(now).astimezone()))
     path = checkin.run_checkin(jc)
     assert path is not None and path == checkin.latest_report(tmp_path / "state")
     text = path.read_text()
@@ -249,7 +250,7 @@ def test_checkin_report_and_no_change_warning(tmp_path: Path, state: Any) -> Non
     assert [w.kind for w in state.warnings("-idle-x")] == ["no_changes"]
     # the next check-in covers only what happened since
     later = now + 60
-    jc2 = ctx(tmp_path, state, log=Recorder(), now=lambda: datetime.fromtimestamp(later).astimezone())
+    jc2 = ctx(tmp_path, state, log=Recorder(), clock=ManualClock(datetime.fromtimestamp(later).astimezone()))
     p2 = checkin.run_checkin(jc2)
     assert p2 is not None and "0 project runs" in p2.read_text()
 
@@ -277,7 +278,8 @@ def test_status_info_without_and_with_a_daemon(tmp_path: Path) -> None:
         st.set("job.dream.last", json.dumps({"ended": now.timestamp(), "counts": {"ok": 2}}))
         st.set_warning("-p-x", "budget", "over", {"lines": 230, "chars": 1})
     with pidfile.PidLock(sd):
-        pidfile.write_heartbeat(sd, {"pid": os.getpid(), "started": now.timestamp() - 60, "watching": True})
+        pidfile.write_heartbeat(sd, {"pid": os.getpid(), "started": now.timestamp() - 60, "watching": True},
+                                time.time())
         d = info.daemon_status(sd, Config(), now=now, tz=tz)
     assert d["running"] and d["pid"] == os.getpid()
     assert d["jobs"]["dream"]["at"] == "02:17"

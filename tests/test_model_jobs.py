@@ -492,7 +492,8 @@ def test_runs_that_keep_changing_nothing_raise_a_warning(env: Env) -> None:
         rid = env.state.start_run("dream", p.name, time.time())
         out = dream_project(env.jc(force=True), p)
         assert out.outcome == "noop" and SECRET not in out.message
-        env.state.finish_run(rid, outcome=out.outcome, ended=time.time(), summary=out.message)
+        env.state.finish_run(rid, outcome=out.outcome, ended=time.time(), summary=out.message,
+                             tokens_in=out.tokens_in, tokens_out=out.tokens_out)  # as the runner records it
         assert bool(env.state.warnings(p.name)) == (i == 2)
     w = env.state.warnings(p.name)[0]
     assert w.kind == "model_runs_change_nothing" and w.details["runs"] == 3

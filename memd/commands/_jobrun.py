@@ -11,7 +11,6 @@ if TYPE_CHECKING:
 
 def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: bool) -> int:
     import sys
-    from datetime import datetime
 
     from memd import logs
     from memd.cli import select_projects
@@ -28,7 +27,7 @@ def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: b
     log = logs.get_logger(f"memd.{job}")
     with job_lock(state_dir), StateStore.open(state_dir) as state:
         jc = JobContext(config=cfg, claude_dir=ctx.claude_dir, state_dir=state_dir, state=state,
-                        now=lambda: datetime.now().astimezone(), force=force, dry_run=args.dry_run, log=log)
+                        force=force, dry_run=args.dry_run, log=log)
         result = run_job(job, jc, projects)
     from memd.llm.client import model_off_reason
 
@@ -37,9 +36,8 @@ def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: b
         print(off[0].upper() + off[1:] + ".")  # said once, not once per project
     for out in result.outcomes:
         changes = f"+{out.added} ~{out.changed} -{out.deleted}"
-        note = out.error or out.message
-        if off and note.startswith(off):
-            note = note[len(off):].lstrip("; ")
+        # model work being off was said once above: each project says only what it did
+        note = out.error or (out.detail if off and out.model_off else out.message)
         print(f"{out.project}: {out.outcome} ({changes}){': ' + note if note else ''}")
         diff = out.details.get("diff")
         if args.dry_run and isinstance(diff, str) and diff:

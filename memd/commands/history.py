@@ -28,18 +28,15 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     (project,) = select_projects(args, ctx)
     repo = history.repo_dir(ctx.state_dir, project.name)
     print(f"# {project.name} (git --git-dir={repo} log)")
+    limit = max(1, args.limit)
     if args.all_commits:
-        entries = history.log(ctx.state_dir, project.name, limit=max(1, args.limit))
-        for e in entries:
-            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.time))
-            print(f"{e.commit[:10]}  {when}  {e.kind or '-':8} {e.summary}")
-        if not entries:
-            print("no snapshots yet")
-        return 0
-    runs = history.list_runs(ctx.state_dir, project.name, limit=max(1, args.limit))
-    for r in runs:
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.time))
-        print(f"{r.run:36} {when}  {r.summary}")
-    if not runs:
-        print("no runs yet")
+        rows = [(f"{e.commit[:10]}  ", e.time, f"{e.kind or '-':8} {e.summary}")
+                for e in history.log(ctx.state_dir, project.name, limit=limit)]
+    else:
+        rows = [(f"{r.run:36} ", r.time, r.summary)
+                for r in history.list_runs(ctx.state_dir, project.name, limit=limit)]
+    for head, when, text in rows:
+        print(f"{head}{time.strftime('%Y-%m-%d %H:%M', time.localtime(when))}  {text}")
+    if not rows:
+        print("no snapshots yet" if args.all_commits else "no runs yet")
     return 0

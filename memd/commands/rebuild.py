@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    from memd.commands.check import preamble
+    from memd.commands._projects import preamble
     from memd.maintenance import rebuild_project
 
     projects, notes = preamble(args, ctx)

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                     console=console)
     code = daemon.run()
     logging.shutdown()
-    if daemon.stopping is not None and (daemon.stopping.forced or daemon._worker_busy()):
+    if daemon.exit_now:
         # a job was abandoned mid-step: do not wait for its thread (or a library's atexit hooks)
         sys.stdout.flush()
         sys.stderr.flush()

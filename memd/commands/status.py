@@ -1,7 +1,7 @@
 """memd status: one row per project (topic files, index against its budget, findings, last session).
 
-``build_rows`` makes the rows and ``render_table`` prints them; the daemon's part of the status
-(issue 4) adds its own fields to ``StatusRow.extra`` and its own lines to the output.
+``memd.inspect.status_rows`` makes the rows and ``render_table`` prints them; the daemon's part of the
+status (memd.daemon.info) adds its own lines to the output.
 """
 
 from __future__ import annotations
@@ -9,17 +9,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from memd.cli import project_args
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from memd.cli import Context
-    from memd.config import Config
-    from memd.layout import Project
+    from memd.inspect import StatusRow
 
 HELP = "show each project's memory: topic files, index budget, hidden entries, findings, last session"
 
@@ -27,72 +23,6 @@ HELP = "show each project's memory: topic files, index budget, hidden entries, f
 def add_arguments(p: argparse.ArgumentParser) -> None:
     project_args(p)
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
-
-
-@dataclass
-class StatusRow:
-    project: str
-    memory_dir: str
-    has_memory: bool
-    topic_files: int
-    index_lines: int
-    max_lines: int
-    index_chars: int
-    max_chars: int
-    level: str  # ok | near | over | none
-    hidden_entries: int
-    findings: dict[str, int]  # error / warning / info -> count
-    last_session: float | None  # mtime of the newest main-session transcript
-    extra: dict[str, Any] = field(default_factory=dict)  # other parts of memd add columns here
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "project": self.project, "memory_dir": self.memory_dir, "has_memory": self.has_memory,
-            "topic_files": self.topic_files,
-            "index": {"lines": self.index_lines, "max_lines": self.max_lines, "chars": self.index_chars,
-                      "max_chars": self.max_chars, "level": self.level, "hidden_entries": self.hidden_entries},
-            "findings": dict(self.findings),
-            "last_session": _iso(self.last_session),
-            **self.extra,
-        }
-
-
-def _iso(t: float | None) -> str | None:
-    if t is None:
-        return None
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
-
-
-def last_session(project: Project) -> float | None:
-    from memd import layout
-
-    newest: float | None = None
-    for p in layout.session_files(project.dir):
-        if not layout.is_uuid_session(p):
-            continue
-        try:
-            m = p.stat().st_mtime
-        except OSError:
-            continue
-        newest = m if newest is None or m > newest else newest
-    return newest
-
-
-def build_row(project: Project, config: Config, cache_dir: Path | None = None) -> StatusRow:
-    from memd.commands.check import check_project
-    from memd.core.findings import counts
-
-    b = config.budget
-    res = check_project(project, b, team_pii=config.hooks.team_pii, cache_dir=cache_dir)
-    return StatusRow(
-        project.name, str(project.memory_dir), res.exists, res.topic_files, res.lines, b.max_lines,
-        res.chars, b.max_chars, res.level if res.exists else "none", res.hidden_entries,
-        counts(res.findings), last_session(project))
-
-
-def build_rows(projects: list[Project], config: Config, cache_dir: Path | None = None) -> list[StatusRow]:
-    """One row per project; cache_dir (memd's state folder) lets unchanged folders skip the re-check."""
-    return [build_row(p, config, cache_dir) for p in projects]
 
 
 def _ago(t: float | None, now: float) -> str:
@@ -124,7 +54,8 @@ def render_table(rows: list[StatusRow], now: float | None = None) -> str:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    from memd.commands.check import preamble
+    from memd.commands._projects import preamble
+    from memd.inspect import status_rows
 
     if not args.projects:
         args.all = True  # status with no PROJECT shows every project
@@ -132,7 +63,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     as_json = args.format == "json"
     for n in notes:
         print(n, file=sys.stderr if as_json else sys.stdout)
-    rows = build_rows(projects or [], ctx.config, ctx.state_dir)
+    rows = status_rows(projects or [], ctx.config, ctx.state_dir)
     if as_json:
         import json
 

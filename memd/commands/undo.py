@@ -21,12 +21,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    from memd import history
     from memd.cli import select_projects
-    from memd.core.paths import INDEX_NAME
+    from memd.maintenance import undo_project
 
     (project,) = select_projects(args, ctx)
-    res = history.undo_run(ctx.state_dir, project.name, project.memory_dir, args.run, dry_run=args.dry_run)
+    res, rb = undo_project(project, ctx.config, ctx.state_dir, args.run, dry_run=args.dry_run)
     verb = "would restore" if args.dry_run else "restored"
     for rel in res.restored:
         print(f"{verb} {rel}")
@@ -38,12 +37,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         print(f"run {res.run}: nothing to revert")
     elif not args.dry_run:
         print(f"undid {res.run} (snapshot before the undo: {res.snapshot[:10]})")
-        if any(rel == INDEX_NAME for rel, _ in res.skipped):
-            # the index changed again after the run, so it was left alone: bring it in line with
-            # the files as they are now (the deterministic rebuild, snapshot first, no clobbering)
-            from memd.maintenance import rebuild_project
-
-            rb = rebuild_project(project, ctx.config, ctx.state_dir, dry_run=False)
+        if rb is not None:
             print("MEMORY.md rebuilt to match the files" if rb.written else
                   "MEMORY.md left as it is" + (f" ({'; '.join(rb.reasons)})" if rb.reasons else ""))
     return 0

@@ -1,5 +1,7 @@
 """Condense warnings: measure a project's index after memory writes, warn once per crossing.
 
+The wiring only: read and measure here, decide in memd.daemon.policy (pure), record in the state store.
+
 A crossing is a move up the scale ok -> near -> over (the index's loaded view, as Claude Code
 loads it). Each crossing is one ``budget.warning`` event and an open warning in the state store
 (``memd status`` shows it); staying at a level, or easing from over to near, says nothing new;
@@ -15,13 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memd.daemon import policy as P
 from memd.memfolder.walk import DEFAULT_MAX_BYTES, count_topics
 
 if TYPE_CHECKING:
     from memd.config import Config
     from memd.layout import Project
 
-RANK = {"ok": 0, "near": 1, "over": 2}
 KIND_INDEX = "budget"
 KIND_FILES = "topic_files"
 _MAX_TITLES = 50
@@ -33,6 +35,7 @@ class Check:
     level: str  # ok | near | over (the index)
     warned: bool  # a budget.warning was issued by this check
     cleared: bool
+    relief: bool = False  # the policy asks for automatic relief (memd.daemon.policy.wants_relief)
 
 
 def count_topic_files(memory_dir: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> int:
@@ -76,33 +79,32 @@ class BudgetMonitor:
             elif res.problem and res.problem != "missing" and res.problem.startswith("too large"):
                 text = "\n" * (b.max_lines + 1)  # unreadably large: certainly over
         m = measure(text, b.max_lines, b.max_chars, b.warn_ratio)
-        warned = cleared = False
-        if m.level == "ok":
-            if self.state.clear_warning(project.name, KIND_INDEX):
-                cleared = True
-                self.log.info("budget.cleared", project=project.name, kind=KIND_INDEX, lines=m.lines,
-                              chars=m.chars)
-        else:
+        action = P.index_action(open_levels.get(KIND_INDEX), m.level)
+        if action == "clear":
+            self.state.clear_warning(project.name, KIND_INDEX)
+            self.log.info("budget.cleared", project=project.name, kind=KIND_INDEX, lines=m.lines, chars=m.chars)
+        elif action in ("warn", "hold"):
             details = {"lines": m.lines, "chars": m.chars, "max_lines": m.max_lines, "max_chars": m.max_chars,
                        "hidden": len(m.hidden), "hidden_titles": [e.title for e in m.hidden[:_MAX_TITLES]]}
             self.state.set_warning(project.name, KIND_INDEX, m.level, details)
-            before = open_levels.get(KIND_INDEX, "ok")
-            if RANK[m.level] > RANK.get(before, 0):
-                warned = True
+            if action == "warn":
                 self.log.warning("budget.warning", project=project.name, kind=KIND_INDEX, level=m.level,
                                  lines=m.lines, chars=m.chars, max_lines=m.max_lines, max_chars=m.max_chars,
                                  warn_ratio=b.warn_ratio, hidden=len(m.hidden),
                                  hidden_titles=details["hidden_titles"])
         self._check_files(project, open_levels)
-        return Check(project.name, m.level, warned, cleared)
+        return Check(project.name, m.level, action == "warn", action == "clear",
+                     P.wants_relief(action, m.level, self.config.daemon.auto_relief))
 
     def _check_files(self, project: Project, open_levels: dict[str, str]) -> None:
         limit = self.config.budget.max_topic_files
         n = count_topic_files(project.memory_dir, self.config.budget.max_file_bytes)
-        if n > limit:
+        action = P.files_action(KIND_FILES in open_levels, n, limit)
+        if action in ("warn", "hold"):
             self.state.set_warning(project.name, KIND_FILES, "over", {"files": n, "limit": limit})
-            if KIND_FILES not in open_levels:
+            if action == "warn":
                 self.log.warning("budget.warning", project=project.name, kind=KIND_FILES, level="over",
                                  files=n, limit=limit)
-        elif self.state.clear_warning(project.name, KIND_FILES):
+        elif action == "clear":
+            self.state.clear_warning(project.name, KIND_FILES)
             self.log.info("budget.cleared", project=project.name, kind=KIND_FILES, files=n, limit=limit)

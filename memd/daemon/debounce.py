@@ -3,16 +3,18 @@
 The watcher's threads only call ``add`` (cheap, under a lock); the main loop asks ``next_deadline``
 to know how long it may sleep and ``pop_due`` for the paths to handle. An editor's save (several
 events within milliseconds) or a session appending line after line becomes one piece of work; a
-path written without pause is still handled every ``max_wait`` seconds.
+path written without pause is still handled every ``max_wait`` seconds. ``clock`` is a monotonic
+reading (the daemon passes its ``Clock.monotonic``).
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
+
+from memd.clock import SYSTEM
 
 K = TypeVar("K", bound=Hashable)
 
@@ -24,7 +26,7 @@ class _Pending:
 
 
 class Debouncer(Generic[K]):
-    def __init__(self, quiet_s: float, max_wait_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, quiet_s: float, max_wait_s: float, clock: Callable[[], float] = SYSTEM.monotonic) -> None:
         self.quiet_s = quiet_s
         self.max_wait_s = max(max_wait_s, quiet_s)
         self._clock = clock

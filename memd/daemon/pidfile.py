@@ -12,7 +12,6 @@ import contextlib
 import fcntl
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -108,11 +107,12 @@ def heartbeat_path(state_dir: Path) -> Path:
     return state_dir / HEARTBEAT_NAME
 
 
-def write_heartbeat(state_dir: Path, data: dict[str, Any]) -> None:
-    """Replace daemon.json (no fsync: a lost beat after a power cut only looks stale, as it should)."""
+def write_heartbeat(state_dir: Path, data: dict[str, Any], now: float) -> None:
+    """Replace daemon.json, stamped ``now`` (the daemon's clock, wall seconds); no fsync: a lost beat
+    after a power cut only looks stale, as it should."""
     path = heartbeat_path(state_dir)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    payload = dict(data, heartbeat=time.time())
+    payload = dict(data, heartbeat=now)
     try:
         tmp.write_text(json.dumps(payload, sort_keys=True, default=str), encoding="utf-8")
         os.replace(tmp, path)

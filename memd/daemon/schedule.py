@@ -9,7 +9,9 @@ handled and the last calendar night the dream ran. The daemon's periodic tick as
 question, which is how a run missed during suspend or while memd was stopped is caught up once
 (systemd's ``Persistent=true``), never twice.
 
-Times are aware datetimes in the local zone; tests inject the zone and "now".
+Times are aware datetimes in the local zone; tests inject the zone and "now". Comparisons are made
+in UTC: Python compares two datetimes that share a tzinfo by their wall time, ignoring ``fold``, so
+01:30 of the second pass through a repeated DST hour would look earlier than 01:35 of the first.
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ class Daily:
     tz: tzinfo
 
     def next_after(self, after: datetime) -> datetime:
+        after = after.astimezone(UTC)
         day = after.astimezone(self.tz).date() - timedelta(days=1)
         for _ in range(4):
             slot = local_slot(day, self.minute, self.tz)
@@ -103,7 +106,9 @@ class Cron:
         return CronTrigger.from_crontab(self.expr, timezone=self.tz)
 
     def next_after(self, after: datetime) -> datetime:
-        nxt = self.trigger.get_next_fire_time(None, after + timedelta(microseconds=1))
+        # from UTC: given the second 01:30 of a repeated DST hour (fold=1) in its own zone, CronTrigger
+        # answers that same instant again, and the caller's search would never end
+        nxt = self.trigger.get_next_fire_time(None, after.astimezone(UTC) + timedelta(microseconds=1))
         if nxt is None:  # pragma: no cover - only with an end date, which we never set
             raise ValueError(f"crontab {self.expr!r} never fires again")
         return nxt.astimezone(self.tz)  # type: ignore[no-any-return]
@@ -119,7 +124,8 @@ def due_slot(rule: Rule, last_slot: datetime, now: datetime) -> datetime | None:
     When one or more slots passed since, the latest of them is returned: the missed ones are
     caught up by a single run. The caller stores the returned slot as the new ``last_slot``.
     """
-    start = max(last_slot, now - _LOOKBACK)
+    now = now.astimezone(UTC)
+    start = max(last_slot.astimezone(UTC), now - _LOOKBACK)
     slot = rule.next_after(start)
     if slot > now:
         return None

@@ -7,8 +7,14 @@ Threads and who owns what:
   (cheap), pings systemd's watchdog and writes the heartbeat.
 - watchdog observer threads: only classify and enqueue (memd.daemon.watch).
 - APScheduler's thread: only puts ("alarm", job) on the queue; the loop decides (memd.daemon.schedule).
-- the worker thread: runs one job at a time (its own StateStore); jobs never block the loop.
-- the scanner thread: incremental transcript scans (its own StateStore).
+- the worker (memd.daemon.worker.Worker, a component the daemon holds): a job thread (one job at a
+  time) and a scanner thread (incremental transcript scans), each with its own StateStore. Jobs never
+  block the loop; the worker reports back only through ``self.queue`` (job started/done, project
+  busy/released, follow-up jobs), so every field here is the main thread's alone.
+
+Decisions are pure functions (memd.daemon.policy, memd.daemon.schedule); time comes from one injected
+``Clock`` (memd.clock), passed on to the worker and the jobs, so the loop's methods run in-process
+under a ``ManualClock`` in tests.
 
 Stopping is two-staged: the first SIGTERM/SIGINT sets ``stop`` (the running job abandons cleanly
 between steps; no new job starts) and waits up to ``daemon.stop_timeout_s``; a second signal stops
@@ -22,9 +28,8 @@ import os
 import queue
 import signal
 import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
@@ -32,13 +37,15 @@ from typing import Any
 from apscheduler.triggers.base import BaseTrigger
 
 from memd import __version__, layout, store
+from memd.clock import SYSTEM, Clock
 from memd.config import Config
 from memd.daemon import control, notify, pidfile
+from memd.daemon import policy as P
 from memd.daemon import schedule as S
 from memd.daemon.budget import BudgetMonitor, signature
 from memd.daemon.debounce import Debouncer
 from memd.daemon.watch import Watcher, Work
-from memd.daemon.worker import JobRequest, JobWorker
+from memd.daemon.worker import JobRequest, Worker, project_named
 from memd.errors import ConfigError, MemdError
 
 HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
@@ -55,41 +62,40 @@ class _Stopping:
 
 
 @dataclass
-class Daemon(JobWorker):
+class Daemon:
     config: Config
     load_config: Callable[[], Config]  # re-reads the config file (SIGHUP)
     claude_dir_for: Callable[[Config], Path]
     state_dir: Path
     tz: tzinfo | None = None
     console: bool | None = None
-    clock: Callable[[], datetime] = field(default=lambda: datetime.now().astimezone())
+    clock: Clock = SYSTEM
+    log: Any = None  # set by run() (memd.logs); in-process tests pass their own
 
     def __post_init__(self) -> None:
         self.queue: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
-        self.jobs: queue.Queue[JobRequest | None] = queue.Queue()
-        self.scans: queue.Queue[str | None] = queue.Queue()
         self.stop = threading.Event()
         self.claude_dir = self.claude_dir_for(self.config)
-        self.log: Any = None
         self.state: Any = None
+        self.worker: Worker  # made by open()
         self.watcher: Watcher | None = None
         self.scheduler: Any = None
         self.debounce: Debouncer[Work] = Debouncer(self.config.daemon.debounce_quiet_s,
-                                                   self.config.daemon.debounce_max_s)
+                                                   self.config.daemon.debounce_max_s, self.clock.monotonic)
         self.rules: dict[str, S.Rule] = {}
         self.picked: dict[str, int] = {}
         self.last_slot: dict[str, datetime] = {}
         self.sigs: dict[str, tuple[int, int, int]] = {}
         self.relief: dict[str, float] = {}
         self.pending: list[tuple[Any, ...]] = []  # job keys queued or running
-        self.busy_project: str | None = None
+        self.running: JobRequest | None = None  # the worker's job, as its messages tell
+        self.busy_project: str | None = None  # the folder the running job holds, as its messages tell
         self.deferred: set[str] = set()
-        self.current: JobRequest | None = None
-        self.started = time.time()
+        self.started = self.clock.time()
         self.stopping: _Stopping | None = None
+        self.left_running: list[str] = []  # the worker's threads still busy when run() ended
         self._old_handlers: dict[int, Any] = {}
-        self._threads: list[threading.Thread] = []
-        self._wall_mono = (time.time(), time.monotonic())
+        self._wall_mono = (self.clock.time(), self.clock.monotonic())
         self._next_beat = 0.0
         self._next_reconcile = 0.0
         self._next_ping = 0.0
@@ -115,29 +121,47 @@ class Daemon(JobWorker):
             self._restore_signals()
             lock.release()
 
-    def _run(self) -> int:
-        import warnings
+    @property
+    def exit_now(self) -> bool:
+        """After run(): a forced stop, or a job abandoned mid-step whose thread still runs. The process
+        should exit without waiting for that thread (or a library's atexit hooks)."""
+        return self.stopping is not None and (self.stopping.forced or "memd-worker" in self.left_running)
 
+    @property
+    def job_running(self) -> bool:
+        """A job is running (its start reported, its end not yet) on a live worker thread."""
+        return self.running is not None and self.worker.alive()
+
+    def open(self) -> None:
+        """Open the state store and make the worker (not started): with ``setup_schedule()`` after it,
+        everything the loop's methods need, without threads, signals or the pid file (in-process tests)."""
         from memd.state import StateStore
 
-        # watchdog warns when a folder and its subfolder are created in one breath; nothing is lost
-        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"watchdog\..*")
         if self.tz is None:
             import tzlocal
 
             self.tz = tzlocal.get_localzone()
         self.state = StateStore.open(self.state_dir)
+        self.worker = Worker(self.config, self.claude_dir, self.state_dir, self.clock, self.queue, self.log,
+                             self.stop)
+
+    def _run(self) -> int:
+        import warnings
+
+        # watchdog warns when a folder and its subfolder are created in one breath; nothing is lost
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"watchdog\..*")
+        self.open()
         code = 0
         try:
             self.log.info("daemon.start", pid=os.getpid(), version=__version__, claude_dir=str(self.claude_dir),
                           state_dir=str(self.state_dir), timezone=str(self.tz))
             self._close_orphan_runs()
-            self._setup_schedule()
-            self._start_threads()
+            self.setup_schedule()
+            self.worker.start()
             self._start_scheduler()
             self._ensure_watching(initial=True)
             for name in self._reconcile():
-                self.scans.put(name)  # sessions written while memd was stopped count for the gates
+                self.worker.scan(name)  # sessions written while memd was stopped count for the gates
             self._beat()
             notify.notify("READY=1\nSTATUS=watching " + str(layout.projects_root(self.claude_dir)))
             self.log.info("daemon.ready", watching=self.watcher is not None and self.watcher.alive(),
@@ -155,26 +179,34 @@ class Daemon(JobWorker):
                 item: tuple[str, Any] | None = self.queue.get(timeout=timeout)
             except queue.Empty:
                 item = None
-            while item is not None:
-                self._dispatch(item)
-                try:
-                    item = self.queue.get_nowait()
-                except queue.Empty:
-                    item = None
+            if item is not None:
+                self.dispatch(item)
+            self.drain()
             if self.stopping is not None:
                 if self.stopping.forced:
                     return 1
-                if not self._worker_busy():
+                if not self.job_running:
                     return 0
-                if time.monotonic() >= self.stopping.deadline:
-                    self.log.warning("daemon.stop.abandoned", job=self.current.job if self.current else None,
+                if self.clock.monotonic() >= self.stopping.deadline:
+                    self.log.warning("daemon.stop.abandoned", job=self.running.job if self.running else None,
                                      project=self.busy_project, timeout_s=self.config.daemon.stop_timeout_s)
                     return 0
                 continue
-            self._tick()
+            self.tick()
+
+    def drain(self) -> int:
+        """Act on everything queued (signals, alarms, the worker's messages); how many items."""
+        n = 0
+        while True:
+            try:
+                item = self.queue.get_nowait()
+            except queue.Empty:
+                return n
+            self.dispatch(item)
+            n += 1
 
     def _timeout(self) -> float:
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if self.stopping is not None:
             return 0.1
         deadlines = [self._next_beat, self._next_reconcile]
@@ -189,33 +221,38 @@ class Daemon(JobWorker):
             deadlines.append(d)
         return max(0.01, min(deadlines) - now)
 
-    def _dispatch(self, item: tuple[str, Any]) -> None:
+    def dispatch(self, item: tuple[str, Any]) -> None:
+        """Act on one queued item: a signal, an alarm, or a message of the worker."""
         kind, value = item
         try:
             if kind == "signal":
                 name = signal.Signals(value).name
                 getattr(self, f"handle_{name}")()
             elif kind == "alarm":
-                self._check_schedule()
+                self.check_schedule()
+            elif kind == "job_started":
+                self.running = value
+            elif kind == "project_busy":
+                self.busy_project = value
             elif kind == "after_project":
                 self._after_project(value)
             elif kind == "job_done":
                 self._job_done(value)
             elif kind == "enqueue":
-                self._enqueue(value)
+                self.enqueue(value)
             # "wake": nothing to do but recompute the timeout
         except Exception as e:  # the loop must survive anything a handler does
             self.log.exception("daemon.error", where=kind, error=f"{type(e).__name__}: {e}")
 
-    def _tick(self) -> None:
-        now = time.monotonic()
-        wall = time.time()
+    def tick(self) -> None:
+        """The loop's periodic work: due paths, the watch, reconcile, relief, the schedule, pings, heartbeat."""
+        now = self.clock.monotonic()
+        wall = self.clock.time()
         w0, m0 = self._wall_mono
         if S.clock_jumped(wall - w0, now - m0):
             self.log.info("daemon.clock_jump", wall_s=round(wall - w0), monotonic_s=round(now - m0))
         self._wall_mono = (wall, now)
-        for work in self.debounce.pop_due(now):
-            self._handle_work(work)
+        self.handle_due(now)
         if (self.watcher is None or not self.watcher.alive()) and now >= self._next_root_poll:
             self._next_root_poll = now + ROOT_POLL_S
             self._ensure_watching()
@@ -224,7 +261,7 @@ class Daemon(JobWorker):
         if self.relief and now >= self._next_relief:
             self._next_relief = now + RELIEF_CHECK_S
             self._check_relief()
-        self._check_schedule()
+        self.check_schedule()
         if self._ping_s and now >= self._next_ping:
             self._next_ping = now + self._ping_s
             notify.notify("WATCHDOG=1")
@@ -239,26 +276,27 @@ class Daemon(JobWorker):
                 self.scheduler.shutdown(wait=False)
         if self.watcher is not None:
             self.watcher.stop()
-        self.jobs.put(None)
-        self.scans.put(None)
-        busy = self._worker_busy()
-        for t in self._threads:
-            if t.name == "memd-scanner" or not busy:
-                t.join(2.0)
-        abandoned = [t for t in self._threads if t.is_alive()]
-        if abandoned:
+        self.drain()  # the worker's last messages: is a job still running?
+        self.worker.close()
+        self.left_running = self.worker.join(2.0, jobs=not self.job_running)
+        if self.left_running:
             from memd.jobs import gates, runner
 
             n = gates.release_all_held()
             for rid in runner.active_runs():
                 with contextlib.suppress(Exception):
-                    self.state.finish_run(rid, outcome="failed", ended=time.time(),
+                    self.state.finish_run(rid, outcome="failed", ended=self.clock.time(),
                                           error="abandoned: memd stopped before the run finished")
-            self.log.warning("daemon.stop.cleanup", locks_released=n, threads=[t.name for t in abandoned])
+            self.log.warning("daemon.stop.cleanup", locks_released=n, threads=self.left_running)
+        wall = self.clock.time()
         pidfile.write_heartbeat(self.state_dir, {"pid": os.getpid(), "started": self.started,
-                                                 "stopped": time.time(), "state": "stopped"})
+                                                 "stopped": wall, "state": "stopped"}, wall)
         self.log.info("daemon.stop", forced=bool(self.stopping and self.stopping.forced),
-                      uptime_s=round(time.time() - self.started))
+                      uptime_s=round(wall - self.started))
+        self.close()
+
+    def close(self) -> None:
+        """Close the state store opened by open()."""
         with contextlib.suppress(Exception):
             self.state.close()
 
@@ -289,19 +327,19 @@ class Daemon(JobWorker):
             self.stopping.forced = True
             self.log.warning("daemon.stop.forced", signal=name)
             return
-        self.stopping = _Stopping(time.monotonic() + self.config.daemon.stop_timeout_s, name)
+        self.stopping = _Stopping(self.clock.monotonic() + self.config.daemon.stop_timeout_s, name)
         self.stop.set()  # the running job abandons between steps; queued ones never start
         notify.notify("STOPPING=1")
-        self.log.info("daemon.stopping", signal=name, running=self.current.job if self.current else None,
+        self.log.info("daemon.stopping", signal=name, running=self.running.job if self.running else None,
                       timeout_s=self.config.daemon.stop_timeout_s)
 
     def handle_SIGUSR1(self) -> None:
         req = control.take_requests(self.state_dir, "dream")
-        self._enqueue(JobRequest("dream", None if req.all_projects else req.projects, force=True, reason="signal"))
+        self.enqueue(JobRequest("dream", None if req.all_projects else req.projects, force=True, reason="signal"))
 
     def handle_SIGUSR2(self) -> None:
         req = control.take_requests(self.state_dir, "catchup")
-        self._enqueue(JobRequest("catchup", None if req.all_projects else req.projects, reason="signal"))
+        self.enqueue(JobRequest("catchup", None if req.all_projects else req.projects, reason="signal"))
 
     def handle_SIGHUP(self) -> None:
         try:
@@ -323,7 +361,7 @@ class Daemon(JobWorker):
             logs.setup(self.state_dir, level=new.logging.level, console=self.console)
         self.debounce.quiet_s = new.daemon.debounce_quiet_s
         self.debounce.max_wait_s = max(new.daemon.debounce_max_s, new.daemon.debounce_quiet_s)
-        self._setup_schedule()
+        self.setup_schedule()
         if self.scheduler is not None:
             self._schedule_alarms()
         new_claude = self.claude_dir_for(new)
@@ -333,6 +371,7 @@ class Daemon(JobWorker):
                 self.watcher.stop()
                 self.watcher = None
             self._ensure_watching()
+        self.worker.update(new, self.claude_dir)
         self.log.info("config.reloaded", changed=changed)
         self._say_model_off()
 
@@ -350,8 +389,8 @@ class Daemon(JobWorker):
 
     # ------------------------------------------------------------------ watching
 
-    def _sink(self, work: Work) -> None:
-        # runs on watchdog's thread: enqueue only
+    def sink(self, work: Work) -> None:
+        """The watcher's callback (runs on watchdog's thread): enqueue only."""
         if work[0] == "root":
             self.queue.put(("wake", None))
             return
@@ -367,7 +406,7 @@ class Daemon(JobWorker):
             self.watcher.stop()
             self.watcher = None
             self.log.warning("watch.lost", root=str(root))
-        w = Watcher(root, self._sink)
+        w = Watcher(root, self.sink)
         if w.start():
             self.watcher = w
             self.log.info("watch.start", root=str(root))
@@ -376,31 +415,37 @@ class Daemon(JobWorker):
         elif initial or was:
             self.log.info("watch.waiting", root=str(root), reason="projects root does not exist yet")
 
+    def handle_due(self, now: float | None = None) -> None:
+        """Handle the paths whose debounce is over (at monotonic ``now``, default the clock's)."""
+        for work in self.debounce.pop_due(self.clock.monotonic() if now is None else now):
+            self._handle_work(work)
+
     def _handle_work(self, work: Work) -> None:
         kind, name = work
         if kind == "transcript":
-            self.scans.put(name)
+            self.worker.scan(name)
             return
         if kind in ("memory", "project"):
             if kind == "project":
-                self.scans.put(name)  # transcripts written right after their folder
+                self.worker.scan(name)  # transcripts written right after their folder
             if name == self.busy_project:
                 self.deferred.add(name)  # our own writes: measured when the job is done with it
                 return
-            self._check_budget(self._project(name))
+            self._check_budget(project_named(self.claude_dir, name))
 
     def _check_budget(self, project: layout.Project) -> None:
         self.sigs[project.name] = signature(project)
         res = BudgetMonitor(self.config, self.state, self.log).check(project)
-        if res.warned and res.level == "over" and self.config.daemon.auto_relief:
-            self.relief.setdefault(project.name, time.monotonic())
-            self._next_relief = min(self._next_relief, time.monotonic())  # check it at once
+        if res.relief:
+            now = self.clock.monotonic()
+            self.relief.setdefault(project.name, now)
+            self._next_relief = min(self._next_relief, now)  # check it at once
 
     def _reconcile(self) -> list[str]:
         """Catch what the watcher dropped: a stat per project, a measure only where something changed.
         Returns the projects' names."""
-        self._next_reconcile = time.monotonic() + self.config.daemon.reconcile_interval_s
-        t0 = time.monotonic()
+        t0 = self.clock.monotonic()
+        self._next_reconcile = t0 + self.config.daemon.reconcile_interval_s
         checked = 0
         projects = layout.list_projects(self.claude_dir)
         seen = {p.name for p in projects}
@@ -420,24 +465,25 @@ class Daemon(JobWorker):
         for gone in set(self.sigs) - seen:
             self.sigs.pop(gone, None)
         self.log.debug("watch.reconcile", projects=len(seen), checked=checked,
-                       duration_s=round(time.monotonic() - t0, 3))
+                       duration_s=round(self.clock.monotonic() - t0, 3))
         return [p.name for p in projects]
 
     def _check_relief(self) -> None:
         from memd.jobs.gates import has_active_session
 
         for name in list(self.relief):
-            project = self._project(name)
-            if has_active_session(project, time.time(), self.config.transcripts.active_minutes):
-                continue
+            project = project_named(self.claude_dir, name)
+            if has_active_session(project, self.clock.time(), self.config.transcripts.active_minutes):
+                continue  # never under a writing session: wait for it to go idle
             del self.relief[name]
-            self._enqueue(JobRequest("relief", [name], reason="auto_relief"))
+            self.enqueue(JobRequest("relief", [name], reason="auto_relief"))
 
     # ------------------------------------------------------------------ schedule
 
-    def _setup_schedule(self) -> None:
+    def setup_schedule(self) -> None:
+        """The rules from the config and the persisted picks and slots (a first start begins from now)."""
         assert self.tz is not None
-        now = self.clock().astimezone(self.tz)
+        now = self.clock.now().astimezone(self.tz)
         sch = self.config.schedule
         for job, window in (("dream", sch.dream_window), ("checkin", sch.checkin_window)):
             minute, store = S.pick_minute(window, self.state.get(f"schedule.{job}.pick"))
@@ -456,7 +502,7 @@ class Daemon(JobWorker):
 
     def next_runs(self) -> dict[str, str]:
         out = {}
-        now = self.clock()
+        now = self.clock.now()
         for job, rule in self.rules.items():
             slot = S.due_slot(rule, self.last_slot[job], now)
             out[job] = (slot or rule.next_after(max(self.last_slot[job], now))).isoformat()
@@ -479,33 +525,32 @@ class Daemon(JobWorker):
     def _alarm(self, job: str) -> None:
         self.queue.put(("alarm", job))  # APScheduler's thread: record only
 
-    def _check_schedule(self) -> None:
+    def check_schedule(self) -> None:
+        """Queue what is due now (policy.decide_slot), recording each handled slot and nightly night."""
         if self.stopping is not None:
             return
-        now = self.clock()
+        assert self.tz is not None
+        now = self.clock.now()
         for job, rule in self.rules.items():
-            slot = S.due_slot(rule, self.last_slot[job], now)
-            if slot is None:
+            last_night = self.state.get(f"schedule.{job}.last_night") if job in P.NIGHTLY else None
+            due = P.decide_slot(job, rule, self.last_slot[job], now, self.tz, last_night)
+            if due is None:
                 continue
-            self.last_slot[job] = slot
-            self.state.set(f"schedule.{job}.last_slot", slot.isoformat())
-            late = (now - slot).total_seconds()
-            if job == "dream":
-                assert self.tz is not None
-                last_night = self.state.get("schedule.dream.last_night")
-                if not S.nightly_allowed(slot, self.tz, last_night):
-                    self.log.info("schedule.skip", job=job, slot=slot.isoformat(), reason="ran this night already")
-                    continue
-                # Stored when the run is queued, not when it completes: a crash mid-dream must not
-                # make a restart dream a second time that night ("never twice" beats "surely once").
-                self.state.set("schedule.dream.last_night", S.night_of(slot, self.tz))
-            self.log.info("schedule.due", job=job, slot=slot.isoformat(), late_s=round(late),
-                          caught_up=late > 120)
-            self._enqueue(JobRequest(job, None, reason="schedule"))
+            self.last_slot[job] = due.slot
+            self.state.set(f"schedule.{job}.last_slot", due.slot.isoformat())
+            if not due.run:
+                self.log.info("schedule.skip", job=job, slot=due.slot.isoformat(), reason=due.skip_reason)
+                continue
+            if due.night is not None:
+                self.state.set(f"schedule.{job}.last_night", due.night)  # before queueing: see policy.Due
+            self.log.info("schedule.due", job=job, slot=due.slot.isoformat(), late_s=round(due.late_s),
+                          caught_up=due.caught_up)
+            self.enqueue(JobRequest(job, None, reason="schedule"))
 
     # ------------------------------------------------------------------ jobs
 
-    def _enqueue(self, req: JobRequest) -> None:
+    def enqueue(self, req: JobRequest) -> None:
+        """Hand a job to the worker, unless the same job (``JobRequest.key``) is queued or running."""
         if self.stopping is not None:
             self.log.info("job.refused", job=req.job, reason="stopping")
             return
@@ -515,27 +560,21 @@ class Daemon(JobWorker):
             return
         self.pending.append(key)
         self.log.info("job.queued", job=req.job, projects=req.projects, force=req.force, reason=req.reason)
-        self.jobs.put(req)
+        self.worker.submit(req)
 
-    def _worker_busy(self) -> bool:
-        worker = next((t for t in self._threads if t.name == "memd-worker"), None)
-        return worker is not None and worker.is_alive() and self.current is not None
-
-    def _start_threads(self) -> None:
-        for name, target in (("memd-worker", self._worker), ("memd-scanner", self._scanner)):
-            t = threading.Thread(target=target, name=name, daemon=True)
-            t.start()
-            self._threads.append(t)
-
-    def _job_done(self, key: tuple[Any, ...]) -> None:
+    def _job_done(self, req: JobRequest) -> None:
+        self.running = None
+        self.busy_project = None
         with contextlib.suppress(ValueError):
-            self.pending.remove(key)
+            self.pending.remove(req.key())
 
     def _after_project(self, name: str) -> None:
         # the job may have written the folder (its own writes were not measured meanwhile)
+        if self.busy_project == name:
+            self.busy_project = None
         self.deferred.discard(name)
         with contextlib.suppress(Exception):
-            self._check_budget(self._project(name))
+            self._check_budget(project_named(self.claude_dir, name))
 
     def _close_orphan_runs(self) -> None:
         """Rows left 'running' by a daemon that died mid-job (none can be live: we hold the job lock)."""
@@ -545,7 +584,7 @@ class Daemon(JobWorker):
             with job_lock(self.state_dir):
                 for r in self.state.runs(limit=200):
                     if r.outcome == "running":
-                        self.state.finish_run(r.id, outcome="failed", ended=time.time(),
+                        self.state.finish_run(r.id, outcome="failed", ended=self.clock.time(),
                                               error="abandoned: memd stopped before the run finished")
         except MemdError:
             pass  # a foreground job is running: its rows are live
@@ -553,14 +592,14 @@ class Daemon(JobWorker):
     # ------------------------------------------------------------------ heartbeat
 
     def _beat(self) -> None:
-        self._next_beat = time.monotonic() + HEARTBEAT_S
+        self._next_beat = self.clock.monotonic() + HEARTBEAT_S
         pidfile.write_heartbeat(self.state_dir, {
             "pid": os.getpid(), "state": "stopping" if self.stopping else "running", "started": self.started,
             "version": __version__, "claude_dir": str(self.claude_dir),
             "watching": self.watcher is not None and self.watcher.alive(),
             "picked": {k: S.hhmm(v) for k, v in self.picked.items()},
-            "next": self.next_runs(), "running_job": self.current.job if self.current else None,
-            "timezone": str(self.tz)})
+            "next": self.next_runs(), "running_job": self.running.job if self.running else None,
+            "timezone": str(self.tz)}, self.clock.time())
 
 
 class _RuleTrigger(BaseTrigger):  # type: ignore[misc]

@@ -1,25 +1,34 @@
-"""The daemon's worker threads: jobs one at a time, transcript scans, automatic relief.
+"""The daemon's worker: jobs one at a time, incremental transcript scans, automatic relief.
 
-A mixin of ``Daemon`` (memd.daemon.server) kept apart so the main loop reads on its own. These
-methods run on their own threads with their own StateStore; they talk back to the main loop only
-through ``self.queue`` ("after_project", "job_done", "enqueue").
+A component the daemon holds (``Worker``), on two threads of its own, each with its own StateStore.
+The main loop hands it work (``submit``, ``scan``, ``update``); the worker reports back only through
+the loop's queue, as messages the loop acts on (nothing of the worker's is read across threads):
+
+- ``("job_started", JobRequest)`` / ``("job_done", JobRequest)``: a job began / ended (however it ended)
+- ``("project_busy", name)`` / ``("after_project", name)``: the job holds / let go of a project's folder
+- ``("enqueue", JobRequest)``: a follow-up job (relief that could not fit an index asks for a dream)
+
+Messages are put before the work they announce, so the loop always learns that a project is busy
+before any write of the job to it can reach the debouncer.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from queue import Empty, Queue, SimpleQueue
 from typing import Any
 
 from memd import layout
+from memd.clock import Clock
 from memd.config import Config
 from memd.errors import MemdError
+
+Message = tuple[str, Any]
+JOB_LOCK_RETRY_S = 2.0
 
 
 @dataclass
@@ -30,51 +39,109 @@ class JobRequest:
     reason: str = "schedule"
 
     def key(self) -> tuple[str, tuple[str, ...] | None, bool]:
+        """Two requests with one key are one piece of work (the loop queues it once)."""
         return (self.job, tuple(self.projects) if self.projects is not None else None, self.force)
 
 
-class JobWorker:
-    """Worker-thread side of the daemon (attributes are the Daemon's)."""
+def project_named(claude_dir: Path, name: str) -> layout.Project:
+    """The project of a folder name under ``projects/`` (as the watcher and the messages name them)."""
+    return layout.project_for_folder(claude_dir, layout.projects_root(claude_dir) / name)
 
-    config: Config
-    claude_dir: Path
-    state_dir: Path
-    stop: threading.Event
-    log: Any
-    clock: Callable[[], datetime]
-    queue: SimpleQueue[tuple[str, Any]]
-    jobs: Queue[JobRequest | None]
-    scans: Queue[str | None]
-    current: JobRequest | None
-    busy_project: str | None
 
-    def _project(self, name: str) -> layout.Project:
-        root = layout.projects_root(self.claude_dir)
-        return layout.project_for_folder(self.claude_dir, root / name)
+class Worker:
+    """``Worker(config, claude_dir, state_dir, clock, outbox, log, stop)``; ``start`` its threads, ``submit``
+    jobs and ``scan`` projects, ``update`` its config after a reload, ``close`` and ``join`` at the end.
 
-    def _worker(self) -> None:
+    ``stop`` is the daemon's stop event: a running job abandons between steps, no queued one starts.
+    """
+
+    def __init__(self, config: Config, claude_dir: Path, state_dir: Path, clock: Clock,
+                 outbox: SimpleQueue[Message], log: Any, stop: threading.Event) -> None:
+        self._settings = (config, claude_dir)  # replaced whole by update(): read once per request
+        self.state_dir = state_dir
+        self.clock = clock
+        self.outbox = outbox
+        self.log = log
+        self.stop = stop
+        self._jobs: Queue[JobRequest | None] = Queue()
+        self._scans: Queue[str | None] = Queue()
+        self._threads: dict[str, threading.Thread] = {}
+
+    # ------------------------------------------------------------------ the main loop's side
+
+    def start(self) -> None:
+        for name, target in (("memd-worker", self._serve_jobs), ("memd-scanner", self._serve_scans)):
+            t = threading.Thread(target=target, name=name, daemon=True)
+            t.start()
+            self._threads[name] = t
+
+    def submit(self, req: JobRequest) -> None:
+        self._jobs.put(req)
+
+    def scan(self, project: str) -> None:
+        self._scans.put(project)
+
+    def update(self, config: Config, claude_dir: Path) -> None:
+        """A reloaded config: requests started from now on use it."""
+        self._settings = (config, claude_dir)
+
+    def close(self) -> None:
+        """No more work: each thread ends after what it is doing."""
+        self._jobs.put(None)
+        self._scans.put(None)
+
+    def alive(self) -> bool:
+        """The job thread is running (it may be idle)."""
+        t = self._threads.get("memd-worker")
+        return t is not None and t.is_alive()
+
+    def join(self, timeout: float, *, jobs: bool = True) -> list[str]:
+        """Wait up to ``timeout`` for each thread (the job thread only when ``jobs``); the names still alive."""
+        for name, t in self._threads.items():
+            if jobs or name != "memd-worker":
+                t.join(timeout)
+        return [name for name, t in self._threads.items() if t.is_alive()]
+
+    def run_queued(self, state: Any) -> int:
+        """Run the requests already queued, on the calling thread (the job thread does the same, one
+        at a time); returns how many ran. In-process tests drive the worker through this."""
+        n = 0
+        while self._take(state, block=False):
+            n += 1
+        return n
+
+    # ------------------------------------------------------------------ the job thread
+
+    def _serve_jobs(self) -> None:
         from memd.state import StateStore
 
         with StateStore.open(self.state_dir) as state:
-            while True:
-                req = self.jobs.get()
-                if req is None or self.stop.is_set():
-                    return
-                self.current = req
-                try:
-                    self._run_request(req, state)
-                except Exception as e:
-                    self.log.exception("job.crashed", job=req.job, error=f"{type(e).__name__}: {e}")
-                finally:
-                    self.current = None
-                    self.busy_project = None
-                    self.queue.put(("job_done", req.key()))
+            while self._take(state, block=True):
+                pass
+
+    def _take(self, state: Any, *, block: bool) -> bool:
+        """Run the next request; False when there is none (not blocking) or the worker must end."""
+        try:
+            req = self._jobs.get(block=block)
+        except Empty:
+            return False
+        if req is None or self.stop.is_set():
+            return False
+        self.outbox.put(("job_started", req))
+        try:
+            self._run_request(req, state)
+        except Exception as e:
+            self.log.exception("job.crashed", job=req.job, error=f"{type(e).__name__}: {e}")
+        finally:
+            self.outbox.put(("job_done", req))
+        return True
 
     def _run_request(self, req: JobRequest, state: Any) -> None:
         from memd.jobs import JobContext, runner
 
-        jc = JobContext(config=self.config, claude_dir=self.claude_dir, state_dir=self.state_dir, state=state,
-                        now=self.clock, force=req.force, stop=self.stop, log=self.log)
+        config, claude_dir = self._settings
+        jc = JobContext(config=config, claude_dir=claude_dir, state_dir=self.state_dir, state=state,
+                        clock=self.clock, force=req.force, stop=self.stop, log=self.log)
         with self._job_lock():
             if self.stop.is_set():
                 return
@@ -83,17 +150,16 @@ class JobWorker:
 
                 runner.run_whole("checkin", jc, lambda j: str(run_checkin(j) or ""))
                 return
-            projects = self._select(req.projects)
+            projects = self._select(claude_dir, req.projects)
             if req.job == "relief":
                 self._relief(jc, projects)
                 return
 
             def before(p: layout.Project) -> None:
-                self.busy_project = p.name
+                self.outbox.put(("project_busy", p.name))
 
             def after(p: layout.Project, out: Any) -> None:
-                self.busy_project = None
-                self.queue.put(("after_project", p.name))
+                self.outbox.put(("after_project", p.name))
 
             runner.run_job(req.job, jc, projects, before_project=before, after_project=after)
 
@@ -114,19 +180,19 @@ class JobWorker:
                 if not waited:
                     self.log.info("job.waiting", reason="another memd job is running (a foreground command)")
                     waited = True
-                self.stop.wait(2.0)
+                self.stop.wait(JOB_LOCK_RETRY_S)
         try:
             yield
         finally:
             held.__exit__(None, None, None)
 
-    def _select(self, names: list[str] | None) -> list[layout.Project]:
+    def _select(self, claude_dir: Path, names: list[str] | None) -> list[layout.Project]:
         if names is None:
-            return layout.list_projects(self.claude_dir)
+            return layout.list_projects(claude_dir)
         out = []
         for n in names:
             try:
-                out.append(layout.resolve_project(n, self.claude_dir))
+                out.append(layout.resolve_project(n, claude_dir))
             except MemdError:
                 self.log.warning("job.unknown_project", project=n)
         return out
@@ -135,50 +201,47 @@ class JobWorker:
         from memd import maintenance
 
         for p in projects:
-            self.busy_project = p.name
+            self.outbox.put(("project_busy", p.name))
             try:
                 res = maintenance.rebuild_project(p, jc.config, self.state_dir, dry_run=False,
-                                                  max_drop_share=jc.config.dream.max_delete_share)
+                                                  max_drop_share=jc.config.dream.max_delete_share, clock=jc.clock)
             except Exception as e:
                 self.log.warning("relief.failed", project=p.name, error=f"{type(e).__name__}: {e}")
                 continue
             finally:
-                self.busy_project = None
-                self.queue.put(("after_project", p.name))
-            fits = bool(getattr(res, "fits", False))
-            if getattr(res, "refused", False):
+                self.outbox.put(("after_project", p.name))
+            if res.refused:
                 # most of the index points at files that are gone: that needs a person, not a janitor
                 # (and not a dream either: its guards would refuse the same drop)
                 self.log.warning("relief.refused", project=p.name, reason=res.reasons[-1] if res.reasons else "")
                 continue
-            self.log.info("relief.rebuilt", project=p.name, written=bool(getattr(res, "written", False)),
-                          fits=fits)
-            if not fits:
-                self.queue.put(("enqueue", JobRequest("dream", [p.name], force=True, reason="auto_relief")))
+            self.log.info("relief.rebuilt", project=p.name, written=res.written, fits=res.fits)
+            if not res.fits:
+                self.outbox.put(("enqueue", JobRequest("dream", [p.name], force=True, reason="auto_relief")))
 
-    def _scanner(self) -> None:
+    # ------------------------------------------------------------------ the scanner thread
+
+    def _serve_scans(self) -> None:
         from memd.state import StateStore
+        from memd.transcripts.scan import scan_project
 
-        try:
-            from memd.transcripts.scan import scan_project
-        except ImportError:  # pragma: no cover - a build without the transcripts package
-            return
         with StateStore.open(self.state_dir) as state:
             while True:
-                name = self.scans.get()
+                name = self._scans.get()
                 if name is None or self.stop.is_set():
                     return
                 names = {name}
                 with contextlib.suppress(Empty):
                     while True:
-                        more = self.scans.get_nowait()
+                        more = self._scans.get_nowait()
                         if more is None:
                             return
                         names.add(more)
+                config, claude_dir = self._settings
                 for n in sorted(names):
                     if self.stop.is_set():
                         return
                     try:
-                        scan_project(self._project(n), state, self.config, now=time.time())
+                        scan_project(project_named(claude_dir, n), state, config, now=self.clock.time())
                     except Exception as e:
                         self.log.warning("scan.failed", project=n, error=f"{type(e).__name__}: {e}")

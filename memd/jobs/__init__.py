@@ -3,6 +3,10 @@
 A job runs over projects; each project yields a ProjectOutcome that goes to the run log.
 ``memd.jobs.runner`` (daemon side) wraps a job with logging, gates and the run log;
 ``memd.jobs.dream.dream_project`` and ``memd.jobs.catchup.catchup_project`` do one project's work.
+Time is read only through ``JobContext.clock`` (``memd.clock``), so tests move it by hand.
+
+Layer: jobs may import ``memd.apply``, ``memd.llm``, the I/O edge and the core; never the daemon
+or the door.
 """
 
 from __future__ import annotations
@@ -10,15 +14,34 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from memd.clock import SYSTEM, Clock
 
 if TYPE_CHECKING:
     from memd.config import Config
     from memd.layout import Project
 
-OUTCOMES = ("ok", "noop", "skipped", "failed", "rejected", "review")
+Outcome = Literal["ok", "noop", "skipped", "failed", "rejected", "review"]
+"""How one project's run ended; the run log keeps exactly these strings ("running" until then)."""
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+SUCCESS: frozenset[Outcome] = frozenset(("ok", "noop", "review"))  # the run did its work (or had none)
+
+
+def counts_as_consolidation(job: str, outcome: str, *, dry_run: bool) -> bool:
+    """The one rule for "this project was consolidated now" (memd's last_consolidation and Claude
+    Code's ``.consolidate-lock`` mtime): a dream that did its work, for real. A dream skipped (model
+    work off, shutdown), rejected or failed did not consolidate; a dry run changed nothing."""
+    return job == "dream" and outcome in SUCCESS and not dry_run
+
+
+def note_consolidation(jc: JobContext, job: str, project: str, outcome: str) -> bool:
+    """Record "consolidated now" in the state when the rule above says so; True when recorded."""
+    if jc.state is None or not counts_as_consolidation(job, outcome, dry_run=jc.dry_run):
+        return False
+    jc.state.mark_consolidated(project, jc.clock.time())
+    return True
 
 
 @dataclass
@@ -27,7 +50,7 @@ class JobContext:
     claude_dir: Path
     state_dir: Path
     state: Any  # memd.state.StateStore
-    now: Callable[[], datetime] = field(default=lambda: datetime.now().astimezone())
+    clock: Clock = SYSTEM  # the one clock: wall time, monotonic time, local "now"
     force: bool = False  # waive the cheap gates (hours, sessions); never the lock or active sessions
     dry_run: bool = False  # compute and report, change nothing
     stop: threading.Event = field(default_factory=threading.Event)  # set on shutdown: abandon cleanly
@@ -37,7 +60,7 @@ class JobContext:
 @dataclass
 class ProjectOutcome:
     project: str
-    outcome: str  # one of OUTCOMES
+    outcome: Outcome
     message: str = ""
     added: int = 0
     changed: int = 0
@@ -50,6 +73,15 @@ class ProjectOutcome:
     error: str | None = None
     run_id: str | None = None  # history snapshot / run identifier, when one was made
     details: dict[str, Any] = field(default_factory=dict)
+    model_called: bool = False  # the model was asked at least once (an idle streak counts only these)
+    model_off: bool = False  # no API key: ``message`` starts with the sentence saying so
+    detail: str = ""  # with model_off: the message without that sentence (a CLI says it once)
+
+    @classmethod
+    def without_model(cls, project: str, outcome: Outcome, off: str, detail: str, *, sep: str = "; ",
+                      **kw: Any) -> ProjectOutcome:
+        """The outcome of a run whose model work was off (``off`` is the sentence that says so)."""
+        return cls(project, outcome, f"{off}{sep}{detail}", model_off=True, detail=detail, **kw)
 
 
 ProjectJob = Callable[[JobContext, "Project"], ProjectOutcome]

@@ -4,7 +4,8 @@ For each session of the project with unread records (its catch-up offset is behi
 has read) that is no longer active, the new span is rendered and sent, with the manifest of
 existing memories up front, to the extraction model, which may make at most
 ``catchup.max_tool_turns`` calls with the confined memory tool on a staging copy. All sessions of
-one run share one staging copy, guarded and applied once at the end (``memd.jobs.modelrun.finish``).
+one run share one staging copy, guarded and applied once at the end: the model's part is the edit
+step of ``memd.apply.run``, which makes the copy at the first span that needs the model.
 
 Offsets (``StateStore.save_extract``) advance only when the run's changes were applied in full, or
 when a span had nothing to extract: no conversation, or the session already wrote memory in it
@@ -19,8 +20,7 @@ and the outcome says once that model work is off.
 
 from __future__ import annotations
 
-import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import TYPE_CHECKING, Any
 
 from memd import apply as ap
@@ -29,6 +29,8 @@ from memd.jobs import modelrun as mr
 
 if TYPE_CHECKING:
     from memd.layout import Project
+    from memd.llm.client import Client
+    from memd.llm.memtool import StagedMemory
     from memd.state import TranscriptState
     from memd.transcripts.scan import Span
 
@@ -63,10 +65,10 @@ def _has_conversation(span: Span) -> bool:
 def catchup_project(jc: JobContext, project: Project) -> ProjectOutcome:
     """One project's catch-up (see the module doc)."""
     from memd.llm import client as llm
-    from memd.transcripts.scan import read_span, scan_project
+    from memd.transcripts.scan import scan_project
 
     cfg = jc.config
-    now = jc.now().timestamp()
+    now = jc.clock.time()
     out = ProjectOutcome(project.name, "noop")
     if jc.state is None:
         return ProjectOutcome(project.name, "skipped", "no state store")
@@ -83,21 +85,66 @@ def catchup_project(jc: JobContext, project: Project) -> ProjectOutcome:
         return out
     off = llm.model_off_reason(cfg)
     if off is not None:
-        out.outcome = "skipped"
-        out.message = f"{off} ({len(pending)} session(s) wait for extraction)"
-        return out
+        return ProjectOutcome.without_model(project.name, "skipped", off,
+                                            f"({len(pending)} session(s) wait for extraction)", sep=" ",
+                                            details=out.details)
 
-    advance: list[Span] = []  # spans with nothing to extract: their offsets move on unless the run fails
-    extracted: list[Span] = []
-    st: ap.Staging | None = None
-    client: llm.Client | None = None
-    notes: list[str] = []
+    ex = _Extraction(jc, pending)
     try:
-        for t in pending[: cfg.catchup.max_sessions]:
+        result = ap.run(project, ex.edit, state_dir=jc.state_dir, job="catchup",
+                        run_id=ap.new_run_id("catchup", now), config=cfg,
+                        review=jc.dry_run or cfg.dream.apply == "review", log=jc.log)
+    except llm.ModelError as e:
+        out.outcome = "failed"
+        out.error = e.reason
+        out.message = f"model call failed: {e.reason}; nothing changed"
+        ex.add_usage(out)
+        return out
+    finally:
+        ex.close()
+    ex.add_usage(out)
+    if result.verdict is ap.Verdict.ABANDONED:  # shutdown mid-run: a half-read span is not extracted
+        out.outcome = "skipped"
+        out.message = "stopped by shutdown; nothing changed"
+        return out
+    out.details["sessions"] = len(ex.extracted)
+    out.details["skipped_spans"] = len(ex.advance)
+    if not result.staged:
+        _save(jc, ex.advance)
+        out.message = f"{len(ex.advance)} span(s) had nothing to extract"
+        return out
+    mr.record(out, result)
+    mr.note_idle(jc, "catchup", out)
+    if not jc.dry_run and result.verdict in (ap.Verdict.UNCHANGED, ap.Verdict.APPLIED) and not result.dropped:
+        _save(jc, ex.advance + ex.extracted)
+        jc.state.mark_catchup(project.name, now)
+    return out
+
+
+class _Extraction:
+    """The model's part of a catch-up run (``memd.apply.run``'s edit step): one conversation per
+    session span that needs extraction, all on one staging copy, made at the first such span."""
+
+    def __init__(self, jc: JobContext, pending: list[TranscriptState]) -> None:
+        self.jc = jc
+        self.pending = pending
+        self.advance: list[Span] = []  # nothing to extract: offsets move on unless the run fails
+        self.extracted: list[Span] = []
+        self.client: Client | None = None  # made at the first span that needs the model
+
+    def edit(self, ws: ap.Workspace) -> ap.Edits:
+        from memd.llm import client as llm
+        from memd.transcripts.scan import read_span
+
+        jc, cfg, project = self.jc, self.jc.config, ws.project
+        notes: list[str] = []
+        system: list[dict[str, Any]] = []
+        tool: StagedMemory | None = None
+        for t in self.pending[: cfg.catchup.max_sessions]:
             if jc.stop.is_set():
                 notes.append("stopped (shutdown)")
                 break
-            if client is not None and client.usage.total_input >= cfg.catchup.max_input_tokens:
+            if self.client is not None and self.client.usage.total_input >= cfg.catchup.max_input_tokens:
                 notes.append("token budget of the run reached")
                 break
             span = read_span(t.path, t.extract_offset, cfg, memory_dir=project.memory_dir,
@@ -105,61 +152,34 @@ def catchup_project(jc: JobContext, project: Project) -> ProjectOutcome:
             if span.missing or span.empty:
                 continue
             if span.wrote_memory or not _has_conversation(span):
-                advance.append(span)
+                self.advance.append(span)
                 continue
-            if st is None:
-                st = ap.stage(jc.state_dir, project, "catchup", ap.new_run_id("catchup", now),
-                              max_file_bytes=cfg.budget.max_file_bytes)
-                client = llm.Client(cfg)
-                tool = _tool(st, cfg)
+            st = ws.get()
+            if self.client is None:
+                self.client = llm.Client(cfg)
+                tool = mr.memory_tool(st, cfg)
                 system = llm.cached_system(_instructions(), "Existing memories (the manifest):\n"
                                            + mr.manifest(st.root, cfg, live=project.memory_dir))
-            assert client is not None
-            user = _user_message(span, st, cfg)
-            res = mr.tool_loop(client, model=cfg.model.extract_model, system=system, user=user,
+            user = _user_message(span, st, cfg, jc.clock.now().tzinfo or UTC)
+            assert tool is not None
+            res = mr.tool_loop(self.client, model=cfg.model.extract_model, system=system, user=user,
                                tools=[_memory_tool_param()], handlers={"memory": tool.handle},
                                max_turns=cfg.catchup.max_tool_turns, stop=jc.stop)
-            extracted.append(span)
+            self.extracted.append(span)
             if res.final_text:
                 notes.append(" ".join(res.final_text.split())[:120])
-    except llm.ModelError as e:
-        if st is not None:
-            st.cleanup()
-        out.outcome = "failed"
-        out.error = e.reason
-        out.message = f"model call failed: {e.reason}; nothing changed"
-        if client is not None:
-            mr.add_usage(out, client.usage)
-        return out
-    finally:
-        if client is not None:
-            client.close()
+        usage = self.client.usage if self.client is not None else None
+        return ap.Edits("; ".join(notes), model_called=usage is not None and usage.calls > 0, usage=usage,
+                        abandoned=jc.stop.is_set())
 
-    if client is not None:
-        mr.add_usage(out, client.usage)
-    if jc.stop.is_set():  # shutdown mid-run: a half-read span must not count as extracted
-        if st is not None:
-            st.cleanup()
-        out.outcome = "skipped"
-        out.message = "stopped by shutdown; nothing changed"
-        return out
-    out.details["sessions"] = len(extracted)
-    out.details["skipped_spans"] = len(advance)
-    if st is None:
-        _save(jc, advance)
-        out.message = f"{len(advance)} span(s) had nothing to extract"
-        return out
-    try:
-        res_apply = mr.finish(jc, st, out, "; ".join(notes))
-        mr.note_idle(jc, "catchup", out)
-        if jc.dry_run or out.outcome in ("rejected", "review"):
-            return out
-        if res_apply is None or not res_apply.dropped:
-            _save(jc, advance + extracted)
-            jc.state.mark_catchup(project.name, now)
-        return out
-    finally:
-        st.cleanup()
+    def add_usage(self, out: ProjectOutcome) -> None:
+        if self.client is not None:
+            mr.add_usage(out, self.client.usage)
+            out.model_called = self.client.usage.calls > 0
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
 
 
 def _save(jc: JobContext, spans: list[Span]) -> None:
@@ -167,14 +187,7 @@ def _save(jc: JobContext, spans: list[Span]) -> None:
         return
     with jc.state.batch():
         for s in spans:
-            jc.state.save_extract(s.path, inode=s.inode, offset=s.end_offset, when=time.time())
-
-
-def _tool(st: ap.Staging, cfg: Any) -> Any:
-    from memd.llm.memtool import Limits, StagedMemory
-
-    return StagedMemory(st.root, Limits(cfg.model.tool_max_file_bytes, cfg.model.tool_max_run_bytes),
-                        live=st.project.memory_dir)
+            jc.state.save_extract(s.path, inode=s.inode, offset=s.end_offset, when=jc.clock.time())
 
 
 def _memory_tool_param() -> dict[str, Any]:
@@ -189,11 +202,11 @@ def _instructions() -> str:
     return prompts.load("catchup")
 
 
-def _user_message(span: Span, st: ap.Staging, cfg: Any) -> str:
+def _user_message(span: Span, st: ap.Staging, cfg: Any, tz: tzinfo) -> str:
     from memd.memfolder.walk import list_files
     from memd.transcripts.render import Budgets, render
 
-    text = render(span.records, Budgets.from_config(cfg), tz=datetime.now().astimezone().tzinfo or UTC)
+    text = render(span.records, Budgets.from_config(cfg), tz=tz)
     added = sorted(f.rel for f in list_files(st.root).memory_files() if f.rel not in st.baseline)  # names only
     first = datetime.fromtimestamp(span.first_at).strftime("%Y-%m-%d %a") if span.first_at else "unknown"
     head = [f"Session {span.session_id[:8]}, records from {first}. "

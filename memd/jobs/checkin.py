@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -146,10 +145,10 @@ def since_last(state: StateStore, now: float) -> float:
 
 def run_checkin(jc: JobContext) -> Path | None:
     """Write the report of the night; returns its path (None in a dry run, which only logs)."""
-    now = jc.now().timestamp()
+    now = jc.clock.time()
     state = jc.state
     since = max(since_last(state, now), now - 7 * 86_400)
-    t0 = time.monotonic()
+    t0 = jc.clock.monotonic()
     report = build_report(state, now=now, since=since)
     idle = report.summary["idle_projects"]
     path: Path | None = None
@@ -162,10 +161,10 @@ def run_checkin(jc: JobContext) -> Path | None:
         path = write_report(jc.state_dir, report, now)
         state.set(LAST_KEY, repr(now))
         state.set("job.checkin.last", json.dumps({
-            "ended": time.time(), "duration_s": round(time.monotonic() - t0, 3), "report": str(path),
+            "ended": jc.clock.time(), "duration_s": round(jc.clock.monotonic() - t0, 3), "report": str(path),
             "counts": {"ok": 1}, "runs": report.summary["runs"]}))
     if jc.log is not None:
-        jc.log.info("checkin.report", path=str(path) if path else None, duration_s=round(time.monotonic() - t0, 3),
+        jc.log.info("checkin.report", path=str(path) if path else None, duration_s=round(jc.clock.monotonic() - t0, 3),
                     **{k: v for k, v in report.summary.items() if k != "idle_projects"},
                     idle_projects=len(idle))
         for name in idle:

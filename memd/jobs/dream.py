@@ -13,18 +13,19 @@ The gates (hours, sessions, the consolidate lock) are the runner's (``memd.jobs.
   (the index, a manifest of topic files with type, description, size and date, the recent catch-up
   runs, the sessions since the last dream), so the model reads files only when it needs their body
   and the input stays bounded by the folder, not by the volume of transcripts.
-- The staged result is rebuilt, guarded and applied by ``memd.jobs.modelrun.finish``.
+- The model's work is the edit step of ``memd.apply.run`` (stage, edit, rebuild, guard, apply or
+  review); ``memd.jobs.modelrun.record`` turns its result into the outcome. Whether a dream counts
+  as a consolidation is the runner's one rule (``memd.jobs.counts_as_consolidation``).
 """
 
 from __future__ import annotations
 
-import time
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memd import apply as ap
-from memd.jobs import JobContext, ProjectOutcome
+from memd.jobs import JobContext, ProjectOutcome, note_consolidation
 from memd.jobs import modelrun as mr
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
     from memd.llm import client as llm
 
     cfg = jc.config
-    now = jc.now().timestamp()
+    now = jc.clock.time()
     last = jc.state.project(project.name).last_consolidation if jc.state is not None else None
     why = changed_since(jc, project, last)
     if why is None and not jc.force:
@@ -70,15 +71,15 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
 
     out = ProjectOutcome(project.name, "noop")
     out.details["why"] = why or "forced"
-    st = ap.stage(jc.state_dir, project, "dream", ap.new_run_id("dream", now),
-                  max_file_bytes=cfg.budget.max_file_bytes)
-    client: llm.Client | None = None
-    try:
-        from memd.llm import prompts
-        from memd.llm.memtool import MEMORY_TOOL, SEARCH_TOOL, SEARCH_TOOL_NAME, Limits, StagedMemory
+    client: llm.Client | None = None  # made after the orientation: its run deadline starts then
 
-        tool = StagedMemory(st.root, Limits(cfg.model.tool_max_file_bytes, cfg.model.tool_max_run_bytes),
-                            live=st.project.memory_dir)
+    def edit(ws: ap.Workspace) -> ap.Edits:
+        nonlocal client
+        from memd.llm import prompts
+        from memd.llm.memtool import MEMORY_TOOL, SEARCH_TOOL, SEARCH_TOOL_NAME
+
+        st = ws.get()
+        tool = mr.memory_tool(st, cfg)
         handlers: dict[str, mr.Handler] = {"memory": tool.handle}
         tools: list[dict[str, Any]] = [dict(MEMORY_TOOL)]
         if cfg.dream.max_searches > 0:
@@ -92,23 +93,20 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         client = llm.Client(cfg)
         res = mr.tool_loop(client, model=cfg.model.dream_model, system=system, user=_kickoff(now),
                            tools=tools, handlers=handlers, max_turns=cfg.dream.max_tool_turns, stop=jc.stop)
-        mr.add_usage(out, client.usage)
         out.details["tool_calls"] = res.tool_calls
         out.details["refused"] = res.refused
         if res.notes:
             out.details["notes"] = res.notes
-        if jc.stop.is_set():
-            out.outcome = "skipped"
-            out.message = "stopped by shutdown before applying; nothing changed"
-            return out
-        mr.finish(jc, st, out, res.final_text)
-        if out.outcome in ("ok", "noop") and not jc.dry_run and jc.state is not None:
-            jc.state.mark_consolidated(project.name, time.time())
-        mr.note_idle(jc, "dream", out)
-        return out
+        return ap.Edits(res.final_text, model_called=client.usage.calls > 0, usage=client.usage,
+                        abandoned=jc.stop.is_set())
+
+    try:
+        result = ap.run(project, edit, state_dir=jc.state_dir, job="dream", run_id=ap.new_run_id("dream", now),
+                        config=cfg, review=jc.dry_run or cfg.dream.apply == "review", log=jc.log)
     except llm.ModelError as e:
         if client is not None:
             mr.add_usage(out, client.usage)
+            out.model_called = client.usage.calls > 0
         out.outcome = "failed"
         out.error = e.reason
         out.message = f"model call failed: {e.reason}; nothing changed"
@@ -116,7 +114,17 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
     finally:
         if client is not None:
             client.close()
-        st.cleanup()
+    if result.verdict is ap.Verdict.ABANDONED:
+        if result.usage is not None:
+            mr.add_usage(out, result.usage)
+        out.model_called = result.model_called
+        out.outcome = "skipped"
+        out.message = "stopped by shutdown before applying; nothing changed"
+        return out
+    mr.record(out, result)
+    note_consolidation(jc, "dream", project.name, out.outcome)  # also when run outside the runner
+    mr.note_idle(jc, "dream", out)
+    return out
 
 
 def _deterministic(jc: JobContext, project: Project, off: str) -> ProjectOutcome:
@@ -126,13 +134,11 @@ def _deterministic(jc: JobContext, project: Project, off: str) -> ProjectOutcome
                         max_drop_share=jc.config.dream.max_delete_share)
     # "skipped", not "ok": no consolidation happened, so neither memd's last_consolidation nor Claude
     # Code's .consolidate-lock mtime may move (the runner rolls the lock back for anything but success)
-    out = ProjectOutcome(project.name, "skipped")
     done = "index rebuilt" if r.written else ("index rebuild proposed" if r.changed else "index already fine")
     if r.refused:
-        out.outcome = "rejected"
         done = "index rebuild refused: " + r.reasons[-1]
-    out.changed = 1 if r.written else 0
-    out.message = f"{off}; {done}"
+    out = ProjectOutcome.without_model(project.name, "rejected" if r.refused else "skipped", off, done,
+                                       changed=1 if r.written else 0)
     if r.reasons:
         out.details["reasons"] = r.reasons
     if r.changed and not r.written:
@@ -156,8 +162,7 @@ def _orientation(jc: JobContext, project: Project, st: ap.Staging, last: float |
     from memd.memfolder.walk import list_files
 
     cfg = jc.config
-    idx = st.root / INDEX_NAME
-    r = read_bounded(idx, cfg.budget.max_file_bytes, hash=False, cut=True)
+    r = read_bounded(st.root / INDEX_NAME, cfg.budget.max_file_bytes, hash=False, cut=True)
     index_text = decode(r) if r.data is not None else "(no MEMORY.md yet)"
     if len(index_text) > MAX_INDEX_CHARS:
         index_text = index_text[:MAX_INDEX_CHARS] + "\n... (cut: the index is far over its budget)"

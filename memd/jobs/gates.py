@@ -16,11 +16,11 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memd.clock import SYSTEM, Clock
 from memd.store import pid_alive
 
 if TYPE_CHECKING:
@@ -84,15 +84,16 @@ def lock_is_free(lock: LockState, now: float, stale_minutes: float, path: Path |
 class ConsolidateLock:
     """Take and give back ``.consolidate-lock`` the way Claude Code does."""
 
-    def __init__(self, memory_dir: Path, stale_minutes: float = 60.0) -> None:
+    def __init__(self, memory_dir: Path, stale_minutes: float = 60.0, clock: Clock = SYSTEM) -> None:
         self.memory_dir = memory_dir
+        self.clock = clock
         self.path = memory_dir / LOCK_NAME
         self.stale_minutes = stale_minutes
         self._before: LockState | None = None
         self.held = False
 
     def acquire(self, now: float | None = None) -> tuple[bool, str]:
-        t = time.time() if now is None else now
+        t = self.clock.time() if now is None else now
         before = read_lock(self.memory_dir)
         free, why = lock_is_free(before, t, self.stale_minutes, self.path)
         if not free:
@@ -171,7 +172,7 @@ def has_active_session(project: Project, now: float, minutes: float) -> bool:
 def check_dream(jc: JobContext, project: Project, *, now: float | None = None) -> GateResult:
     """Every gate but the lock (taken separately, just before the work), cheapest first."""
     cfg = jc.config.dream
-    t = jc.now().timestamp() if now is None else now
+    t = jc.clock.time() if now is None else now
     if not project.memory_dir.is_dir():
         return GateResult(False, "memory_folder", "no memory folder yet")
     lock = read_lock(project.memory_dir)  # read once: its mtime and its holder

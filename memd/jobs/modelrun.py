@@ -6,8 +6,8 @@
 prefix (breakpoint on the last system block); the newest user turn carries a second breakpoint
 that moves forward each turn, so a turn pays full price only for what it adds.
 
-``finish`` takes a staged run to its end: the deterministic rebuild, the guards, then review or
-apply, and fills in the ProjectOutcome (added, changed, deleted, rejected reasons, usage, cost).
+``record`` turns the result of ``memd.apply.run`` (which owns stage, rebuild, guard, apply) into
+the ProjectOutcome (added, changed, deleted, rejected reasons, usage, cost).
 """
 
 from __future__ import annotations
@@ -18,16 +18,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memd import apply as ap
-from memd.core import secrets
-from memd.core.paths import INDEX_NAME
 from memd.jobs import JobContext, ProjectOutcome
 from memd.llm import client as llm
 
 if TYPE_CHECKING:
     from memd.config import Config
+    from memd.llm.memtool import StagedMemory
+    from memd.state import Run
 
 Handler = Callable[[Any], tuple[str, bool]]
-MANIFEST_DESC_CHARS = 150
 MAX_TOOL_CALLS = 200  # per run: a model looping on tool calls stops here
 MAX_TURN_RESULT_CHARS = 60_000  # tool results of one turn (about 15,000 tokens)
 
@@ -37,6 +36,14 @@ def manifest(root: Path, config: Config, *, skip: set[str] | None = None, live: 
     from memd.memfolder.manifest import for_model
 
     return for_model(root, config.budget, exclude=skip or frozenset(), live=live)
+
+
+def memory_tool(st: ap.Staging, config: Config) -> StagedMemory:
+    """The confined memory tool over a run's staging copy (the live folder named for its checks)."""
+    from memd.llm.memtool import Limits, StagedMemory
+
+    return StagedMemory(st.root, Limits(config.model.tool_max_file_bytes, config.model.tool_max_run_bytes),
+                        live=st.project.memory_dir)
 
 
 @dataclass
@@ -136,59 +143,48 @@ def add_usage(out: ProjectOutcome, usage: llm.Usage) -> None:
         out.details["unpriced_models"] = sorted(usage.unpriced)
 
 
-def finish(jc: JobContext, st: ap.Staging, out: ProjectOutcome, note: str) -> ap.ApplyResult | None:
-    """Rebuild, guard, then review or apply the staged run; fills ``out``. Returns the apply result
-    (None when nothing was applied: rejected, review, dry run or no change)."""
-    log = jc.log
-    out.run_id = st.run_id
-    out.details["run"] = st.run_id
-    chs = ap.changes(st)
-    if not chs:  # the model changed nothing (the index alone is `memd rebuild`'s business)
+def record(out: ProjectOutcome, res: ap.RunResult) -> None:
+    """Fill ``out`` from a staged run's result (``memd.apply.run``): outcome, message, counts, usage,
+    details. An abandoned run, or one that never staged, is the job's to describe."""
+    if res.usage is not None:
+        add_usage(out, res.usage)
+    out.model_called = out.model_called or res.model_called
+    out.run_id = res.run_id
+    out.details["run"] = res.run_id
+    if res.rebuild:
+        out.details["rebuild"] = list(res.rebuild[:10])
+    if res.verdict is ap.Verdict.UNCHANGED:
         out.outcome = "noop"
-        note = " ".join(secrets.redact(note).split())
-        out.message = "nothing to change" + (f" ({note[:200]})" if note else "")
-        return None
-    actions = ap.finalize(st, jc.config)
-    if actions:  # the rebuild rewrote the staged index
-        chs = ap.changes(st)
-    real = [c for c in chs if c.rel != INDEX_NAME]
-    if actions:
-        out.details["rebuild"] = actions[:10]
-    reasons = ap.guard(st, chs, jc.config)
-    if reasons:
+        out.message = "nothing to change" + (f" ({res.note[:200]})" if res.note else "")
+    elif res.verdict is ap.Verdict.REJECTED:
         out.outcome = "rejected"
-        out.message = "rejected: " + "; ".join(reasons[:5])
-        out.details["rejected"] = reasons
-        if log is not None:
-            log.warning(f"{st.job}.rejected", project=st.project.name, run=st.run_id, reasons=reasons)
-        return None
-    note = secrets.redact(note)  # the model's words are untrusted: they go to logs only redacted
-    summary = ap.summarize(st.job, st.run_id, None, chs, note)
-    if jc.dry_run or jc.config.dream.apply == "review":
-        path = ap.keep_review(st, chs, f"# {summary}\n# proposed, not applied")
-        out.outcome = "review"
-        out.added = sum(1 for c in real if c.kind == "added")
-        out.changed = sum(1 for c in real if c.kind == "changed")
-        out.deleted = sum(1 for c in real if c.kind == "deleted")
-        out.message = f"proposed {summary.split(': ', 1)[1]}; diff kept in {path}"
-        out.details["review"] = str(path)
-        out.details["diff"] = ap.diff_text(chs, 20_000)
-        return None
-    res = ap.apply(st, chs, summary, log)
-    out.added, out.changed, out.deleted = res.count("added"), res.count("changed"), res.count("deleted")
-    out.details["history"] = res.after_commit
-    if res.dropped:
-        out.details["dropped"] = res.dropped
-    out.outcome = "ok" if res.applied else "noop"
-    out.message = ap.summarize(st.job, st.run_id, res, chs, note).split(": ", 1)[1]
-    if res.dropped:
-        out.message += f" ({len(res.dropped)} part(s) dropped: changed meanwhile)"
-    return res
+        out.message = "rejected: " + "; ".join(res.reasons[:5])
+        out.details["rejected"] = list(res.reasons)
+    else:
+        out.added, out.changed, out.deleted = len(res.added), len(res.changed), len(res.deleted)
+        if res.verdict is ap.Verdict.REVIEW:
+            out.outcome = "review"
+            out.message = f"proposed {res.summary}; diff kept in {res.review_path}"
+            out.details["review"] = str(res.review_path)
+            out.details["diff"] = res.diff
+        else:
+            out.details["history"] = res.history
+            if res.dropped:
+                out.details["dropped"] = list(res.dropped)
+            out.outcome = "ok" if res.changed_anything else "noop"
+            out.message = res.summary
+            if res.dropped:
+                out.message += f" ({len(res.dropped)} part(s) dropped: changed meanwhile)"
 
 
 IDLE_WARNING = "model_runs_change_nothing"
 IDLE_STREAK = 3
-_NOT_A_MODEL_RUN = ("model not called", "no finished session", "model work is off", "had nothing to extract")
+
+
+def _model_run(r: Run) -> bool:
+    """Whether a run-log row was a model run: it used tokens; a failure always counts (it breaks a
+    streak). Rows keep no "model called" flag, and old rows must read alike."""
+    return r.outcome == "failed" or (r.tokens_in + r.tokens_out + r.cache_read + r.cache_write) > 0
 
 
 def note_idle(jc: JobContext, job: str, out: ProjectOutcome) -> None:
@@ -200,11 +196,11 @@ def note_idle(jc: JobContext, job: str, out: ProjectOutcome) -> None:
     if out.outcome == "ok" and (out.added or out.changed or out.deleted):
         jc.state.clear_warning(out.project, IDLE_WARNING)
         return
-    if out.outcome != "noop" or not out.details.get("model_calls"):
+    if out.outcome != "noop" or not out.model_called:
         return
     streak = 1  # this run; its own row is still "running" and is skipped below
     for r in jc.state.runs(job=job, project=out.project, limit=IDLE_STREAK * 4):
-        if r.outcome == "running" or any(m in r.summary for m in _NOT_A_MODEL_RUN):
+        if r.outcome == "running" or not _model_run(r):
             continue
         if r.outcome in ("ok", "noop") and r.added + r.changed + r.deleted == 0:
             streak += 1

@@ -5,9 +5,8 @@ The daemon and the foreground commands (``memd dream``, ``memd catchup``) both c
 ``job.start`` / ``job.finish`` (job, project, outcome, duration_s, counts) per project,
 ``job.skip`` with the gate that stopped a project, and one row per project run in the state store.
 
-The per-project work comes from ``memd.jobs.dream`` / ``memd.jobs.catchup``; they are imported
-when a job runs, so this module imports cleanly in a build without them (the job then reports
-itself unavailable instead of failing).
+The per-project work comes from ``memd.jobs.dream`` / ``memd.jobs.catchup``, imported when a job
+runs (they pull in the model client). Time comes from ``JobContext.clock`` only.
 """
 
 from __future__ import annotations
@@ -18,22 +17,21 @@ import importlib
 import json
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memd.errors import MemdError
-from memd.jobs import JobContext, ProjectJob, ProjectOutcome
+from memd.jobs import JobContext, Outcome, ProjectJob, ProjectOutcome, counts_as_consolidation, note_consolidation
 from memd.jobs import gates as G
 
 if TYPE_CHECKING:
     from memd.layout import Project
 
 PER_PROJECT = {"dream": ("memd.jobs.dream", "dream_project"), "catchup": ("memd.jobs.catchup", "catchup_project")}
-SUCCESS = ("ok", "noop", "review")
 JOB_LOCK_NAME = "jobs.lock"
+_COUNTED: tuple[Outcome, ...] = ("ok", "noop", "failed", "rejected", "review", "skipped")  # job.end's order
 
 _active_lock = threading.Lock()
 _active: dict[int, str] = {}  # run-log ids of project runs in progress (closed on abandon)
@@ -46,15 +44,10 @@ def active_runs() -> list[int]:
 
 
 def load_project_job(job: str) -> ProjectJob:
-    """The per-project function of a job, or a stand-in that says the job is not in this build."""
+    """The per-project function of a job."""
     mod_name, attr = PER_PROJECT[job]
-    try:
-        fn: ProjectJob = getattr(importlib.import_module(mod_name), attr)
-        return fn
-    except (ImportError, AttributeError):
-        def unavailable(jc: JobContext, project: Project) -> ProjectOutcome:
-            return ProjectOutcome(project.name, "skipped", message=f"the {job} job is not in this build")
-        return unavailable
+    fn: ProjectJob = getattr(importlib.import_module(mod_name), attr)
+    return fn
 
 
 @dataclass
@@ -65,7 +58,7 @@ class JobResult:
     abandoned: bool = False
     duration_s: float = 0.0
 
-    def count(self, outcome: str) -> int:
+    def count(self, outcome: Outcome) -> int:
         return sum(1 for o in self.outcomes if o.outcome == outcome)
 
     @property
@@ -112,15 +105,15 @@ def run_project(job: str, jc: JobContext, project: Project, work: ProjectJob,
                 skips[project.name] = f"{gate.gate}: {gate.reason}"
             return None
         if jc.config.dream.honour_lock and not jc.dry_run:
-            lock = G.ConsolidateLock(project.memory_dir, jc.config.dream.lock_stale_minutes)
-            ok, why = lock.acquire(jc.now().timestamp())
+            lock = G.ConsolidateLock(project.memory_dir, jc.config.dream.lock_stale_minutes, jc.clock)
+            ok, why = lock.acquire()
             if not ok:
                 log.info("job.skip", job=job, project=project.name, gate="lock", reason=why)
                 if skips is not None:
                     skips[project.name] = f"lock: {why}"
                 return None
-    started = time.time()
-    t0 = time.monotonic()
+    started = jc.clock.time()
+    t0 = jc.clock.monotonic()
     # a dry run changes nothing: it is in the JSON log (dry_run=true) but not in the run log, where it
     # would count as a run that "changed nothing" and show in the check-in as if it had run
     record = jc.state is not None and not jc.dry_run
@@ -136,18 +129,17 @@ def run_project(job: str, jc: JobContext, project: Project, work: ProjectJob,
         out = ProjectOutcome(project.name, "failed", error=_error_text(e))
     finally:
         if lock is not None:
-            # success leaves the lock's mtime at this run (Claude Code's "last consolidation");
-            # anything else rolls it back
-            lock.release(success=out.outcome in SUCCESS)
-    duration = time.monotonic() - t0
-    ended = time.time()
+            # a consolidation leaves the lock's mtime at this run (Claude Code's "last consolidation");
+            # anything else rolls it back: the same rule as memd's own record below
+            lock.release(success=counts_as_consolidation(job, out.outcome, dry_run=jc.dry_run))
+    duration = jc.clock.monotonic() - t0
+    ended = jc.clock.time()
     if jc.state is not None and run_id is not None:
         jc.state.finish_run(run_id, outcome=out.outcome, ended=ended, added=out.added, changed=out.changed,
                             deleted=out.deleted, tokens_in=out.tokens_in, tokens_out=out.tokens_out,
                             cache_read=out.cache_read, cache_write=out.cache_write, cost_usd=out.cost_usd,
                             error=out.error, summary=out.message[:500])
-        if job == "dream" and out.outcome in SUCCESS and not jc.dry_run:
-            jc.state.mark_consolidated(project.name, ended)
+        note_consolidation(jc, job, project.name, out.outcome)
     if run_id is not None:
         with _active_lock:
             _active.pop(run_id, None)
@@ -164,8 +156,8 @@ def run_whole(job: str, jc: JobContext, fn: Callable[[JobContext], str]) -> str:
     """A job that is not per project (the check-in): the same events and one run-log row.
     ``fn`` returns a short summary for the row; an exception is a failed run."""
     log = jc.log or _Silent()
-    t0 = time.monotonic()
-    run_id = jc.state.start_run(job, None, time.time()) if jc.state is not None and not jc.dry_run else None
+    t0 = jc.clock.monotonic()
+    run_id = jc.state.start_run(job, None, jc.clock.time()) if jc.state is not None and not jc.dry_run else None
     log.info("job.start", job=job, project=None, dry_run=jc.dry_run)
     outcome, summary, error = "ok", "", None
     try:
@@ -173,9 +165,9 @@ def run_whole(job: str, jc: JobContext, fn: Callable[[JobContext], str]) -> str:
     except Exception as e:
         outcome, error = "failed", _error_text(e)
     if run_id is not None:
-        jc.state.finish_run(run_id, outcome=outcome, ended=time.time(), error=error, summary=summary[:500])
+        jc.state.finish_run(run_id, outcome=outcome, ended=jc.clock.time(), error=error, summary=summary[:500])
     getattr(log, "warning" if error else "info")(
-        "job.finish", job=job, project=None, outcome=outcome, duration_s=round(time.monotonic() - t0, 3),
+        "job.finish", job=job, project=None, outcome=outcome, duration_s=round(jc.clock.monotonic() - t0, 3),
         error=error)
     return outcome
 
@@ -187,7 +179,7 @@ def run_job(job: str, jc: JobContext, projects: list[Project], work: ProjectJob 
     log = jc.log or _Silent()
     fn = work or load_project_job(job)
     result = JobResult(job)
-    t0 = time.monotonic()
+    t0 = jc.clock.monotonic()
     log.info("job.begin", job=job, projects=len(projects), force=jc.force, dry_run=jc.dry_run)
     for project in projects:
         if jc.stop.is_set():
@@ -204,12 +196,12 @@ def run_job(job: str, jc: JobContext, projects: list[Project], work: ProjectJob 
             result.outcomes.append(out)
         if after_project is not None:
             after_project(project, out)
-    result.duration_s = time.monotonic() - t0
-    counts = {o: result.count(o) for o in ("ok", "noop", "failed", "rejected", "review", "skipped")}
+    result.duration_s = jc.clock.monotonic() - t0
+    counts = {o: result.count(o) for o in _COUNTED}
     if jc.state is not None and not jc.dry_run:
         # the job as a whole, for `memd status` (the run log has one row per project)
         jc.state.set(f"job.{job}.last", json.dumps({
-            "ended": time.time(), "duration_s": round(result.duration_s, 3), "projects": len(projects),
+            "ended": jc.clock.time(), "duration_s": round(result.duration_s, 3), "projects": len(projects),
             "ran": len(result.outcomes), "gated": len(result.skipped), "abandoned": result.abandoned,
             "force": jc.force, "counts": {k: v for k, v in counts.items() if v}}))
     log.info("job.end", job=job, duration_s=round(result.duration_s, 3), ran=len(result.outcomes),

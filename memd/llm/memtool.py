@@ -21,15 +21,14 @@ must pass the guards in ``memd.apply`` before anything reaches it). The checks m
 A refused command returns ``(text, True)``: the text goes back as an ``is_error`` tool result.
 Every command is recorded in ``ops`` (command, path, outcome) for the run log: never content.
 
-``TranscriptSearch`` is the dreams' read-only search: a plain, case-insensitive substring (or
+``TranscriptSearch`` is the dreams' read-only search tool: a plain, case-insensitive substring (or
 ``a|b`` alternatives) over the user and assistant text of the project's transcripts, at most 50
-short matching lines with session and time; bounded bytes per call and calls per run; never a whole
-transcript. Plain substrings, not regexes: no pattern can make the search slow.
+short matching lines with session and time; bounded calls per run. The reading (bounded bytes per
+call, never a whole transcript) is ``memd.transcripts.search``'s.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from dataclasses import dataclass, field
@@ -352,71 +351,8 @@ class TranscriptSearch:
 
     def _search(self, needles: list[str], limit: int) -> tuple[list[str], bool]:
         """Matching lines, newest transcript first; and whether a bound cut the search short."""
-        raw_needles = [n.encode("utf-8") for n in needles]
-        hits: list[str] = []
-        scanned = 0
+        from memd.transcripts.search import search
 
-        def mtime(p: Path) -> float:
-            try:
-                return p.stat().st_mtime
-            except OSError:
-                return 0.0
-
-        for path in sorted(self.files, key=mtime, reverse=True):
-            try:
-                f = open(path, "rb")  # noqa: SIM115 - closed below
-            except OSError:
-                continue
-            with f:
-                while True:
-                    line = f.readline(self.max_line_bytes)
-                    if not line:
-                        break
-                    scanned += len(line)
-                    if scanned > self.max_bytes_per_call:
-                        return hits, True
-                    if not line.endswith(b"\n"):
-                        # an over-long line: skip the rest of it (never hold it whole)
-                        while line and not line.endswith(b"\n"):
-                            line = f.readline(self.max_line_bytes)
-                            scanned += len(line)
-                        continue
-                    low = line.lower()
-                    if not any(n in low for n in raw_needles) and all(n.isascii() for n in raw_needles):
-                        continue
-                    hit = _match_record(line, needles, self.snippet_chars, path)
-                    if hit:
-                        hits.append(hit)
-                        if len(hits) >= limit:
-                            return hits, False
-        return hits, False
-
-
-def _match_record(line: bytes, needles: list[str], width: int, path: Path) -> str | None:
-    try:
-        rec = json.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(rec, dict) or rec.get("type") not in ("user", "assistant") or rec.get("isMeta"):
-        return None
-    msg = rec.get("message")
-    content = msg.get("content") if isinstance(msg, dict) else None
-    texts: list[str] = []
-    if isinstance(content, str):
-        texts.append(content)
-    elif isinstance(content, list):
-        texts.extend(b["text"] for b in content
-                     if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str))
-    for text in texts:
-        folded = text.casefold()
-        for n in needles:
-            i = folded.find(n)
-            if i < 0:
-                continue
-            a = max(0, i - width // 2)
-            snippet = " ".join(text[a:a + width].split())
-            snippet = secrets.redact(snippet)
-            session = str(rec.get("sessionId") or path.stem)[:8]
-            when = str(rec.get("timestamp") or "")[:16].replace("T", " ")
-            return f"{session} {when} {rec.get('type')}: {snippet}"
-    return None
+        found, cut = search(self.files, needles, limit=limit, max_bytes=self.max_bytes_per_call,
+                            max_line_bytes=self.max_line_bytes, snippet_chars=self.snippet_chars)
+        return [f"{m.session} {m.when} {m.role}: {m.snippet}" for m in found], cut

@@ -7,4 +7,5 @@
 - ``scan``: ``scan_project``/``scan_all`` (the scan consumer, advances scan offsets only) and
   ``read_span`` (the catch-up consumer's reader; it saves with ``StateStore.save_extract``).
 - ``render``: ``render(records, Budgets)``, a pure function: the text a model sees.
+- ``search``: ``search(files, needles, ...)``, the bounded read-only text search (the dream's tool).
 """

@@ -1,0 +1,274 @@
+"""The guard: may a model run's result replace the memory folder? Pure policy, no I/O.
+
+``check(before, after, limits)`` takes the folder as it was staged and as the run left it (file
+maps: folder-relative path -> bytes) and plain budget values, and returns the verdict and every
+reason. A run is rejected whole when any rule fails:
+
+- team/ changed (it is synced from a server: read-only);
+- a written file is not UTF-8, its frontmatter does not parse, a topic file that had frontmatter
+  (or a new one) has none, a new topic file's type is not a memory type;
+- a secret was written (more hits of a kind than the file had before);
+- the index is over its budget and the run made it worse (or it was not over before); the index
+  was deleted; it links a file the run deleted, a missing file, or outside the folder (links the
+  index already had, to something already missing, are not the run's doing);
+- the run deletes every memory, or more than ``max_delete_share`` of them (one is always allowed);
+- a memory emptied, stripped of its name or description, or the memories' body text shrunk by
+  more than ``max_shrink_share`` (and more than ``min_shrink_chars``);
+- a change whose target lies, in the live folder, behind a symlink or outside it.
+
+What only the live folder can tell is handed in as values by the caller (``memd.apply``):
+``live_problems`` (path -> why it may not be written there) and ``live_exists`` (the non-markdown
+paths that exist, confined, in the live folder: staging holds only ``*.md``). Golden cases:
+``tests/golden/guard/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING
+
+from memd.core import frontmatter, secrets
+from memd.core import index as mindex
+from memd.core.links import fold_path, link_target
+from memd.core.paths import INDEX_NAME, is_team
+from memd.record import Record
+
+if TYPE_CHECKING:
+    from typing import Literal
+
+    Verdict = Literal["pass", "reject"]
+
+PASS: Verdict = "pass"
+REJECT: Verdict = "reject"
+
+
+class GuardLimits(Record):
+    """The budget values the guard needs (``memd.config`` builds them; the core never reads config)."""
+
+    max_lines: int = 200
+    max_chars: int = 25_000
+    warn_ratio: float = 0.8
+    max_delete_share: float = 0.25
+    max_shrink_share: float = 0.5
+    # Tidying two short duplicates may cut half of a tiny folder: a shrink under this many
+    # characters is always allowed.
+    min_shrink_chars: int = 200
+
+
+class GuardResult(Record):
+    verdict: Verdict
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == PASS
+
+
+class Change(Record):
+    rel: str
+    kind: str  # "added", "changed" or "deleted"
+    before: bytes | None
+    after: bytes | None
+
+
+def diff(before: Mapping[str, bytes], after: Mapping[str, bytes]) -> list[Change]:
+    """What ``after`` changed against ``before``, sorted by path."""
+    out: list[Change] = []
+    for rel in sorted(set(after) | set(before)):
+        b, a = before.get(rel), after.get(rel)
+        if b is None and a is not None:
+            out.append(Change(rel, "added", None, a))
+        elif b is not None and a is None:
+            out.append(Change(rel, "deleted", b, None))
+        elif b is not None and a is not None and a != b:
+            out.append(Change(rel, "changed", b, a))
+    return out
+
+
+def link_targets(index_text: str) -> list[str]:
+    """The in-folder targets an index links (URLs and links leaving the folder left out)."""
+    out: list[str] = []
+    for e in mindex.parse(index_text).entries:
+        t, leaves = link_target(e.target, "")
+        if t is not None and not leaves and t.rstrip("/") not in ("", "."):
+            out.append(t.rstrip("/"))
+    return out
+
+
+def check(before: Mapping[str, bytes], after: Mapping[str, bytes], limits: GuardLimits, *,
+          live_problems: Mapping[str, str] | None = None,
+          live_exists: Collection[str] = ()) -> GuardResult:
+    """Every reason ``after`` may not replace ``before`` (see the module doc)."""
+    chs = diff(before, after)
+    parsed = _Parsed()
+    reasons: list[str] = []
+    reasons += [f"{c.rel}: team/ memory changed (it is read-only)" for c in chs if is_team(c.rel)]
+    for c in chs:
+        if c.after is not None and not is_team(c.rel):
+            reasons += _file_reasons(c, parsed)
+    idx = after.get(INDEX_NAME)
+    if idx is not None:
+        text = idx.decode("utf-8", "replace")
+        reasons += _budget_reasons(text, before.get(INDEX_NAME), limits)
+        reasons += _link_reasons(before, after, text, live_exists)
+    elif INDEX_NAME in before:
+        reasons.append("MEMORY.md was deleted")
+    reasons += _deletion_reasons(before, after, limits)
+    reasons += _content_reasons(chs, before, after, limits, parsed)
+    problems = live_problems or {}
+    reasons += [f"{c.rel}: {problems[c.rel]} in the memory folder (memd never writes through one)"
+                for c in chs if not is_team(c.rel) and c.rel in problems]
+    return GuardResult(REJECT if reasons else PASS, tuple(reasons))
+
+
+class _Parsed:
+    """Each file is parsed once though several rules look at it, before and after."""
+
+    def __init__(self) -> None:
+        self._memo: dict[bytes, frontmatter.TopicFile] = {}
+
+    def __call__(self, data: bytes) -> frontmatter.TopicFile:
+        tf = self._memo.get(data)
+        if tf is None:
+            tf = self._memo[data] = frontmatter.parse(data.decode("utf-8", "replace"))
+        return tf
+
+
+def _file_reasons(c: Change, parsed: Callable[[bytes], frontmatter.TopicFile]) -> list[str]:
+    assert c.after is not None
+    try:
+        c.after.decode("utf-8")
+    except UnicodeDecodeError:
+        return [f"{c.rel}: not valid UTF-8"]
+    out: list[str] = []
+    if c.rel != INDEX_NAME:
+        tf = parsed(c.after)
+        had = c.before is not None and parsed(c.before).has_frontmatter
+        if tf.error:
+            out.append(f"{c.rel}: frontmatter does not parse ({tf.error[:80]})")
+        elif (c.kind == "added" or had) and not tf.has_frontmatter:
+            out.append(f"{c.rel}: has no frontmatter")
+        elif c.kind == "added" and tf.type not in frontmatter.MEMORY_TYPES:
+            out.append(f"{c.rel}: type is not one of {', '.join(frontmatter.MEMORY_TYPES)}")
+    before_hits = _secret_kinds(c.before)
+    for kind, n in _secret_kinds(c.after).items():
+        if n > before_hits.get(kind, 0):
+            out.append(f"{c.rel}: a secret was written ({kind})")
+    return out
+
+
+def _secret_kinds(data: bytes | None) -> dict[str, int]:
+    if data is None:
+        return {}
+    out: dict[str, int] = {}
+    for h in secrets.scan(data.decode("utf-8", "replace")):
+        out[h.kind] = out.get(h.kind, 0) + 1
+    return out
+
+
+def _budget_reasons(text: str, old: bytes | None, limits: GuardLimits) -> list[str]:
+    """An index that was over its budget before the run may stay over as long as the run does not
+    make it longer (nothing newly pushed past the cut); anything else over the budget is rejected."""
+    b = limits
+    budget = mindex.measure(text, b.max_lines, b.max_chars, b.warn_ratio)
+    if budget.level != "over":
+        return []
+    was = mindex.measure(old.decode("utf-8", "replace"), b.max_lines, b.max_chars, b.warn_ratio) \
+        if old is not None else None
+    if was is None or was.level != "over" or budget.lines > was.lines or budget.chars > was.chars:
+        return [f"MEMORY.md is over its budget ({budget.lines} lines, {budget.chars} characters)"]
+    return []
+
+
+def _link_reasons(before: Mapping[str, bytes], after: Mapping[str, bytes], text: str,
+                  live_exists: Collection[str]) -> list[str]:
+    """Links of the new index that the run leaves pointing nowhere.
+
+    Staging holds only ``*.md`` files, so a link to anything else (a picture, a sub-folder without
+    markdown) is live when it exists in the live folder (``live_exists``). A link the index already
+    had before the run, to something already missing, is not the run's doing (the rebuild leaves
+    non-.md links alone): it does not reject the run. A link the run deleted the target of, or a new
+    link to nowhere or out of the folder, does."""
+    old = before.get(INDEX_NAME)
+    old_links: set[str] = set()
+    if old is not None:
+        for e in mindex.parse(old.decode("utf-8", "replace")).entries:
+            t, _ = link_target(e.target, "")
+            if t is not None:
+                old_links.add(t.rstrip("/"))
+    folded = {fold_path(r) for r in after}
+    out: list[str] = []
+    for e in mindex.parse(text).entries:
+        target, leaves = link_target(e.target, "")
+        if target is None:
+            continue  # a URL
+        t = target.rstrip("/")
+        if t in ("", "."):
+            continue  # the memory folder itself
+        if leaves:
+            if t not in old_links:
+                out.append(f"MEMORY.md links outside the memory folder ({target[:80]})")
+            continue
+        if t in after or fold_path(t) in folded or any(k.startswith(t + "/") for k in after):
+            continue
+        if t in before:
+            out.append(f"MEMORY.md links to a file the run deleted ({t[:80]})")
+        elif t in old_links:
+            continue  # missing before the run too
+        elif t.lower().endswith(".md") or t not in live_exists:
+            out.append(f"MEMORY.md links to a missing file ({t[:80]})")
+    return out
+
+
+def _is_topic(rel: str) -> bool:
+    return rel != INDEX_NAME and not is_team(rel)
+
+
+def _topics(files: Collection[str]) -> set[str]:
+    return {r for r in files if _is_topic(r)}
+
+
+def _deletion_reasons(before: Mapping[str, bytes], after: Mapping[str, bytes], limits: GuardLimits) -> list[str]:
+    before_topics = _topics(before)
+    gone = before_topics - _topics(after)
+    if not before_topics or not gone:
+        return []
+    if gone == before_topics:
+        return [f"the run deletes every memory ({len(gone)} of {len(before_topics)})"]
+    # Why max(1, ...): int(share * n) is 0 for any folder of fewer than 1/share files (under 4 at the
+    # default 25%), so without the floor a tiny folder could never merge its two duplicates (a merge
+    # is one write plus one deletion). One deletion is always allowed, unless the share is 0, which
+    # forbids deleting altogether; "every memory" stays forbidden above, so a one-file folder still
+    # cannot be emptied.
+    share = limits.max_delete_share
+    allowed = max(1, int(share * len(before_topics))) if share > 0 else 0
+    if len(gone) > allowed:
+        return [f"the run deletes {len(gone)} of {len(before_topics)} memories "
+                f"(at most {allowed} allowed, dream.max_delete_share = {share:g})"]
+    return []
+
+
+def _content_reasons(chs: list[Change], before: Mapping[str, bytes], after: Mapping[str, bytes],
+                     limits: GuardLimits, parsed: Callable[[bytes], frontmatter.TopicFile]) -> list[str]:
+    """The deletion count does not see content: a run that rewrites every memory to an empty body
+    deletes nothing (facts.md section 8: "an empty reflection that wiped memory"). Rejected: a topic
+    file left empty or stripped of the name or description it had; and a run that shrinks the
+    topic files' bodies, in all (deleted files included), by more than the share."""
+    out: list[str] = []
+    for c in chs:
+        if c.kind != "changed" or c.rel == INDEX_NAME or is_team(c.rel) or c.before is None or c.after is None:
+            continue
+        b, a = parsed(c.before), parsed(c.after)
+        if b.body.strip() and not a.body.strip():
+            out.append(f"{c.rel}: the run empties this memory (write it or delete it, not blank it)")
+        for field_name in ("name", "description"):
+            if getattr(b, field_name) and not getattr(a, field_name):
+                out.append(f"{c.rel}: the run removes its {field_name}")
+    before_total = sum(len(parsed(data).body.strip()) for rel, data in before.items() if _is_topic(rel))
+    after_total = sum(len(parsed(data).body.strip()) for rel, data in after.items() if _is_topic(rel))
+    share = limits.max_shrink_share
+    lost = before_total - after_total
+    if before_total and lost > max(share * before_total, limits.min_shrink_chars):
+        out.append(f"the run shrinks the memories' content by {lost / before_total:.0%} ({lost} of "
+                   f"{before_total} characters; at most {share:.0%} allowed)")
+    return out

@@ -1,0 +1,82 @@
+"""Typed outcomes, the one consolidation rule, and the jobs reading time through JobContext.clock."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, get_args
+
+import pytest
+
+from memd.clock import ManualClock
+from memd.config import Config
+from memd.jobs import OUTCOMES, JobContext, Outcome, ProjectOutcome, counts_as_consolidation, runner
+from memd.jobs import gates as G
+from memd.jobs.modelrun import IDLE_WARNING, note_idle
+from memd.layout import Project
+from memd.state import StateStore
+
+T0 = datetime(2026, 3, 5, 3, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Any:
+    with StateStore.open(tmp_path / "state") as st:
+        yield st
+
+
+def test_outcomes_are_the_run_log_strings() -> None:
+    assert OUTCOMES == get_args(Outcome) == ("ok", "noop", "skipped", "failed", "rejected", "review")
+
+
+@pytest.mark.parametrize("outcome", OUTCOMES)
+def test_one_consolidation_rule(outcome: str) -> None:
+    assert counts_as_consolidation("dream", outcome, dry_run=False) == (outcome in ("ok", "noop", "review"))
+    assert not counts_as_consolidation("dream", outcome, dry_run=True)
+    assert not counts_as_consolidation("catchup", outcome, dry_run=False)
+
+
+def test_runner_reads_time_and_marks_consolidation_through_the_clock(tmp_path: Path, state: Any) -> None:
+    d = tmp_path / "claude" / "projects" / "-p"
+    (d / "memory").mkdir(parents=True)
+    p = Project("-p", d, d / "memory")
+    clock = ManualClock(T0)
+    jc = JobContext(config=Config(), claude_dir=tmp_path / "claude", state_dir=tmp_path / "state", state=state,
+                    clock=clock, force=True)
+
+    def work(jc: JobContext, q: Project) -> ProjectOutcome:
+        clock.advance(90)  # the work takes a minute and a half
+        return ProjectOutcome(q.name, "ok")
+
+    res = runner.run_job("dream", jc, [p], work)
+    assert res.duration_s == pytest.approx(90)
+    row = state.runs(project="-p")[0]
+    assert (row.started, row.ended, row.outcome) == (T0.timestamp(), T0.timestamp() + 90, "ok")
+    assert state.project("-p").last_consolidation == T0.timestamp() + 90
+    # Claude Code's lock was taken at the clock's "now" and kept (a consolidation)
+    assert G.read_lock(p.memory_dir).exists
+    # the gate reads the same clock: an hour later is too early for the next dream
+    clock.advance(3600)
+    jc2 = JobContext(config=Config(), claude_dir=tmp_path / "claude", state_dir=tmp_path / "state",
+                     state=state, clock=clock)
+    assert G.check_dream(jc2, p).gate == "min_hours"
+
+
+def test_idle_streak_counts_model_runs_only(tmp_path: Path, state: Any) -> None:
+    jc = JobContext(config=Config(), claude_dir=tmp_path, state_dir=tmp_path / "state", state=state)
+    t = T0.timestamp()
+    for i, (outcome, tokens) in enumerate([("noop", 500), ("noop", 0), ("skipped", 0), ("noop", 700)]):
+        rid = state.start_run("dream", "-p", t + i)
+        state.finish_run(rid, outcome=outcome, ended=t + i, tokens_in=tokens, summary="whatever the text says")
+    # not a model run: no warning whatever the rows say
+    note_idle(jc, "dream", ProjectOutcome("-p", "noop", "nothing changed", model_called=False))
+    assert state.warnings("-p") == []
+    # a model run that changed nothing, after two such runs (the rows without tokens are not model runs)
+    note_idle(jc, "dream", ProjectOutcome("-p", "noop", "nothing to change", model_called=True))
+    assert [w.kind for w in state.warnings("-p")] == [IDLE_WARNING]
+
+
+def test_model_off_outcome_keeps_what_the_project_did_apart() -> None:
+    out = ProjectOutcome.without_model("-p", "skipped", "model work is off", "(2 session(s) wait)", sep=" ")
+    assert out.message == "model work is off (2 session(s) wait)" and out.model_off
+    assert out.detail == "(2 session(s) wait)" and not out.model_called
