@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -93,7 +94,7 @@ def test_every_reader_sees_the_same_topic_files(folder: Path, tmp_path: Path,
     rows = for_model(folder, budget).splitlines()
     assert {r.split()[1].removeprefix("/memories/") for r in rows} == EXPECTED
     # staging: what the memory tool sees is the staged copy
-    st = ap.stage(state, project, "agree", ap.new_run_id("agree"), max_file_bytes=budget.max_file_bytes)
+    st = ap.stage(state, project, "agree", ap.new_run_id("agree", time.time()), max_file_bytes=budget.max_file_bytes)
     try:
         staged = {p.relative_to(st.root).as_posix() for p in st.root.rglob("*") if p.is_file()}
         assert {r for r in staged if not is_index(r)} == EXPECTED
@@ -119,7 +120,7 @@ def test_the_model_manifest_carries_the_live_folders_mtimes(folder: Path, tmp_pa
     project = Project("-home-u-awkward", folder.parent, folder)
     old = 1_600_000_000.0  # 2020-09-13
     os.utime(folder / "a.md", (old, old))
-    st = ap.stage(tmp_path / "state", project, "agree", ap.new_run_id("agree"))
+    st = ap.stage(tmp_path / "state", project, "agree", ap.new_run_id("agree", time.time()))
     try:
         live = {r.split()[1]: r.split()[3] for r in for_model(st.root, Config().budget, live=folder).splitlines()}
         copy = {r.split()[1]: r.split()[3] for r in for_model(st.root, Config().budget).splitlines()}
