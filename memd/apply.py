@@ -5,7 +5,7 @@ part, a callback that edits the staging copy (``edit(workspace) -> Edits``):
 
 1. ``stage``: the project's ``*.md`` files are copied into ``state_dir/staging/<project>/<run>/``
    when the callback first asks for the copy (``Workspace.get``; a callback that never asks stages
-   nothing); what each file was (bytes and ``store.Signature``) is kept as the baseline. The model
+   nothing); what each file was (bytes and ``memfolder.read.Signature``) is kept as the baseline. The model
    edits the copy only (``memd.llm.memtool.StagedMemory``).
 2. ``finalize``: the deterministic index rebuild runs last, on the staged folder.
 3. ``guard``: the pure rules of ``memd.core.guard`` (parse, budget, links, deletions, content,
@@ -54,15 +54,15 @@ from memd.core.guard import Change, GuardLimits
 from memd.core.links import link_target
 from memd.core.paths import INDEX_NAME, is_team
 from memd.errors import ConflictError, MemdError
+from memd.memfolder.folder import file_map, read_files
+from memd.memfolder.read import Signature
+from memd.memfolder.walk import confined_problem
 from memd.store import (
-    Signature,
     UnsafePathError,
     atomic_write,
     check_confined,
-    confined_problem,
     ensure_private_dir,
     make_parents_confined,
-    read_bounded,
     sweep_temps,
     unchanged,
 )
@@ -135,10 +135,9 @@ def stage(state_dir: Path, project: Project, job: str, run_id: str, *, max_file_
     shutil.rmtree(folder, ignore_errors=True)
     root = ensure_private_dir(folder / "memories")
     baseline: dict[str, Base] = {}
-    for rel in history.md_files(project.memory_dir) if project.memory_dir.is_dir() else ():
-        r = read_bounded(project.memory_dir / rel, max_file_bytes)
+    for rel, r in read_files(project.memory_dir, max_file_bytes).items():  # memory files only (core.paths)
         if r.data is None or r.signature is None:
-            continue  # unreadable, too large, a symlink: the model never sees it, apply never touches it
+            continue
         baseline[rel] = Base(r.data, r.signature)
         dst = root / rel
         dst.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -170,7 +169,7 @@ class Workspace:
 
 def changes(st: Staging) -> list[Change]:
     """What the staged folder changed against the baseline, sorted by path."""
-    return core_guard.diff({rel: b.data for rel, b in st.baseline.items()}, history.read_md_files(st.root))
+    return core_guard.diff({rel: b.data for rel, b in st.baseline.items()}, file_map(st.root))
 
 
 def _overlay(files: dict[str, bytes], chs: Iterable[Change]) -> dict[str, bytes]:
@@ -190,7 +189,7 @@ def _overlay(files: dict[str, bytes], chs: Iterable[Change]) -> dict[str, bytes]
 def finalize(st: Staging, config: Config) -> list[str]:
     """The deterministic index rebuild, last, on the staged folder. Returns its actions."""
     from memd.core.rebuild import TopicInfo, plan_rebuild, topics_of
-    from memd.folder import read_folder
+    from memd.memfolder.folder import read_folder
 
     snap = read_folder(st.root, config.budget)
     idx = snap.index
@@ -290,7 +289,7 @@ def apply(st: Staging, chs: list[Change], summary: str, log: Any = None) -> Appl
     swept = sweep_temps(mem, TEMP_MAX_AGE_S) if mem.is_dir() else []
     if swept and log is not None:
         log.info("apply.swept_temps", project=st.project.name, files=swept[:20], count=len(swept))
-    before_files = history.read_md_files(mem)
+    before_files = file_map(mem)
     res.before_commit = history.commit_files(st.state_dir, st.project.name, before_files,
                                              f"before {st.job} {st.run_id}", kind="before", run=st.run_id,
                                              job=st.job)

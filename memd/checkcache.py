@@ -20,9 +20,10 @@ from memd import __version__
 from memd.config import BudgetConfig, astuple
 
 _MODULES = ("core/lint.py", "core/links.py", "core/dates.py", "core/fastscan.py", "core/secrets.py",
-            "core/secret_rules.py", "core/budget.py", "core/paths.py",
-            "core/frontmatter.py", "core/index.py", "core/files.py", "core/findings.py", "folder.py",
-            "store.py", "checkcache.py", "inspect.py", "config.py", "record.py")
+            "core/secret_rules.py", "core/budget.py", "core/signature.py",
+            "core/frontmatter.py", "core/index.py", "core/files.py", "core/findings.py", "core/paths.py",
+            "memfolder/folder.py", "memfolder/walk.py", "memfolder/read.py", "store.py", "checkcache.py",
+            "inspect.py", "config.py", "record.py")
 RACY_SECONDS = 2.0
 _CODE_KEY: str | None = None
 
@@ -57,7 +58,7 @@ def _key(memory_dir: Path, fp: tuple[object, ...], budget: BudgetConfig, team_pi
 def lookup(state_dir: Path, memory_dir: Path, budget: BudgetConfig,
            team_pii: bool) -> tuple[str | None, dict[str, Any] | None]:
     """(key, cached result) — the key is None when the folder cannot be fingerprinted."""
-    from memd.folder import fingerprint
+    from memd.memfolder.folder import fingerprint
 
     fp = fingerprint(memory_dir)
     if fp is None:

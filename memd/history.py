@@ -1,13 +1,17 @@
-"""Snapshot history of memory folders, kept outside them: one bare git repository per project.
+"""The history of memory folders, and nothing else: one bare git repository per project, kept outside.
 
 ``state_dir/history/<project>/`` is a bare repository written with dulwich (no system git needed),
-so ``git --git-dir=<that folder> log`` works on it. Each commit's tree holds every ``*.md`` file of
-the memory folder as it was (team/ included, so a snapshot is the folder as Claude Code sees it).
+so ``git --git-dir=<that folder> log`` works on it. Each commit's tree holds every memory file of
+the folder as it was (the index and the topic files, team/ included: a snapshot is the folder as
+Claude Code sees it). History never walks a folder itself: the file maps come from the folder's
+owner (``memd.memfolder.folder.file_map``: the rules of ``memd.core.paths``, no hidden files, no
+symlink leaving the folder, nothing memd cannot read whole).
 
 Commits memd makes:
-- before any change, a snapshot of the folder (``kind: before``), and
-- after a run is applied, the folder as it is then (``kind: after``), whose message carries the run's
-  summary. ``list_runs`` reads these back; ``undo_run`` reverts one run.
+- before any change, a snapshot of the folder (``kind: before``; ``snapshot_before``), and
+- after a run is applied, the folder as it is then (``kind: after``; ``record_after``, or
+  ``commit_files`` with exactly the map applied), whose message carries the run's summary.
+  ``list_runs`` reads these back; ``undo_run`` reverts one run.
 
 Commit messages end with trailers (``memd-run: <id>``, ``memd-kind: before|after|undo|snapshot``,
 ``memd-job: <job>``), which is how runs are found again.
@@ -23,30 +27,28 @@ snapshotted before the undo touches anything.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import stat
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memd.core.paths import is_team
 from memd.errors import MemdError, UsageError
+from memd.memfolder.folder import file_map
+from memd.memfolder.read import read_bounded
+from memd.memfolder.walk import DEFAULT_MAX_BYTES, confined_problem
 from memd.store import (
     UnsafePathError,
     atomic_write,
     check_confined,
-    confined_problem,
     current_signature,
-    is_memd_temp,
     make_parents_confined,
 )
 
 BRANCH = b"refs/heads/main"
 IDENTITY = b"memd <memd@localhost>"
-MAX_FILES = 20_000
-MAX_FILE_BYTES = 4_000_000
 _TRAILER = re.compile(r"^memd-([a-z]+):\s*(.*)$", re.M)
 
 
@@ -72,51 +74,6 @@ def _open(state_dir: Path, project: str, *, create: bool) -> Any:
     except FileExistsError:
         return Repo(str(path))
     return repo
-
-
-def read_md_files(memory_dir: Path) -> dict[str, bytes]:
-    """Every regular ``*.md`` file under memory_dir (symlinks and memd temp files are skipped)."""
-    out: dict[str, bytes] = {}
-    if not memory_dir.is_dir():
-        return out
-    for rel in md_files(memory_dir):
-        try:
-            fd = os.open(memory_dir / rel, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        except OSError:
-            continue
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
-                continue
-            with os.fdopen(os.dup(fd), "rb") as f:
-                out[rel] = f.read(MAX_FILE_BYTES + 1)[:MAX_FILE_BYTES]
-        finally:
-            os.close(fd)
-    return out
-
-
-def md_files(root: Path) -> Iterator[str]:
-    """Relative paths of the regular ``*.md`` files under root (no symlinks, no hidden folders),
-    bounded by MAX_FILES entries."""
-    stack = [("", root)]
-    seen = 0
-    while stack:
-        prefix, folder = stack.pop()
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for e in entries:
-            seen += 1
-            if seen > MAX_FILES:
-                return
-            if e.is_symlink():
-                continue
-            if e.is_dir(follow_symlinks=False):
-                if not e.name.startswith("."):
-                    stack.append((prefix + e.name + "/", Path(e.path)))
-            elif e.name.endswith(".md") and not is_memd_temp(e.name):
-                yield prefix + e.name
 
 
 def _tree_for(repo: Any, files: dict[str, bytes]) -> bytes:
@@ -198,9 +155,29 @@ def commit_files(state_dir: Path, project: str, files: dict[str, bytes], summary
 
 
 def snapshot(state_dir: Path, project: str, memory_dir: Path, summary: str, *, kind: str = "snapshot",
-             run: str = "", job: str = "") -> str:
-    """Snapshot every ``*.md`` file of memory_dir; returns the commit id."""
-    return commit_files(state_dir, project, read_md_files(memory_dir), summary, kind=kind, run=run, job=job)
+             run: str = "", job: str = "", max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+    """Snapshot every memory file of memory_dir (``memfolder.folder.file_map``); returns the commit id."""
+    return commit_files(state_dir, project, file_map(memory_dir, max_bytes), summary, kind=kind, run=run, job=job)
+
+
+def _job(reason: str) -> str:
+    """The reason as a name safe in a history commit's job field."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", reason).strip("-") or "snapshot"
+
+
+def snapshot_before(state_dir: Path, project: str, memory_dir: Path, reason: str, *, run: str = "") -> str:
+    """Commit memory_dir as it is before memd rewrites anything in it; returns the commit id.
+
+    With ``run``, the commit is the "before" half of that run, so ``memd undo`` can revert it once
+    its "after" commit (``record_after``) is written."""
+    job = _job(reason)
+    return snapshot(state_dir, project, memory_dir, f"before {job}" + (f" {run}" if run else ""),
+                    kind="before" if run else "snapshot", run=run, job=job)
+
+
+def record_after(state_dir: Path, project: str, memory_dir: Path, reason: str, run: str, summary: str) -> str:
+    """Commit the folder as a run left it (the "after" half): the run then shows in ``memd history``."""
+    return snapshot(state_dir, project, memory_dir, summary, kind="after", run=run, job=_job(reason))
 
 
 @dataclass(frozen=True)
@@ -308,11 +285,6 @@ class UndoResult:
     undo_commit: str = ""
 
 
-def is_team(rel: str) -> bool:
-    """True for a path (relative to the memory folder) inside team/, which memd never writes."""
-    return rel.split("/", 1)[0] == "team"
-
-
 def undo_run(state_dir: Path, project: str, memory_dir: Path, run: str | None = None, *,
              dry_run: bool = False) -> UndoResult:
     """Revert one run (default: the newest) in the live folder, file by file (see the module doc)."""
@@ -332,9 +304,7 @@ def undo_run(state_dir: Path, project: str, memory_dir: Path, run: str | None = 
         if problem is not None:
             res.skipped.append((rel, f"{problem}; memd never writes through one"))
             continue
-        live = memory_dir / rel
-        sig = current_signature(live)
-        now = None if sig is None else live.read_bytes()
+        now = _live_bytes(memory_dir / rel)
         if now == before.get(rel):
             continue  # already as it was before the run (an interrupted run never wrote it)
         if now != after.get(rel):
@@ -355,8 +325,7 @@ def undo_run(state_dir: Path, project: str, memory_dir: Path, run: str | None = 
             # checked again right before each write: the folder may have changed since the plan
             if data is None:
                 live = check_confined(memory_dir, rel)
-                sig = current_signature(live)
-                if sig is not None and live.read_bytes() == after.get(rel):
+                if _live_bytes(live) == after.get(rel):
                     live.unlink()
                     res.removed.append(rel)
             else:
@@ -375,6 +344,11 @@ def undo_run(state_dir: Path, project: str, memory_dir: Path, run: str | None = 
         f"undo {rec.run}: {len(res.restored)} restored, {len(res.removed)} removed, {len(res.skipped)} skipped",
         kind="undo", run=f"undo-{rec.run}", job="undo")
     return res
+
+
+def _live_bytes(path: Path) -> bytes | None:
+    """What the live file holds (None: missing, or not readable whole: never equal to a snapshot)."""
+    return read_bounded(path, DEFAULT_MAX_BYTES, hash=False).data
 
 
 def _remove_empty_dirs(root: Path, rels: list[str]) -> None:

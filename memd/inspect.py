@@ -3,7 +3,7 @@
 ``check_project`` lints one memory folder and measures its index (``ProjectCheck``; unchanged folders
 answer from memd.checkcache); ``check_projects`` does it for a selection; ``status_rows`` turns checks into
 the rows `memd status` shows (``StatusRow``, with the newest session's time). The commands parse their
-arguments, call one of these and print. Reads through memd.folder; decides nothing the core does not.
+arguments, call one of these and print. Reads through memd.memfolder; decides nothing the core does not.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def check_snapshot(project: Project, snap: FolderSnapshot, budget: BudgetConfig,
 def check_project(project: Project, budget: BudgetConfig, *, team_pii: bool = True,
                   cache_dir: Path | None = None) -> ProjectCheck:
     """Check one project; with cache_dir (memd's state folder), an unchanged folder reuses its result."""
-    from memd.folder import read_folder
+    from memd.memfolder.folder import read_folder
 
     key = None
     if cache_dir is not None:

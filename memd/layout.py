@@ -10,6 +10,7 @@ import os
 import re
 from pathlib import Path
 
+from memd.core.paths import INDEX_NAME
 from memd.errors import UsageError
 from memd.record import Record
 
@@ -172,7 +173,7 @@ class Project(Record):
 
     @property
     def index_path(self) -> Path:
-        return self.memory_dir / "MEMORY.md"
+        return self.memory_dir / INDEX_NAME
 
 
 def find_folder(root: Path, name: str) -> Path | None:
@@ -230,7 +231,7 @@ def resolve_project(arg: str, claude: Path, cwd: Path | None = None) -> Project:
             return project_for_folder(claude, rp, settings)
         if rp.parent.parent == rroot and rp.name == "memory":
             return Project(rp.parent.name, rp.parent, rp)
-        if rp.name == "memory" and (rp / "MEMORY.md").exists():
+        if rp.name == "memory" and (rp / INDEX_NAME).exists():
             return Project(rp.parent.name, rp.parent, rp)
         name = folder_for_cwd(rp)
         found = find_folder(root, name)
@@ -280,11 +281,12 @@ def is_main_session(path: Path) -> bool:
 
 def is_team_path(memory_dir: Path, path: Path) -> bool:
     """True for anything inside memory/team/ (synced from a server: read, never write)."""
+    from memd.core.paths import is_team
+
     try:
-        rel = path.relative_to(memory_dir)
+        return is_team(path.relative_to(memory_dir).as_posix())
     except ValueError:
         return False
-    return bool(rel.parts) and rel.parts[0] == "team"
 
 
 def state_dir(configured: str = "") -> Path:

@@ -69,9 +69,9 @@ def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_ru
     not written: a folder whose topic files vanished wholesale needs a person, not a janitor.
     ``memd rebuild`` (a person asking, diff shown, snapshot taken) passes None. ``clock`` names the run.
     """
-    from memd import snapshots
+    from memd import history
     from memd.core.rebuild import plan_rebuild, topics_of
-    from memd.folder import read_folder
+    from memd.memfolder.folder import read_folder
     from memd.store import atomic_write
 
     snap = read_folder(project.memory_dir, config.budget)
@@ -100,7 +100,7 @@ def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_ru
             reasons.append(f"{INDEX_NAME} was not written")
         return RebuildResult(diff, False, plan.fits, reasons, None, plan.actions)
     run = f"rebuild-{time.strftime('%Y%m%dT%H%M%S', time.localtime(clock.time()))}-{os.urandom(2).hex()}"
-    snap_id = snapshots.snapshot(state_dir, project.name, project.memory_dir, "rebuild", run=run)
+    snap_id = history.snapshot_before(state_dir, project.name, project.memory_dir, "rebuild", run=run)
     expect = rec.signature if rec is not None else None
     try:
         atomic_write(project.index_path, plan.text, expect=expect)
@@ -108,7 +108,7 @@ def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_ru
         reasons.append(f"{INDEX_NAME} changed since it was read; not overwritten (run rebuild again)")
         return RebuildResult(diff, False, plan.fits, reasons, snap_id, plan.actions)
     summary = f"rebuild {INDEX_NAME}: " + ("; ".join(plan.actions) or "reformatted")
-    snapshots.record_after(state_dir, project.name, project.memory_dir, "rebuild", run, summary[:300])
+    history.record_after(state_dir, project.name, project.memory_dir, "rebuild", run, summary[:300])
     return RebuildResult(diff, True, plan.fits, reasons, snap_id, plan.actions)
 
 

@@ -25,12 +25,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from memd.memfolder.manifest import ManifestEntry, build
+from memd.memfolder.read import decode, read_bounded
+from memd.memfolder.walk import locate
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -44,7 +47,6 @@ MAX_DESCRIPTION_CHARS = 300
 MIN_USEFUL_BYTES = 256  # a session with less left of its recall budget asks the model no more
 STATE_SUBDIR = "recall"
 STATE_KEEP_DAYS = 14
-_HEAD_BYTES = 32_768  # enough for 30 lines of any sane topic file
 
 SELECT_SYSTEM = """\
 You choose which saved memories would help an AI coding assistant with the user's next message.
@@ -74,15 +76,7 @@ class RecallUnavailable(Exception):
 
 
 # --------------------------------------------------------------------------- the manifest
-
-
-@dataclass(frozen=True)
-class ManifestEntry:
-    name: str  # path relative to the memory folder, "/"-separated: what the model answers with
-    path: Path
-    mtime: float
-    type: str | None
-    description: str | None
+# Built by memd.memfolder.manifest (the one manifest, shared with the model jobs).
 
 
 def age_days(mtime: float, now: float) -> int:
@@ -95,70 +89,6 @@ def age_line(mtime: float, now: float) -> str | None:
     if days < 1:
         return None
     return f"This memory is {days} day{'s' if days != 1 else ''} old."
-
-
-def _read_head(path: Path, max_lines: int) -> str:
-    try:
-        with open(path, "rb") as f:
-            data = f.read(_HEAD_BYTES)
-    except OSError:
-        return ""
-    lines = data.decode("utf-8", errors="replace").splitlines(keepends=True)
-    return "".join(lines[:max_lines])
-
-
-def _head_fields(head: str) -> tuple[str | None, str | None]:
-    from memd.core import frontmatter
-
-    has, yaml_text, _, _ = frontmatter.split(head)
-    if not has:
-        return None, None
-    tf = frontmatter.parse(head)
-    data = tf.data if tf.data else frontmatter.parse_lenient(yaml_text)
-    desc = data.get("description")
-    mtype = data.get("type")
-    meta = data.get("metadata")
-    if mtype is None and isinstance(meta, dict):
-        mtype = meta.get("type")
-    d = " ".join(str(desc).split()) if desc is not None and str(desc).strip() else None
-    t = str(mtype).strip() if mtype is not None and str(mtype).strip() else None
-    return t, d
-
-
-def list_topic_files(memory_dir: Path) -> list[tuple[str, Path, float]]:
-    """(name, path, mtime) of every topic file: *.md below memory_dir, not an index, not hidden.
-
-    Walked by ``memd.history.md_files`` (no hidden folders, bounded). Symlinks are skipped, files and
-    folders alike, so nothing listed resolves outside the memory folder (no realpath per file: this
-    runs in the prompt hook): recall never hands the model a file from elsewhere on the machine.
-    ``recall`` checks each chosen file again before reading it."""
-    from memd.history import md_files
-
-    out: list[tuple[str, Path, float]] = []
-    for name in md_files(memory_dir):
-        base = name.rpartition("/")[2]
-        if base.startswith(".") or base == "MEMORY.md":
-            continue
-        full = memory_dir / name
-        try:
-            st = os.lstat(full)
-        except OSError:
-            continue
-        if not stat.S_ISREG(st.st_mode):  # lstat: a symlink is not a regular file
-            continue
-        out.append((name, full, st.st_mtime))
-    return out
-
-
-def build_manifest(memory_dir: Path, *, max_files: int = 200, max_lines: int = 30,
-                   exclude: frozenset[str] | set[str] = frozenset()) -> list[ManifestEntry]:
-    files = [f for f in list_topic_files(memory_dir) if f[0] not in exclude]
-    files.sort(key=lambda f: (-f[2], f[0]))
-    out: list[ManifestEntry] = []
-    for name, path, mtime in files[:max_files]:
-        mtype, desc = _head_fields(_read_head(path, max_lines))
-        out.append(ManifestEntry(name, path, mtime, mtype, desc))
-    return out
 
 
 def render_manifest(entries: list[ManifestEntry]) -> str:
@@ -322,16 +252,12 @@ class RecallResult:
     failed: bool = False  # the model could not be asked (no key, error, deadline)
 
 
-def read_memory(path: Path, max_bytes: int) -> str:
+def read_memory(path: str | Path, max_bytes: int) -> str:
     """The file's text, at most max_bytes of it; OSError for a symlink or anything but a regular file."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise OSError(f"not a regular file: {path}")
-        data = f.read(max_bytes + 1)
-    cut = len(data) > max_bytes
-    text = data[:max_bytes].decode("utf-8", errors="ignore" if cut else "replace")
-    return text.rstrip() + ("\n[… cut: the rest of this file was not read]" if cut else "")
+    r = read_bounded(path, max_bytes, hash=False, cut=True)
+    if r.data is None:
+        raise OSError(f"{r.problem}: {path}")
+    return decode(r).rstrip() + ("\n[… cut: the rest of this file was not read]" if r.cut else "")
 
 
 def header(memory_dir: Path) -> str:
@@ -357,8 +283,8 @@ def recall(query: str, memory_dir: Path, cfg: Config, *, state_dir: Path | None 
     if h.recall_session_bytes - st.bytes < MIN_USEFUL_BYTES:
         return RecallResult(None, note=f"this session already got {st.bytes} bytes of recalled memory")
     surfaced = set(st.surfaced)
-    manifest = build_manifest(memory_dir, max_files=cfg.budget.max_topic_files,
-                              max_lines=cfg.budget.max_frontmatter_lines, exclude=surfaced)
+    manifest = build(memory_dir, max_files=cfg.budget.max_topic_files, max_lines=cfg.budget.max_frontmatter_lines,
+                     max_bytes=cfg.budget.max_file_bytes, exclude=surfaced).entries
     if not manifest:
         return RecallResult(None, note="no memories to choose from")
     usage: dict[str, Any] = {}
@@ -381,13 +307,12 @@ def recall(query: str, memory_dir: Path, cfg: Config, *, state_dir: Path | None 
     chosen: list[str] = []
     left: list[str] = []
     used_chars = len(header(memory_dir))
-    from memd.store import confined_problem
-
     for e in picked:
-        if confined_problem(memory_dir, e.name) is not None:
-            continue  # became a symlink (or moved out) since the manifest was read
+        path = locate(memory_dir, e.name, None)
+        if path is None:
+            continue  # became a symlink out of the folder (or moved out) since the manifest was read
         try:
-            body = read_memory(e.path, h.recall_file_bytes)
+            body = read_memory(path, h.recall_file_bytes)
         except OSError:
             continue
         block = render_block(e, body, when)

@@ -94,10 +94,10 @@ def settings_path(claude_dir: Path, explicit: str | None = None) -> Path:
 
 
 def load(path: Path) -> Loaded:
-    from memd import store
+    from memd.memfolder.read import read_bounded
 
     real = Path(os.path.realpath(path))
-    res = store.read_bounded(real, 16 * 1024 * 1024)
+    res = read_bounded(real, 16 * 1024 * 1024)
     if res.problem == "missing":
         return Loaded(real, {}, None, False, b"")
     if res.data is None or res.text is None:

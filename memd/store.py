@@ -14,71 +14,16 @@ import os
 import re
 import stat
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-from memd.core.files import Signature as Signature  # a plain value of the core, made here (re-exported)
+from memd.core.paths import is_team
 from memd.errors import ConflictError, MemdError
+from memd.memfolder.read import Signature as Signature  # re-exported: apply checks writes with it
+from memd.memfolder.read import signature_of as signature_of
+from memd.memfolder.walk import confined_problem, walk
 
 TEMP_PREFIX = ".memd-"
 TEMP_SUFFIX = ".tmp"
-
-
-def signature_of(data: bytes, st: os.stat_result) -> Signature:
-    """The Signature of bytes just read from a file with stat st."""
-    import hashlib  # not at import: read_bounded(hash=False) readers never need it
-
-    return Signature(st.st_size, st.st_mtime_ns, st.st_ino, hashlib.sha256(data).hexdigest())
-
-
-@dataclass(frozen=True)
-class ReadResult:
-    path: Path
-    data: bytes | None  # None when unreadable, too large, or not a regular file
-    problem: str | None  # why data is None, or "not valid UTF-8"
-    signature: Signature | None  # None also when read with hash=False
-    text: str | None  # decoded text when data is valid UTF-8
-
-
-def read_bounded(path: Path, max_bytes: int, *, hash: bool = True) -> ReadResult:
-    """Read a file without ever loading more than max_bytes; never raises for the file's sake.
-
-    hash=False: no SHA-256 (``signature`` is None), for readers that never write back."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:
-        return ReadResult(path, None, "missing", None, None)
-    except OSError as e:
-        if e.errno == 40:  # ELOOP: a symlink, refused by O_NOFOLLOW
-            return ReadResult(path, None, "is a symlink", None, None)
-        return ReadResult(path, None, f"unreadable ({e.strerror})", None, None)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return ReadResult(path, None, "not a regular file", None, None)
-        if st.st_size > max_bytes:
-            return ReadResult(path, None, f"too large ({st.st_size} bytes, limit {max_bytes})", None, None)
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > max_bytes:
-                return ReadResult(path, None, f"too large (over {max_bytes} bytes)", None, None)
-        data = b"".join(chunks)
-    except OSError as e:
-        return ReadResult(path, None, f"unreadable ({e.strerror})", None, None)
-    finally:
-        os.close(fd)
-    sig = signature_of(data, st) if hash else None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return ReadResult(path, data, "not valid UTF-8", sig, None)
-    return ReadResult(path, data, None, sig, text)
 
 
 def current_signature(path: Path) -> Signature | None:
@@ -147,7 +92,6 @@ def is_memd_temp(name: str) -> bool:
 
 # what atomic_write names its temp files: .memd-<name>.<pid>.<8 hex>.tmp
 _TEMP_NAME = re.compile(r"^\.memd-.+\.(\d{1,10})\.[0-9a-f]{8}\.tmp$")
-SWEEP_MAX_ENTRIES = 20_000
 
 
 def pid_alive(pid: int) -> bool:
@@ -168,74 +112,30 @@ def sweep_temps(folder: Path, older_than_s: float = 3600, *, now: float | None =
 
     Only regular files named as atomic_write names them (``.memd-<name>.<pid>.<hex>.tmp``) are
     removed, and only when their process is gone or they are older than ``older_than_s`` (a
-    reused pid). Never anything else; symlinks are not followed; ``team/`` (where memd never
-    writes) and hidden folders are not entered. Returns the removed paths, relative to folder."""
+    reused pid). Never anything else. The folder is walked by ``memd.memfolder.walk`` (no symlink
+    followed, no hidden folder entered, bounded); nothing in ``team/`` is touched (memd never
+    writes there). Returns the removed paths, relative to folder."""
     when = time.time() if now is None else now
     removed: list[str] = []
-    stack: list[tuple[str, Path]] = [("", folder)]
-    seen = 0
-    while stack:
-        prefix, d = stack.pop()
+    for rel, e in walk(folder).files():
+        m = _TEMP_NAME.match(e.name)
+        if m is None or is_team(rel):
+            continue
         try:
-            entries = list(os.scandir(d))
+            st = e.stat(follow_symlinks=False)
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            if pid_alive(int(m.group(1))) and when - st.st_mtime < older_than_s:
+                continue  # a write in progress
+            os.unlink(e.path)
+            removed.append(rel)
         except OSError:
             continue
-        for e in entries:
-            seen += 1
-            if seen > SWEEP_MAX_ENTRIES:
-                return removed
-            try:
-                if e.is_dir(follow_symlinks=False):
-                    if not e.name.startswith(".") and not (prefix == "" and e.name == "team"):
-                        stack.append((prefix + e.name + "/", Path(e.path)))
-                    continue
-                m = _TEMP_NAME.match(e.name)
-                if m is None:
-                    continue
-                st = e.stat(follow_symlinks=False)
-                if not stat.S_ISREG(st.st_mode):
-                    continue
-                if pid_alive(int(m.group(1))) and when - st.st_mtime < older_than_s:
-                    continue  # a write in progress
-                os.unlink(e.path)
-                removed.append(prefix + e.name)
-            except OSError:
-                continue
     return removed
 
 
 class UnsafePathError(MemdError):
     """A path in a memory folder that memd will not write through (a symlink, or leaving the folder)."""
-
-
-def confined_problem(root: Path, rel: str) -> str | None:
-    """Why ``root/rel`` may not be written, deleted or created (None: it may).
-
-    Every component from root down to the file is checked with lstat: none may be a symlink, and
-    all but the last must be folders; and the resolved path must stay inside the resolved root.
-    Components that do not exist yet are fine (they would be created as plain folders). root
-    itself may be a symlink (a user's choice of where the memory folder lives)."""
-    parts = rel.split("/")
-    if not rel or any(p in ("", ".", "..") or "\x00" in p for p in parts):
-        return f"{rel[:100]!r} is not a plain relative path"
-    cur = root
-    for i, part in enumerate(parts):
-        cur = cur / part
-        try:
-            st = os.lstat(cur)
-        except FileNotFoundError:
-            break
-        except OSError as e:
-            return f"{'/'.join(parts[:i + 1])} cannot be checked ({e.strerror})"
-        if stat.S_ISLNK(st.st_mode):
-            return f"{'/'.join(parts[:i + 1])} is a symlink"
-        if i < len(parts) - 1 and not stat.S_ISDIR(st.st_mode):
-            return f"{'/'.join(parts[:i + 1])} is not a folder"
-    real_root = os.path.realpath(root)
-    real = os.path.realpath(root / rel)
-    if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
-        return f"{rel[:100]} resolves outside the memory folder"
-    return None
 
 
 def check_confined(root: Path, rel: str) -> Path:

@@ -18,6 +18,7 @@ from memd.jobs.catchup import catchup_project
 from memd.jobs.dream import dream_project
 from memd.layout import Project
 from memd.llm.memtool import StagedMemory
+from memd.memfolder.manifest import build
 from tests import test_model_jobs
 from tests.plugins.stub_api import Reply, StubAPI
 from tests.test_model_jobs import Env, Log, _fake_session, _user, dup_folder, topic, tree
@@ -375,15 +376,17 @@ def test_catchup_rejects_a_wipe_too_and_keeps_its_offsets(env: Env) -> None:
 # --------------------------------------------------------------------------- 4. recall stays in the folder
 
 
-def test_recall_manifest_skips_symlinks_and_anything_outside(tmp_path: Path) -> None:
+def test_recall_manifest_follows_no_symlink_out_of_the_folder(tmp_path: Path) -> None:
     mem = tmp_path / "memory"
     mem.mkdir()
     outside = outside_with(tmp_path, {"secret.md": topic("Secret", "ssh config", "Host prod", "reference")})
     (mem / "user_role.md").write_text(topic("Role", "who the user is", "backend", "user"))
     (mem / "link.md").symlink_to(outside / "secret.md")
-    (mem / "inner.md").symlink_to(mem / "user_role.md")  # a symlink inside: still not followed
+    (mem / "inner.md").symlink_to(mem / "user_role.md")  # a symlink inside counts (memd.core.paths)...
     (mem / "ext").symlink_to(outside, target_is_directory=True)
-    assert [e.name for e in recall.build_manifest(mem)] == ["user_role.md"]
+    entries = build(mem).entries
+    assert [e.name for e in entries] == ["inner.md", "user_role.md"]
+    assert entries[0].path == (mem / "user_role.md").resolve()  # ...read at its target, inside the folder
     with pytest.raises(OSError):
         recall.read_memory(mem / "link.md", 4096)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from memd.config import BudgetConfig
 from memd.core.lint import lint
-from memd.folder import read_folder
+from memd.memfolder.folder import read_folder
 from tests.plugins.memory_folders import topic
 
 Run = Callable[..., Any]
@@ -225,15 +225,15 @@ def test_cache_key_covers_every_module_of_the_check(tmp_path: Path) -> None:
 
     mem = write_tree(tmp_path / "memory", {**{k: v for k, v in BROKEN.items() if isinstance(v, str)},
                                            "dates.md": topic("D", "d", "user", "Done yesterday.\n")})
-    code = ("import sys; from pathlib import Path; from memd.folder import read_folder; "
+    code = ("import sys; from pathlib import Path; from memd.memfolder.folder import read_folder; "
             "from memd.core.lint import lint; lint(read_folder(Path(sys.argv[1]))); "
             "print('\\n'.join(m for m in sys.modules if m.startswith('memd.')))")
     out = subprocess.run([sys.executable, "-c", code, str(mem)], capture_output=True, text=True, check=True).stdout
     used = {m.removeprefix("memd.").replace(".", "/") + ".py" for m in out.split()}
     used -= {"core.py", "core/__init__.py", "errors.py"}
     # the linter's own modules (what memd.config itself imports is its owners' business)
-    used = {u for u in used if (Path(memd.__file__).parent / u).exists() and (u.startswith("core/") or u in (
-        "folder.py", "store.py", "checkcache.py"))}
+    used = {u for u in used if (Path(memd.__file__).parent / u).exists() and (
+        u.startswith(("core/", "memfolder/")) or u in ("store.py", "checkcache.py"))}
     assert used <= set(checkcache._MODULES), f"missing from the cache key: {used - set(checkcache._MODULES)}"
     assert all((Path(memd.__file__).parent / m).exists() for m in checkcache._MODULES)
 

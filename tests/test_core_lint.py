@@ -16,7 +16,7 @@ from memd.core.fastscan import pattern_needles, solid_length
 from memd.core.fastscan import scan as scan_secrets
 from memd.core.files import FileRecord, FolderSnapshot
 from memd.core.lint import CODES, SEVERITIES, lint
-from memd.folder import read_folder
+from memd.memfolder.folder import read_folder
 from tests.conftest import claude_data_source
 from tests.plugins.memory_folders import topic, write_tree
 

@@ -205,21 +205,22 @@ def test_topic_file_count_warning(tmp_path: Path) -> None:
     p = _project(tmp_path)
     (p.memory_dir / "team").mkdir()
     for i in range(5):
-        (p.memory_dir / "team" / f"t{i}.md").write_text("x")  # not counted: team memory
+        (p.memory_dir / "team" / f"t{i}.md").write_text("x")  # counted: recall scans team/ too (issue 9)
     (p.memory_dir / "sub").mkdir()
     for i in range(3):
         (p.memory_dir / "sub" / f"s{i}.md").write_text("x")
     (p.memory_dir / "MEMORY.md").write_text("- [a](a.md) — a\n")
-    assert count_topic_files(p.memory_dir) == 3
+    (p.memory_dir / "team" / "MEMORY.md").write_text("- [t](t0.md) — t\n")  # an index: not counted
+    assert count_topic_files(p.memory_dir) == 8
     rec = Recorder()
     with StateStore.open(tmp_path / "state") as st:
         from memd.config import replace
 
         cfg = Config()
-        cfg = replace(cfg, budget=replace(cfg.budget, max_topic_files=2))
+        cfg = replace(cfg, budget=replace(cfg.budget, max_topic_files=7))
         BudgetMonitor(cfg, st, rec).check(p)
         BudgetMonitor(cfg, st, rec).check(p)
-        assert [w["files"] for w in rec.named("budget.warning")] == [3]
+        assert [w["files"] for w in rec.named("budget.warning")] == [8]
         (p.memory_dir / "sub" / "s0.md").unlink()
         BudgetMonitor(cfg, st, rec).check(p)
         assert rec.named("budget.cleared")[0]["kind"] == "topic_files"

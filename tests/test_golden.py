@@ -24,7 +24,7 @@ from memd.core import frontmatter, index
 from memd.core.files import FolderSnapshot
 from memd.core.lint import lint
 from memd.core.rebuild import plan_rebuild, topics_of
-from memd.folder import read_folder
+from memd.memfolder.folder import read_folder
 from memd.record import replace
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -149,13 +149,13 @@ def test_cli_version_and_help_run() -> None:
     assert out.returncode == 0 and out.stdout.startswith("memd ")
 
 
-# memd.store's bounded read (the I/O edge for the files this layout names)
+# the one bounded read (memd.memfolder.read: the I/O edge for the files this layout names)
 
 
 def test_read_bounded_without_hash_reads_the_same_and_skips_the_signature(tmp_path: Path) -> None:
     import hashlib
 
-    from memd import store
+    from memd.memfolder import read as store
 
     f = tmp_path / "a.md"
     f.write_bytes("caf\u00e9\n".encode())
@@ -173,7 +173,7 @@ def test_read_bounded_without_hash_reads_the_same_and_skips_the_signature(tmp_pa
     assert (bad.data, bad.problem, bad.signature, bad.text) == (b"\xff", "not valid UTF-8", None, None)
     assert store.read_bounded(tmp_path / "missing.md", 100, hash=False).problem == "missing"
     # a reader that never writes back does not pay for hashlib
-    code = ("import sys, pathlib; from memd import store; "
+    code = ("import sys, pathlib; from memd.memfolder import read as store; "
             f"r = store.read_bounded(pathlib.Path({str(f)!r}), 100, hash=False); "
             "print(r.text is not None, 'hashlib' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -146,15 +146,15 @@ def test_dry_run_writes_nothing(project: Project, tmp_path: Path) -> None:
 
 def test_refuses_to_clobber_a_concurrent_edit(project: Project, tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    from memd import snapshots
+    from memd import history
 
-    real = snapshots.snapshot
+    real = history.snapshot_before
 
     def edit_then_snapshot(*a: object, **k: object) -> str:
         project.index_path.write_text("# Edited by Claude Code meanwhile\n")
         return real(*a, **k)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(snapshots, "snapshot", edit_then_snapshot)
+    monkeypatch.setattr(history, "snapshot_before", edit_then_snapshot)
     res = rebuild_project(project, Config(), tmp_path / "state", dry_run=False)
     assert not res.written and any("changed since it was read" in r for r in res.reasons)
     assert project.index_path.read_text() == "# Edited by Claude Code meanwhile\n"
@@ -220,7 +220,7 @@ def test_orphan_titles_and_odd_file_names() -> None:
 
 def test_snapshot_is_a_history_commit_outside_the_folder(tmp_path: Path) -> None:
     from memd import history
-    from memd.snapshots import snapshot
+    from memd.history import snapshot_before as snapshot
 
     mem = write_tree(tmp_path / "memory", {"MEMORY.md": "- [A](a.md)\n", "a.md": "a\n", "team/t.md": "t\n",
                                            ".memd-MEMORY.md.1.ab.tmp": "a half-written temp file\n"})

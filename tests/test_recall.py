@@ -14,6 +14,7 @@ import pytest
 
 from memd import recall
 from memd.config import BudgetConfig, Config, HooksConfig, ModelConfig, replace
+from memd.memfolder.manifest import build
 from tests.plugins.hooks import ROOT, SESSION, HookProject, run_hook, topic
 from tests.plugins.stub_api import Reply, StubAPI
 
@@ -65,7 +66,7 @@ def test_manifest_is_newest_first_bounded_and_reads_only_the_head(memory: Path) 
     (memory / "sub").mkdir()
     memfile(memory, "sub/nested.md", age_days=0.5, description="in a subfolder")
     (memory / ".hidden.md").write_text("x")
-    entries = recall.build_manifest(memory, max_files=200, max_lines=30)
+    entries = build(memory, max_files=200, max_lines=30).entries
     names = [e.name for e in entries]
     assert len(entries) == 200
     assert names[0] == "deep.md" and entries[0].description is None
@@ -81,7 +82,7 @@ def test_manifest_reads_both_frontmatter_shapes_and_broken_yaml(memory: Path) ->
     (memory / "nested.md").write_text("---\nname: n\ndescription: nested one\nmetadata:\n  type: user\n---\nb\n")
     (memory / "broken.md").write_text("---\nname: b\ndescription: a: b: c\ntype: feedback\n---\nb\n")
     (memory / "none.md").write_text("no frontmatter\n")
-    got = {e.name: (e.type, e.description) for e in recall.build_manifest(memory)}
+    got = {e.name: (e.type, e.description) for e in build(memory).entries}
     assert got["nested.md"] == ("user", "nested one")
     assert got["broken.md"] == ("feedback", "a: b: c")
     assert got["none.md"] == (None, None)
@@ -287,5 +288,5 @@ def test_budget_config_bounds_the_manifest(memory: Path) -> None:
     for i in range(10):
         memfile(memory, f"m{i}.md", age_days=i)
     c = Config(budget=replace(BudgetConfig(), max_topic_files=3))
-    assert [e.name for e in recall.build_manifest(memory, max_files=c.budget.max_topic_files)] == [
+    assert [e.name for e in build(memory, max_files=c.budget.max_topic_files).entries] == [
         "m0.md", "m1.md", "m2.md"]

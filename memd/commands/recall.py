@@ -35,8 +35,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if not project.memory_dir.is_dir():
         raise MemdError(f"no memory folder for this project (looked for {project.memory_dir})")
     if args.manifest:
-        entries = recall.build_manifest(project.memory_dir, max_files=cfg.budget.max_topic_files,
-                                        max_lines=cfg.budget.max_frontmatter_lines)
+        from memd.memfolder.manifest import build
+
+        entries = build(project.memory_dir, max_files=cfg.budget.max_topic_files,
+                        max_lines=cfg.budget.max_frontmatter_lines, max_bytes=cfg.budget.max_file_bytes).entries
         print(recall.render_manifest(entries))
         print(f"# {len(entries)} file(s) from {project.memory_dir}", file=sys.stderr)
         return 0

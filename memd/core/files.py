@@ -1,6 +1,6 @@
-"""What a memory folder holds, as plain values (read by ``memd.folder``, judged by the core).
+"""What a memory folder holds, as plain values (read by ``memd.memfolder``, judged by the core).
 
-The I/O edge (``memd.folder.read_folder``) fills these in; lint and rebuild only look at them,
+The I/O edge (``memd.memfolder.folder.read_folder``) fills these in; lint and rebuild only look at them,
 so both can be tested with folders made of strings.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from memd.core.paths import INDEX_NAME as INDEX_NAME  # re-exported: callers import it from here too
-from memd.core.paths import TEAM_DIR, TEAM_INDEX
+from memd.core.paths import FILE, INDEX_NAME, is_index, is_team, is_topic
+from memd.core.signature import Signature as Signature  # re-exported
 from memd.record import Record
 
 if TYPE_CHECKING:
@@ -19,15 +19,7 @@ if TYPE_CHECKING:
 
     from memd.core import frontmatter
 
-
-class Signature(Record):
-    """What a file was when read: enough to tell whether it changed since (``memd.store`` makes it
-    from the bytes and ``os.stat`` it read, and compares it before every write)."""
-
-    size: int
-    mtime_ns: int
-    inode: int
-    sha256: str
+__all__ = ["INDEX_NAME", "FileRecord", "FolderSnapshot"]  # INDEX_NAME: lint, rebuild and maintenance import it here
 
 
 class FileRecord(Record):
@@ -42,10 +34,12 @@ class FileRecord(Record):
     symlink: str | None = None  # the link's target as written, when the file is a symlink
     leaves_folder: bool = False  # a symlink whose target lies outside the memory folder
     signature: Signature | None = None  # not compared: two reads of the same files are equal
+    kind: str = FILE  # what memd.memfolder.walk found at rel (memd.core.paths: FILE, LINK, LARGE, ...)
 
     def _compared(self) -> tuple[object, ...]:
         d = self.__dict__
-        return (d["rel"], d["text"], d["problem"], d["size"], d["mtime"], d["symlink"], d["leaves_folder"])
+        return (d["rel"], d["text"], d["problem"], d["size"], d["mtime"], d["symlink"], d["leaves_folder"],
+                d["kind"])
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
@@ -58,11 +52,16 @@ class FileRecord(Record):
 
     @property
     def team(self) -> bool:
-        return self.rel.split("/", 1)[0] == TEAM_DIR and "/" in self.rel
+        return is_team(self.rel)
 
     @property
     def is_index(self) -> bool:
-        return self.rel in (INDEX_NAME, TEAM_INDEX)
+        return is_index(self.rel)
+
+    @property
+    def is_topic(self) -> bool:
+        """A topic file by the one rule (``memd.core.paths.is_topic``)."""
+        return is_topic(self.rel, self.kind)
 
     @functools.cached_property
     def topic(self) -> frontmatter.TopicFile | None:
@@ -99,13 +98,9 @@ class FolderSnapshot(Record):
     def index(self) -> FileRecord | None:
         return self.by_rel.get(INDEX_NAME)
 
-    @property
-    def team_index(self) -> FileRecord | None:
-        return self.by_rel.get(TEAM_INDEX)
-
     def topics(self) -> Iterator[FileRecord]:
-        """Every topic file (team/ included), not the two index files."""
-        return (f for f in self.files if not f.is_index)
+        """Every topic file by the one rule (``memd.core.paths.is_topic``; team/ included)."""
+        return (f for f in self.files if f.is_topic)
 
     @classmethod
     def from_texts(cls, texts: dict[str, str], memory_dir: Path | None = None,

@@ -48,8 +48,13 @@ class TopicInfo:
 
 
 def topics_of(snap: FolderSnapshot) -> dict[str, TopicInfo]:
-    """Every topic file of a snapshot (team/ included, marked) except symlinks leaving the folder."""
-    return {t.rel: TopicInfo.from_record(t) for t in snap.topics() if not t.leaves_folder}
+    """Every topic file of a snapshot (team/ included, marked). A ``*.md`` file that is there but no
+    topic memd reads (too large, unreadable, not a regular file) is marked as team/'s are: an entry
+    linking it stays, none is added for it. Symlinks leaving the folder are neither."""
+    out = {t.rel: TopicInfo.from_record(t) for t in snap.topics()}
+    out.update((f.rel, TopicInfo(f.rel, team=True)) for f in snap.files
+               if f.rel not in out and not f.leaves_folder and not f.is_index and f.rel.endswith(".md"))
+    return out
 
 
 @dataclass(frozen=True)

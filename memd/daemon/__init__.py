@@ -5,7 +5,7 @@ injected clock (policy: once a night, warn/clear, relief; schedule: slot arithme
 heartbeat (pidfile), service-manager notifications (notify), requests from `memd trigger` (control),
 what `memd status` shows of the daemon (info) and the service files (service_files).
 
-May import memd.core, the I/O edge (memd.store, memd.folder, memd.state, memd.layout, memd.transcripts),
+May import memd.core, the I/O edge (memd.store, memd.memfolder, memd.state, memd.layout, memd.transcripts),
 memd.jobs, memd.maintenance, memd.clock and memd.config; never memd.commands or memd.cli. Time comes
 only from the ``Clock`` the daemon is given (memd.clock), passed on to the worker and the jobs.
 The layers are checked by ``tests/test_layers.py``."""

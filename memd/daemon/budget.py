@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memd.daemon import policy as P
+from memd.memfolder.walk import DEFAULT_MAX_BYTES, count_topics
 
 if TYPE_CHECKING:
     from memd.config import Config
@@ -37,28 +38,9 @@ class Check:
     relief: bool = False  # the policy asks for automatic relief (memd.daemon.policy.wants_relief)
 
 
-def count_topic_files(memory_dir: Path) -> int:
-    """Markdown topic files recall would consider (MEMORY.md, team/ and hidden files not counted)."""
-    n = 0
-    stack = [memory_dir]
-    while stack:
-        d = stack.pop()
-        try:
-            entries = list(os.scandir(d))
-        except OSError:
-            continue
-        for e in entries:
-            if e.name.startswith("."):
-                continue
-            try:
-                if e.is_dir(follow_symlinks=False):
-                    if not (d == memory_dir and e.name == "team"):
-                        stack.append(Path(e.path))
-                elif e.name.endswith(".md") and not (d == memory_dir and e.name == "MEMORY.md"):
-                    n += 1
-            except OSError:
-                continue
-    return n
+def count_topic_files(memory_dir: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> int:
+    """The topic files recall considers: the one set of ``memd.core.paths.is_topic`` (team/ included)."""
+    return count_topics(memory_dir, max_bytes)
 
 
 def signature(project: Project) -> tuple[int, int, int]:
@@ -85,7 +67,7 @@ class BudgetMonitor:
 
     def check(self, project: Project) -> Check:
         from memd.core.index import measure
-        from memd.store import read_bounded
+        from memd.memfolder.read import read_bounded
 
         b = self.config.budget
         open_levels = {w.kind: w.level for w in self.state.warnings(project.name)}
@@ -116,7 +98,7 @@ class BudgetMonitor:
 
     def _check_files(self, project: Project, open_levels: dict[str, str]) -> None:
         limit = self.config.budget.max_topic_files
-        n = count_topic_files(project.memory_dir) if project.memory_dir.is_dir() else 0
+        n = count_topic_files(project.memory_dir, self.config.budget.max_file_bytes)
         action = P.files_action(KIND_FILES in open_levels, n, limit)
         if action in ("warn", "hold"):
             self.state.set_warning(project.name, KIND_FILES, "over", {"files": n, "limit": limit})

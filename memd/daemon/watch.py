@@ -18,6 +18,7 @@ from typing import Any
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 
+from memd.core.paths import TEAM_DIR
 from memd.store import is_memd_temp
 
 LOCK_NAME = ".consolidate-lock"
@@ -44,7 +45,7 @@ def classify(root: Path, path: str, is_dir: bool) -> Work | None:
     if len(parts) == 1:
         return ("project", project) if is_dir else None
     if parts[1] == "memory":
-        if len(parts) >= 3 and parts[2] == "team":
+        if len(parts) >= 3 and parts[2] == TEAM_DIR:
             return None  # synced from a server: not ours to warn about
         if name == LOCK_NAME or (name.startswith(".") and not is_dir):
             return None

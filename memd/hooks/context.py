@@ -70,17 +70,27 @@ class MemoryTarget:
         self.rel = rel
 
     @property
-    def is_team(self) -> bool:
-        return self.rel.split(os.sep, 1)[0] == "team"
+    def posix_rel(self) -> str:
+        return self.rel.replace(os.sep, "/")
 
     @property
-    def index_dir(self) -> str:
-        """The folder whose MEMORY.md this file belongs to (team/ has its own index)."""
-        return os.path.join(self.memory_dir, "team") if self.is_team else self.memory_dir
+    def is_team(self) -> bool:
+        from memd.core.paths import is_team  # not at import: only memory files get here
+
+        return is_team(self.posix_rel)
+
+    @property
+    def index_rel(self) -> str:
+        """The index this file belongs to, relative to the memory folder (team/ has its own)."""
+        from memd.core.paths import INDEX_NAME, TEAM_INDEX
+
+        return TEAM_INDEX if self.is_team else INDEX_NAME
 
     @property
     def is_index(self) -> bool:
-        return os.path.basename(self.rel) == "MEMORY.md" and os.path.dirname(self.rel) in ("", "team")
+        from memd.core.paths import is_index
+
+        return is_index(self.posix_rel)
 
 
 class HookContext:

@@ -108,15 +108,16 @@ def session_start(event: dict[str, Any], hc: HookContext) -> dict[str, Any] | No
     if project is None:
         return None
     parts: list[str] = []
+    from memd.core.paths import INDEX_NAME
     from memd.hooks.tool_use import budget_message, read_text
 
-    text = read_text(os.fspath(project.index_path), cfg.budget.max_file_bytes)
+    text = read_text(os.fspath(project.memory_dir), INDEX_NAME, cfg.budget.max_file_bytes)
     if text is not None:
         from memd.core import index
 
         b = index.measure(text, cfg.budget.max_lines, cfg.budget.max_chars, cfg.hooks.near_ratio)
         if b.level == "over":
-            msg = budget_message(b, cfg, "MEMORY.md")
+            msg = budget_message(b, cfg, INDEX_NAME)
             if msg:
                 parts.append(msg + " Do it early in this session, before you save new memories.")
     # the index measured now beats the daemon's record of it

@@ -7,8 +7,6 @@ filters on the path. A path outside every memory folder costs one cheap test
 
 from __future__ import annotations
 
-import os
-
 from memd.hooks.context import HookContext, MemoryTarget, absolute
 
 TYPE_CHECKING = False
@@ -93,7 +91,7 @@ def pre_tool_use(event: dict[str, Any], hc: HookContext) -> dict[str, Any] | Non
             where = f"line {hit.line}" + (f" of edit {n}" if len(texts) > 1 else "")
             findings.append((hit.kind, where))
     if not findings and event.get("tool_name") in ("Edit", "MultiEdit"):
-        findings = _completed_by_edit(target.path, tool_input, str(event.get("tool_name")),
+        findings = _completed_by_edit(target.memory_dir, target.posix_rel, tool_input, str(event.get("tool_name")),
                                       strict=target.is_team, pii=pii)
     if not findings:
         return None  # no "allow": Claude Code's own permission flow decides
@@ -121,7 +119,7 @@ def edited(original: str, tool_name: str, tool_input: dict[str, Any]) -> str | N
     return text
 
 
-def _completed_by_edit(path: str, tool_input: dict[str, Any], tool_name: str, *, strict: bool,
+def _completed_by_edit(memory_dir: str, rel: str, tool_input: dict[str, Any], tool_name: str, *, strict: bool,
                        pii: bool) -> list[tuple[str, str]]:
     """Secrets an edit completes from pieces (the new string alone looks harmless: "AKIA..|" + "..."):
     what the resulting file holds that the file did not hold before."""
@@ -129,7 +127,7 @@ def _completed_by_edit(path: str, tool_input: dict[str, Any], tool_name: str, *,
 
     from memd.core import secrets
 
-    original = read_text(path, 4_000_000)
+    original = read_text(memory_dir, rel, 4_000_000)
     if original is None:
         return []
     result = edited(original, tool_name, tool_input)
@@ -149,31 +147,17 @@ def _completed_by_edit(path: str, tool_input: dict[str, Any], tool_name: str, *,
 # --------------------------------------------------------------------------- PostToolUse
 
 
-def read_text(path: str, max_bytes: int) -> str | None:
-    """A file's text (at most max_bytes of it), or None when it cannot be read as a regular file."""
-    try:
-        # O_NONBLOCK: a FIFO named like a memory file must not hang the hook
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except (OSError, ValueError):
-        return None
-    try:
-        import stat
+def read_text(memory_dir: str, rel: str, max_bytes: int) -> str | None:
+    """The text of memory file memory_dir/rel (at most max_bytes of it: a longer file is cut), or None
+    when it is no memory file memd reads (``memd.memfolder.walk.locate``: no symlink out of the folder)."""
+    from memd.memfolder.read import read_bounded
+    from memd.memfolder.walk import locate
 
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks: list[bytes] = []
-        left = max_bytes
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-    except OSError:
+    path = locate(memory_dir, rel, None)
+    if path is None:
         return None
-    finally:
-        os.close(fd)
-    return b"".join(chunks).decode("utf-8", errors="replace")
+    r = read_bounded(path, max_bytes, hash=False, cut=True)
+    return None if r.data is None else r.data.decode("utf-8", errors="replace")
 
 
 def _figures(b: Budget) -> str:
@@ -232,7 +216,7 @@ def topic_note(target: MemoryTarget, cfg: Config) -> str | None:
     """A short note for a topic file whose frontmatter lacks what recall and the index rely on."""
     if not target.rel.endswith(".md"):
         return None
-    head = read_text(target.path, 64_000)
+    head = read_text(target.memory_dir, target.posix_rel, 64_000)
     if head is None:
         return None
     from memd.core import frontmatter
@@ -265,14 +249,12 @@ def post_tool_use(event: dict[str, Any], hc: HookContext) -> dict[str, Any] | No
         return None
     cfg = hc.config
     notes: list[str] = []
-    index_path = os.path.join(target.index_dir, "MEMORY.md")
-    text = read_text(index_path, cfg.budget.max_file_bytes)
+    text = read_text(target.memory_dir, target.index_rel, cfg.budget.max_file_bytes)
     if text is not None:
         from memd.core import index
 
         b = index.measure(text, cfg.budget.max_lines, cfg.budget.max_chars, cfg.hooks.near_ratio)
-        where = "team/MEMORY.md" if target.is_team else "MEMORY.md"
-        msg = budget_message(b, cfg, where)
+        msg = budget_message(b, cfg, target.index_rel)
         if msg:
             notes.append(msg)
         if target.is_index:

@@ -159,7 +159,7 @@ class _Extraction:
                 self.client = llm.Client(cfg)
                 tool = mr.memory_tool(st, cfg)
                 system = llm.cached_system(_instructions(), "Existing memories (the manifest):\n"
-                                           + mr.manifest(st.root, cfg))
+                                           + mr.manifest(st.root, cfg, live=project.memory_dir))
             user = _user_message(span, st, cfg, jc.clock.now().tzinfo or UTC)
             assert tool is not None
             res = mr.tool_loop(self.client, model=cfg.model.extract_model, system=system, user=user,
@@ -203,11 +203,11 @@ def _instructions() -> str:
 
 
 def _user_message(span: Span, st: ap.Staging, cfg: Any, tz: tzinfo) -> str:
-    from memd.history import md_files
+    from memd.memfolder.walk import list_files
     from memd.transcripts.render import Budgets, render
 
     text = render(span.records, Budgets.from_config(cfg), tz=tz)
-    added = sorted(rel for rel in md_files(st.root) if rel not in st.baseline)  # names only: nothing read
+    added = sorted(f.rel for f in list_files(st.root).memory_files() if f.rel not in st.baseline)  # names only
     first = datetime.fromtimestamp(span.first_at).strftime("%Y-%m-%d %a") if span.first_at else "unknown"
     head = [f"Session {span.session_id[:8]}, records from {first}. "
             "Each record shows its time: use it to turn relative dates into absolute ones."]

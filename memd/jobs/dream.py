@@ -20,7 +20,6 @@ The gates (hours, sessions, the consolidate lock) are the runner's (``memd.jobs.
 
 from __future__ import annotations
 
-import os
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,15 +45,11 @@ def changed_since(jc: JobContext, project: Project, since: float | None) -> str 
         for t in jc.state.transcripts(project.name):
             if t.memory_write_seen_at is not None and t.memory_write_seen_at > since:
                 return "memory written in a session since the last dream"
-    from memd.history import md_files
+    from memd.memfolder.walk import list_files
 
-    if project.memory_dir.is_dir():
-        for rel in md_files(project.memory_dir):
-            try:
-                if os.stat(project.memory_dir / rel).st_mtime > since:
-                    return f"{rel} changed since the last dream"
-            except OSError:
-                continue
+    for f in list_files(project.memory_dir).memory_files():
+        if f.mtime is not None and f.mtime > since:
+            return f"{f.rel} changed since the last dream"
     return None
 
 
@@ -162,19 +157,22 @@ def _transcripts(jc: JobContext, project: Project) -> list[Path]:
 
 def _orientation(jc: JobContext, project: Project, st: ap.Staging, last: float | None) -> str:
     from memd import history
+    from memd.core.paths import INDEX_NAME
+    from memd.memfolder.read import decode, read_bounded
+    from memd.memfolder.walk import list_files
 
     cfg = jc.config
-    idx = st.root / ap.INDEX
-    index_text = idx.read_text(encoding="utf-8", errors="replace") if idx.is_file() else "(no MEMORY.md yet)"
+    r = read_bounded(st.root / INDEX_NAME, cfg.budget.max_file_bytes, hash=False, cut=True)
+    index_text = decode(r) if r.data is not None else "(no MEMORY.md yet)"
     if len(index_text) > MAX_INDEX_CHARS:
         index_text = index_text[:MAX_INDEX_CHARS] + "\n... (cut: the index is far over its budget)"
     parts = ["## Phase 1 material: MEMORY.md as it is now", "```", index_text.rstrip(), "```", "",
              "## Topic files (path [type] date size: description), newest first",
-             mr.manifest(st.root, cfg), ""]
+             mr.manifest(st.root, cfg, live=project.memory_dir), ""]
     since = last or 0.0
     if last:
-        drifted = sorted(rel for rel in history.md_files(st.root)
-                         if rel != ap.INDEX and _mtime(project.memory_dir / rel) > last)[:40]
+        drifted = sorted(f.rel for f in list_files(st.root).topics()
+                         if _mtime(project.memory_dir / f.rel) > last)[:40]
         parts.append("## Memory files written since the last dream (check them for drift and duplicates)")
         parts.append("\n".join(f"- /memories/{r}" for r in drifted) if drifted else "(none)")
         parts.append("")

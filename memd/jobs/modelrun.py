@@ -12,14 +12,12 @@ the ProjectOutcome (added, changed, deleted, rejected reasons, usage, cost).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memd import apply as ap
-from memd.core import frontmatter
 from memd.jobs import JobContext, ProjectOutcome
 from memd.llm import client as llm
 
@@ -29,42 +27,15 @@ if TYPE_CHECKING:
     from memd.state import Run
 
 Handler = Callable[[Any], tuple[str, bool]]
-MANIFEST_DESC_CHARS = 150
 MAX_TOOL_CALLS = 200  # per run: a model looping on tool calls stops here
 MAX_TURN_RESULT_CHARS = 60_000  # tool results of one turn (about 15,000 tokens)
 
 
-def manifest(root: Path, config: Config, *, skip: set[str] | None = None) -> str:
-    """One line per memory file under root: path, type, date, size, description (or name)."""
-    from memd.history import is_team, md_files
+def manifest(root: Path, config: Config, *, skip: set[str] | None = None, live: Path | None = None) -> str:
+    """One line per topic file under root (``memd.memfolder.manifest``), dated by the live folder's mtimes."""
+    from memd.memfolder.manifest import for_model
 
-    rows: list[tuple[float, str]] = []
-    for rel in md_files(root):
-        if rel == ap.INDEX or (skip and rel in skip):
-            continue
-        p = root / rel
-        try:
-            st = p.stat()
-            with p.open("rb") as f:
-                head = f.read(4096).decode("utf-8", "replace")
-        except OSError:
-            continue
-        head = "\n".join(head.splitlines()[: config.budget.max_frontmatter_lines])
-        tf = frontmatter.parse(head + "\n")
-        desc = tf.description or tf.name or _first_line(tf.body)
-        desc = " ".join(desc.split())[:MANIFEST_DESC_CHARS]
-        day = time.strftime("%Y-%m-%d", time.localtime(st.st_mtime))
-        ro = " (read-only)" if is_team(rel) else ""
-        rows.append((st.st_mtime, f"- /memories/{rel} [{tf.type or '?'}] {day} {st.st_size}B{ro}: {desc}"))
-    rows.sort(key=lambda r: r[0], reverse=True)
-    if not rows:
-        return "(no memory files yet)"
-    # As Claude Code's recall does: the newest budget.max_topic_files files (keeps the prompt bounded)
-    limit = config.budget.max_topic_files
-    text = "\n".join(r[1] for r in rows[:limit])
-    if len(rows) > limit:
-        text += f"\n({len(rows) - limit} older files not listed; view /memories to see them)"
-    return text
+    return for_model(root, config.budget, exclude=skip or frozenset(), live=live)
 
 
 def memory_tool(st: ap.Staging, config: Config) -> StagedMemory:
@@ -73,13 +44,6 @@ def memory_tool(st: ap.Staging, config: Config) -> StagedMemory:
 
     return StagedMemory(st.root, Limits(config.model.tool_max_file_bytes, config.model.tool_max_run_bytes),
                         live=st.project.memory_dir)
-
-
-def _first_line(text: str) -> str:
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip("# ").strip()
-    return ""
 
 
 @dataclass

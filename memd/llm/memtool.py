@@ -36,8 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from memd.core import secrets
-from memd.history import is_team
-from memd.store import confined_problem
+from memd.core.paths import INDEX_NAME, is_hidden, is_team
+from memd.memfolder.read import read_bounded
+from memd.memfolder.walk import confined_problem, walk
 
 MEMORY_TOOL: dict[str, Any] = {"type": "memory_20250818", "name": "memory"}
 SEARCH_TOOL_NAME = "search_transcripts"
@@ -176,26 +177,18 @@ class StagedMemory:
             d.mkdir(mode=0o700)
 
     def _read(self, full: Path, path: str) -> str:
-        try:
-            fd = os.open(full, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        except FileNotFoundError:
-            raise Refused(f"Error: the path {path[:100]} does not exist.") from None
-        except OSError:
-            raise Refused(f"Error: cannot read {path[:100]}.") from None
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise Refused(f"Error: the path {path[:100]} is not a file.")
-            if st.st_size > 4 * self.limits.max_file_bytes:
-                raise Refused(f"Error: {path[:100]} is too large to open here ({st.st_size} bytes).")
-            with os.fdopen(os.dup(fd), "rb") as f:
-                raw = f.read()
-        finally:
-            os.close(fd)
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise Refused(f"Error: {path[:100]} is not UTF-8 text.") from None
+        r = read_bounded(full, 4 * self.limits.max_file_bytes, hash=False)
+        if r.text is not None:
+            return r.text
+        if r.problem == "missing":
+            raise Refused(f"Error: the path {path[:100]} does not exist.")
+        if r.problem == "not a regular file":
+            raise Refused(f"Error: the path {path[:100]} is not a file.")
+        if r.problem and r.problem.startswith("too large"):
+            raise Refused(f"Error: {path[:100]} is too large to open here ({r.problem}).")
+        if r.problem == "not valid UTF-8":
+            raise Refused(f"Error: {path[:100]} is not UTF-8 text.")
+        raise Refused(f"Error: cannot read {path[:100]}.")
 
     # ------------------------------------------------------------------ commands
 
@@ -229,23 +222,16 @@ class StagedMemory:
 
     def _listing(self, shown: str, folder: Path) -> str:
         rows: list[str] = []
-
-        def walk(d: Path, prefix: str, depth: int) -> None:
-            try:
-                entries = sorted(os.scandir(d), key=lambda e: e.name)
-            except OSError:
-                return
-            for e in entries:
-                if e.name.startswith(".") or e.is_symlink() or len(rows) >= self.limits.max_list_entries:
+        for rel, e, is_dir in walk(folder, max_depth=1).entries:  # two levels, as the SDK's tool shows
+            if is_hidden(rel) or e.is_symlink() or len(rows) >= self.limits.max_list_entries:
+                continue
+            if is_dir:
+                rows.append(f"-\t{shown}/{rel}/")
+            elif e.name.endswith(".md"):
+                try:
+                    rows.append(f"{_size(e.stat(follow_symlinks=False).st_size)}\t{shown}/{rel}")
+                except OSError:
                     continue
-                if e.is_dir(follow_symlinks=False):
-                    rows.append(f"-\t{shown}/{prefix}{e.name}/")
-                    if depth < 2:
-                        walk(Path(e.path), f"{prefix}{e.name}/", depth + 1)
-                elif e.name.endswith(".md"):
-                    rows.append(f"{_size(e.stat(follow_symlinks=False).st_size)}\t{shown}/{prefix}{e.name}")
-
-        walk(folder, "", 1)
         more = " (listing cut)" if len(rows) >= self.limits.max_list_entries else ""
         return (f"Here're the files and directories up to 2 levels deep in {shown}, excluding hidden items"
                 f"{more}:\n" + "\n".join(rows))
@@ -298,7 +284,7 @@ class StagedMemory:
             raise Refused(f"Error: cannot delete the {ROOT} directory itself.")
         if is_team(rel):
             raise Refused("Error: team/ is shared memory synced from a server; it is read-only here.")
-        if rel == "MEMORY.md":
+        if rel == INDEX_NAME:
             raise Refused("Error: MEMORY.md is the index; edit it instead of deleting it.")
         try:
             st = os.lstat(full)
@@ -314,7 +300,7 @@ class StagedMemory:
     def rename(self, inp: dict[str, Any]) -> str:
         old_rel, old_full = self._writable(inp.get("old_path"))
         new_rel, new_full = self._writable(inp.get("new_path"))
-        if old_rel == "MEMORY.md" or new_rel == "MEMORY.md":
+        if INDEX_NAME in (old_rel, new_rel):
             raise Refused("Error: MEMORY.md cannot be renamed.")
         if not old_full.is_file():
             raise Refused(f"Error: the path {inp.get('old_path')} does not exist or is not a file.")
