@@ -1,17 +1,26 @@
 """The one walk policy of a memory folder, and the kind of file found at each path.
 
 ``walk`` lists a folder depth-first, each folder's entries by name (a folder right before what it
-holds). It enters ``team/`` and every plain sub-folder; it never enters a hidden folder (``.git/``)
-or a symlinked one, and stops at ``MAX_ENTRIES`` entries or ``MAX_DEPTH`` levels (``truncated``), so
-a pathological folder cannot stall a reader. Every entry it saw is handed back: the readers pick
-what they need (memory files; check also the symlinks and hidden ``*.md`` files it reports on;
-``store.sweep_temps`` memd's own temp files).
+holds). It enters ``team/`` and every plain sub-folder; it never enters a hidden folder (``.git/``),
+and stops at ``MAX_ENTRIES`` entries or ``MAX_DEPTH`` levels (``truncated``), so a pathological
+folder cannot stall a reader. With ``follow_links`` (the readers of memory: ``list_files``,
+``read_folder``, ``fingerprint``) it then follows symlinked folders as Claude Code's recall does,
+with memd's one deviation: a link is entered only when its target lies inside the memory folder
+and was not walked already (``alias -> sub`` adds nothing, ``up -> ..`` and links leaving the
+folder are never entered: check reports those), each such folder after the plain walk, under the
+link's path. Every entry it saw is handed back: the readers pick what they need (memory files;
+check also the symlinks and hidden ``*.md`` files it reports on; ``store.sweep_temps`` memd's own
+temp files, without ``follow_links``).
 
 ``classify`` tells the kind of file at a path (``memd.core.paths``: a regular file, a symlink to one
 inside the folder, one leaving it, too large, unreadable, ...), and ``memd.core.paths.is_topic`` /
 ``is_memory_file`` judge path and kind together. ``list_files`` does both for a whole folder: the
 topic-file set every part of memd shares (check, status, the daemon's count, recall, staging,
 history). ``locate`` and ``confined_problem`` apply the same rules to one path.
+
+An index (``MEMORY.md``) that is a symlink leaving the folder is loaded by Claude Code: memd
+*measures* it (``classify(..., measure=True)``, used by ``read_folder`` and ``locate`` for the two
+indexes only) and never writes through it (``confined_problem``: rebuild and the dream refuse).
 
 Lean on purpose (``os``, ``stat``, ``memd.core.paths``): the hooks locate what they read here.
 """
@@ -54,10 +63,11 @@ def _listed(folder: str) -> list[os.DirEntry[str]]:
         return sorted(it, key=lambda e: e.name)
 
 
-def walk(root: str | os.PathLike[str], *, max_depth: int = MAX_DEPTH) -> Walk:
+def walk(root: str | os.PathLike[str], *, max_depth: int = MAX_DEPTH, follow_links: bool = False) -> Walk:
     """Walk root under the policy of the module doc; never raises for the folder's sake."""
+    top_path = os.fspath(root)
     try:
-        top = _listed(os.fspath(root))
+        top = _listed(top_path)
     except FileNotFoundError:
         return Walk(exists=False)
     except NotADirectoryError:
@@ -65,10 +75,28 @@ def walk(root: str | os.PathLike[str], *, max_depth: int = MAX_DEPTH) -> Walk:
     except OSError as e:
         return Walk(problem=f"cannot list ({e.strerror})")
     w = Walk()
-    stack: list[tuple[str, int, Iterator[os.DirEntry[str]]]] = [("", 0, iter(top))]
+    rr = real_root(top_path)
+    walked = {rr}  # real paths of the folders walked (follow_links)
+    links: list[tuple[str, int, os.DirEntry[str]]] = []  # symlinks to enter after the plain walk
+    # (rel prefix, depth, real path of the folder being listed, its entries)
+    stack: list[tuple[str, int, str, Iterator[os.DirEntry[str]]]] = [("", 0, rr, iter(top))]
     seen = 0
-    while stack:
-        prefix, depth, it = stack[-1]
+    while stack or links:
+        if not stack:
+            rel, depth, link = links.pop(0)
+            real = _enterable(link.path, rr, walked)
+            if real is None:
+                continue
+            if depth + 1 > max_depth:
+                w.truncated = True
+                continue
+            try:
+                stack.append((rel + "/", depth + 1, real, iter(_listed(real))))
+            except OSError as e:
+                w.unreadable.append((rel, f"folder unreadable ({e.strerror})"))
+                continue
+            walked.add(real)
+        prefix, depth, real_dir, it = stack[-1]
         entry = next(it, None)
         if entry is None:
             stack.pop()
@@ -79,20 +107,44 @@ def walk(root: str | os.PathLike[str], *, max_depth: int = MAX_DEPTH) -> Walk:
             break
         rel = prefix + entry.name
         try:
-            is_dir = not entry.is_symlink() and entry.is_dir(follow_symlinks=False)
+            is_link = entry.is_symlink()
+            is_dir = not is_link and entry.is_dir(follow_symlinks=False)
         except OSError:
             continue
         w.entries.append((rel, entry, is_dir))
-        if not is_dir or entry.name.startswith("."):
+        if entry.name.startswith("."):
             continue  # hidden folders (.git, editor folders) are not memory
+        if is_link:
+            if follow_links:
+                links.append((rel, depth, entry))
+            continue
+        if not is_dir:
+            continue
+        sub = os.path.join(real_dir, entry.name)
+        if sub in walked:
+            continue  # under a followed link: walked already through another
         if depth + 1 > max_depth:
             w.truncated = True
             continue
         try:
-            stack.append((rel + "/", depth + 1, iter(_listed(entry.path))))
+            stack.append((rel + "/", depth + 1, sub, iter(_listed(entry.path))))
         except OSError as e:
             w.unreadable.append((rel, f"folder unreadable ({e.strerror})"))
+            continue
+        walked.add(sub)
     return w
+
+
+def _enterable(path: str, root_real: str, walked: set[str]) -> str | None:
+    """The real path of the symlinked folder at path when the walk may enter it (inside the folder,
+    not walked yet), else None."""
+    try:
+        real = os.path.realpath(path)
+    except (OSError, ValueError):
+        return None
+    if real in walked or not inside(real, root_real) or not os.path.isdir(real):
+        return None
+    return real
 
 
 def real_root(root: str | os.PathLike[str]) -> str:
@@ -107,10 +159,12 @@ def inside(real: str, root_real: str) -> bool:
 
 
 def classify(path: str, root_real: str, max_bytes: int | None = DEFAULT_MAX_BYTES,
-             lst: os.stat_result | None = None) -> tuple[str, str, os.stat_result | None]:
+             lst: os.stat_result | None = None, *, measure: bool = False) -> tuple[str, str, os.stat_result | None]:
     """(kind, the path to read it at, the stat of what would be read) for the file at path.
 
     A symlink is resolved only to see where it lands: inside the folder, its target is what is read.
+    measure=True (an index only): a link leaving the folder is resolved too and, when its target is
+    a regular file memd may read, answered (OUTSIDE, target, stat) for reading, never for writing.
     max_bytes None: no size cap (readers of a head, which never load a long file whole)."""
     try:
         st = lst if lst is not None else os.lstat(path)
@@ -122,13 +176,14 @@ def classify(path: str, root_real: str, max_bytes: int | None = DEFAULT_MAX_BYTE
             real = os.path.realpath(path)
         except (OSError, ValueError):
             return P.BROKEN, path, None
-        if not inside(real, root_real):
+        kind = P.LINK if inside(real, root_real) else P.OUTSIDE
+        if kind == P.OUTSIDE and not measure:
             return P.OUTSIDE, path, None
         try:
             st = os.stat(real)
         except OSError:
             return P.BROKEN, path, None
-        kind, read = P.LINK, real
+        read = real
     if not stat.S_ISREG(st.st_mode):
         return P.OTHER, read, st
     if max_bytes is not None and st.st_size > max_bytes:
@@ -174,7 +229,7 @@ class Listing:
 def list_files(root: str | os.PathLike[str], max_bytes: int | None = DEFAULT_MAX_BYTES) -> Listing:
     """Walk root and classify every file named like memory (see the module doc)."""
     top = os.fspath(root)
-    w = walk(top)
+    w = walk(top, follow_links=True)
     rr = real_root(top)
     files: list[MemFile] = []
     for rel, e in w.files():
@@ -223,10 +278,22 @@ def confined_problem(root: str | os.PathLike[str], rel: str) -> str | None:
 
 def locate(root: str | os.PathLike[str], rel: str, max_bytes: int | None = DEFAULT_MAX_BYTES) -> str | None:
     """Where to read the memory file root/rel under the walk's rules, or None when memd must not read
-    it (hidden, not ``*.md``, behind a symlinked folder, a symlink leaving the folder, too large, ...).
-    Checked at the moment of asking: readers call it right before they read."""
-    head, _, _ = rel.rpartition("/")
-    if not P.is_memory_file(rel) or (head and confined_problem(root, head) is not None):
+    it (not a memory file by the rule, under a folder that resolves outside, a symlink leaving the
+    folder, too large, ...). An index that is a symlink leaving the folder is answered (measured,
+    never written: see the module doc). Checked at the moment of asking: readers call it right
+    before they read."""
+    parts = rel.split("/")
+    if not P.is_memory_file(rel) or any(p in ("", ".", "..") or "\x00" in p for p in parts):
         return None
-    kind, read, _ = classify(os.path.join(root, rel), real_root(root), max_bytes)
-    return read if P.is_memory_file(rel, kind) else None
+    rr = real_root(root)
+    path = os.path.join(root, rel)
+    if len(parts) > 1:
+        try:
+            head = os.path.realpath(os.path.dirname(path))
+        except (OSError, ValueError):
+            return None
+        if not inside(head, rr):
+            return None
+    index = P.is_index(rel)
+    kind, read, _ = classify(path, rr, max_bytes, measure=index)
+    return read if P.is_memory_file(rel, kind) or (index and kind == P.OUTSIDE) else None
