@@ -3,7 +3,7 @@
 The set is the one rule of ``memd.core.paths`` (Claude Code 2.1.328's recall manifest: ``*.md`` at any
 depth, no ``MEMORY.md`` anywhere, nothing hidden but ``team/<file>``, nothing in the top-level
 ``logs/``, ``sessions/``, ``proposals/`` nor below team/'s first level; symlinked folders inside
-followed once; less memd's deviation: no symlink leaving the folder, nothing memd cannot read whole), and check,
+adding nothing; less memd's deviation: no symlink leaving the folder, nothing memd cannot read whole), and check,
 status, the daemon's count, recall's manifest, the model jobs' manifest, staging and the history
 must all answer with it.
 """
@@ -30,8 +30,7 @@ from memd.memfolder.manifest import build, for_model
 from memd.memfolder.walk import DEFAULT_MAX_BYTES, list_files
 from tests.plugins.memory_folders import topic, write_tree
 
-EXPECTED = {"a.md", "link.md", "team/t.md", "team/.th.md", "sub/nested.md", "sub/deeper/d.md", "dir.md/inner.md",
-            "peek/x.md"}
+EXPECTED = {"a.md", "link.md", "team/t.md", "team/.th.md", "sub/nested.md", "sub/deeper/d.md", "dir.md/inner.md"}
 # named like memory, not topic files by the rule: an index entry linking one stays, none is added for one
 NOT_TOPICS = {"sub/MEMORY.md", "team/sub/s.md", "logs/l.md", "Sessions./s.md", "proposals/p.md", ".hidden.md",
               "sub/.hidden.md"}
@@ -64,8 +63,8 @@ def awkward(mem: Path, outside: Path) -> None:
     os.symlink("a.md", mem / "link.md")  # a symlink to a file inside: counts
     os.symlink(outside / "secret.md", mem / "out.md")  # leaves the folder: never followed
     os.symlink(mem / "nowhere.md", mem / "broken.md")
-    os.symlink(mem / "sub", mem / "linked")  # a symlinked folder inside, walked already: adds nothing
-    os.symlink(mem / ".hidden", mem / "peek")  # one to a folder not walked: followed (peek/x.md)
+    os.symlink(mem / "sub", mem / "linked")  # a symlinked folder inside adds nothing (Claude Code walks it once)
+    os.symlink(mem / ".hidden", mem / "peek")  # nor one to a hidden folder
     os.symlink(outside / "folder", mem / "ext")  # a symlinked folder outside: never entered
     os.mkfifo(mem / "fifo.md")
     with open(mem / "big.md", "wb") as f:  # over the size cap (sparse: costs nothing)

@@ -92,9 +92,8 @@ def test_locate_follows_only_links_that_stay_inside(tmp_path: Path) -> None:
     (mem / ".h.md").write_text("h")
     assert locate(mem, "a.md") == str(mem / "a.md")
     assert locate(mem, "in.md") == os.path.realpath(mem / "a.md")
-    for rel in ("out.md", "ext/o.md", ".h.md", "missing.md", "../out/s.md", "sub/../../out/s.md"):
+    for rel in ("out.md", "ext/o.md", "linked/b.md", ".h.md", "missing.md", "../out/s.md", "sub/../../out/s.md"):
         assert locate(mem, rel) is None, rel
-    assert locate(mem, "linked/b.md") == str(mem / "linked" / "b.md")  # a folder link staying inside: read
     assert confined_problem(mem, "in.md") == "in.md is a symlink"  # writes never go through one
     assert {f.rel for f in list_files(mem).topics()} == {"a.md", "in.md", "sub/b.md"}
 
@@ -109,27 +108,21 @@ def test_hook_reads_no_memory_file_through_a_symlink_out_of_the_folder(tmp_path:
     assert read_text(str(mem), "out.md", 1000) is None
 
 
-def test_walk_follows_folder_links_inside_once_and_never_out(tmp_path: Path) -> None:
-    """Claude Code's walk, less the links leaving the folder: a link to a folder inside is entered when
-    its target was not walked (``.h`` is not: ``alias`` shows it), never twice, never ``..``."""
-    mem = write_tree(tmp_path / "m", {"a/z.md": "", ".h/x.md": "", "b/c/y.md": ""})
+def test_folder_links_add_nothing_and_file_links_inside_count(tmp_path: Path) -> None:
+    """Claude Code 2.1.328 lists nothing through a symlinked folder inside (``alias -> a``, ``peek -> .h``:
+    each folder is walked once) and a link to a file inside beside its target; memd the same, and
+    nothing through a link leaving the folder (its deviation)."""
+    mem = write_tree(tmp_path / "m", {"a/z.md": "", ".h/x.md": "", "logs/l.md": "", "team/.t.md": "",
+                                      "team/s/y.md": "", "s/MEMORY.md": ""})
     write_tree(tmp_path / "out", {"o.md": ""})
-    os.symlink(mem / "a", mem / "again")  # walked already
-    os.symlink(mem / ".h", mem / "alias")  # a hidden folder: not walked, so entered through the link
-    os.symlink(mem / ".h", mem / "alias2")  # the same target: entered once
+    os.symlink(mem / "a", mem / "alias")
+    os.symlink(mem / ".h", mem / "peek")
     os.symlink("..", mem / "up")
-    os.symlink(".", mem / "self")
     os.symlink(tmp_path / "out", mem / "ext")
-    os.symlink(mem / "b" / "c", mem / "a" / "deep")  # walked already (b/c)
-    plain = {rel for rel, _ in walk(mem).files()}
-    followed = {rel for rel, _ in walk(mem, follow_links=True).files()}
-    assert followed - plain == {"alias/x.md"}
-    assert {f.rel for f in list_files(mem).topics()} == {"a/z.md", "b/c/y.md", "alias/x.md"}
-    # a cycle through links inside ends
-    os.symlink(mem / "loop", mem / "loop2")
-    os.symlink(mem / "loop2", mem / "loop")
-    os.symlink(mem, mem / "a" / "root")
-    assert {f.rel for f in list_files(mem).topics()} == {"a/z.md", "b/c/y.md", "alias/x.md"}
+    os.symlink(tmp_path / "out" / "o.md", mem / "o.md")
+    os.symlink("a/z.md", mem / "zz.md")
+    os.symlink(mem / "logs" / "l.md", mem / "l.md")  # a link's own path decides, not its target's
+    assert {f.rel for f in list_files(mem).topics()} == {"a/z.md", "zz.md", "l.md", "team/.t.md"}
 
 
 def test_an_index_behind_a_link_out_is_measured_never_staged(tmp_path: Path) -> None:
@@ -149,6 +142,9 @@ def test_an_index_behind_a_link_out_is_measured_never_staged(tmp_path: Path) -> 
     assert report.budget is not None and report.budget.lines == 3
     assert [f.code for f in report.findings if f.code == "MEM008"] == ["MEM008"]  # still reported
     assert locate(mem, "MEMORY.md") == str(real)
+    from memd.hooks.tool_use import read_text
+
+    assert read_text(str(mem), "MEMORY.md", 1000) == real.read_text()  # the hooks measure it too
     assert "MEMORY.md" not in read_files(mem)  # never staged, never snapshotted
     assert confined_problem(mem, "MEMORY.md") == "MEMORY.md is a symlink"  # never written through
     # a topic file behind a link out is still not read

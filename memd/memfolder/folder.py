@@ -5,7 +5,7 @@
   recorded with their problem, never raised; symlinks with their target and whether they leave the
   folder (one that leaves is never followed, except that an index behind one is read to be measured:
   its record carries the text, ``leaves_folder`` and kind ``OUTSIDE``, so it is never staged nor
-  written). Symlinked folders are walked as ``memd.memfolder.walk`` says. Each record carries its kind, so
+  written). Each record carries its kind, so
   ``FolderSnapshot.topics`` is the topic-file set of ``memd.core.paths``.
 - ``fingerprint``: the same walk, only stats: what a cached check result is keyed on.
 - ``read_files`` / ``file_map``: the bytes of every memory file (the index and the topic files):
@@ -53,7 +53,7 @@ def read_folder(memory_dir: Path, budget: BudgetConfig | None = None, *,
     from memd.core.files import FileRecord, FolderSnapshot
 
     max_bytes = budget.max_file_bytes if budget is not None else DEFAULT_MAX_BYTES
-    w = walk(memory_dir, follow_links=True)
+    w = walk(memory_dir)
     if not w.exists or w.problem:
         return FolderSnapshot(memory_dir, w.exists, w.problem)
     rr = real_root(memory_dir)
@@ -89,8 +89,8 @@ def _record(entry: os.DirEntry[str], rel: str, rr: str, max_bytes: int, signatur
         folder = kind in (P.OUTSIDE, P.OTHER) and os.path.isdir(entry.path)
         if leaves and (folder or (st is None and entry.name.endswith(".md"))):
             return FileRecord(rel, None, None, None, None, target, True, kind=P.OUTSIDE)
-        if folder or not entry.name.endswith(".md"):
-            return None  # a symlinked folder inside the memory folder: walked (or already walked)
+        if not entry.name.endswith(".md"):
+            return None  # a symlinked folder inside the memory folder: its files are found at their real path
         if kind == P.BROKEN:
             return FileRecord(rel, None, "broken symlink", None, None, target, False, kind=kind)
         if kind == P.OTHER:
@@ -110,7 +110,7 @@ def fingerprint(memory_dir: Path) -> tuple[object, ...] | None:
 
     Equal fingerprints mean the same files with the same size, times and inodes (symlinks by
     their target's)."""
-    w = walk(memory_dir, follow_links=True)
+    w = walk(memory_dir)
     if not w.exists:
         return ("missing",)
     if w.problem:

@@ -1,16 +1,18 @@
 """The one walk policy of a memory folder, and the kind of file found at each path.
 
 ``walk`` lists a folder depth-first, each folder's entries by name (a folder right before what it
-holds). It enters ``team/`` and every plain sub-folder; it never enters a hidden folder (``.git/``),
-and stops at ``MAX_ENTRIES`` entries or ``MAX_DEPTH`` levels (``truncated``), so a pathological
-folder cannot stall a reader. With ``follow_links`` (the readers of memory: ``list_files``,
-``read_folder``, ``fingerprint``) it then follows symlinked folders as Claude Code's recall does,
-with memd's one deviation: a link is entered only when its target lies inside the memory folder
-and was not walked already (``alias -> sub`` adds nothing, ``up -> ..`` and links leaving the
-folder are never entered: check reports those), each such folder after the plain walk, under the
-link's path. Every entry it saw is handed back: the readers pick what they need (memory files;
-check also the symlinks and hidden ``*.md`` files it reports on; ``store.sweep_temps`` memd's own
-temp files, without ``follow_links``).
+holds). It enters ``team/`` and every plain sub-folder; it never enters a hidden folder (``.git/``)
+or a symlinked one, and stops at ``MAX_ENTRIES`` entries or ``MAX_DEPTH`` levels (``truncated``), so
+a pathological folder cannot stall a reader. Every entry it saw is handed back: the readers pick
+what they need (memory files; check also the symlinks and hidden ``*.md`` files it reports on;
+``store.sweep_temps`` memd's own temp files).
+
+Symlinks, as Claude Code 2.1.328's recall walks them (``docs/conformance.md``), less memd's one
+deviation: a link to a file inside the folder is a memory file of its own, read at its target; a
+symlinked folder inside adds nothing (Claude Code walks each folder once: ``alias -> sub`` and even
+``peek -> .hidden`` list nothing through the link), so it is never entered; a link leaving the folder
+(file or folder, ``up -> ..`` included) is followed by Claude Code and never by memd: check reports
+each (MEM008).
 
 ``classify`` tells the kind of file at a path (``memd.core.paths``: a regular file, a symlink to one
 inside the folder, one leaving it, too large, unreadable, ...), and ``memd.core.paths.is_topic`` /
@@ -63,11 +65,10 @@ def _listed(folder: str) -> list[os.DirEntry[str]]:
         return sorted(it, key=lambda e: e.name)
 
 
-def walk(root: str | os.PathLike[str], *, max_depth: int = MAX_DEPTH, follow_links: bool = False) -> Walk:
+def walk(root: str | os.PathLike[str], *, max_depth: int = MAX_DEPTH) -> Walk:
     """Walk root under the policy of the module doc; never raises for the folder's sake."""
-    top_path = os.fspath(root)
     try:
-        top = _listed(top_path)
+        top = _listed(os.fspath(root))
     except FileNotFoundError:
         return Walk(exists=False)
     except NotADirectoryError:
@@ -75,28 +76,10 @@ def walk(root: str | os.PathLike[str], *, max_depth: int = MAX_DEPTH, follow_lin
     except OSError as e:
         return Walk(problem=f"cannot list ({e.strerror})")
     w = Walk()
-    rr = real_root(top_path)
-    walked = {rr}  # real paths of the folders walked (follow_links)
-    links: list[tuple[str, int, os.DirEntry[str]]] = []  # symlinks to enter after the plain walk
-    # (rel prefix, depth, real path of the folder being listed, its entries)
-    stack: list[tuple[str, int, str, Iterator[os.DirEntry[str]]]] = [("", 0, rr, iter(top))]
+    stack: list[tuple[str, int, Iterator[os.DirEntry[str]]]] = [("", 0, iter(top))]
     seen = 0
-    while stack or links:
-        if not stack:
-            rel, depth, link = links.pop(0)
-            real = _enterable(link.path, rr, walked)
-            if real is None:
-                continue
-            if depth + 1 > max_depth:
-                w.truncated = True
-                continue
-            try:
-                stack.append((rel + "/", depth + 1, real, iter(_listed(real))))
-            except OSError as e:
-                w.unreadable.append((rel, f"folder unreadable ({e.strerror})"))
-                continue
-            walked.add(real)
-        prefix, depth, real_dir, it = stack[-1]
+    while stack:
+        prefix, depth, it = stack[-1]
         entry = next(it, None)
         if entry is None:
             stack.pop()
@@ -107,44 +90,20 @@ def walk(root: str | os.PathLike[str], *, max_depth: int = MAX_DEPTH, follow_lin
             break
         rel = prefix + entry.name
         try:
-            is_link = entry.is_symlink()
-            is_dir = not is_link and entry.is_dir(follow_symlinks=False)
+            is_dir = not entry.is_symlink() and entry.is_dir(follow_symlinks=False)
         except OSError:
             continue
         w.entries.append((rel, entry, is_dir))
-        if entry.name.startswith("."):
+        if not is_dir or entry.name.startswith("."):
             continue  # hidden folders (.git, editor folders) are not memory
-        if is_link:
-            if follow_links:
-                links.append((rel, depth, entry))
-            continue
-        if not is_dir:
-            continue
-        sub = os.path.join(real_dir, entry.name)
-        if sub in walked:
-            continue  # under a followed link: walked already through another
         if depth + 1 > max_depth:
             w.truncated = True
             continue
         try:
-            stack.append((rel + "/", depth + 1, sub, iter(_listed(entry.path))))
+            stack.append((rel + "/", depth + 1, iter(_listed(entry.path))))
         except OSError as e:
             w.unreadable.append((rel, f"folder unreadable ({e.strerror})"))
-            continue
-        walked.add(sub)
     return w
-
-
-def _enterable(path: str, root_real: str, walked: set[str]) -> str | None:
-    """The real path of the symlinked folder at path when the walk may enter it (inside the folder,
-    not walked yet), else None."""
-    try:
-        real = os.path.realpath(path)
-    except (OSError, ValueError):
-        return None
-    if real in walked or not inside(real, root_real) or not os.path.isdir(real):
-        return None
-    return real
 
 
 def real_root(root: str | os.PathLike[str]) -> str:
@@ -229,7 +188,7 @@ class Listing:
 def list_files(root: str | os.PathLike[str], max_bytes: int | None = DEFAULT_MAX_BYTES) -> Listing:
     """Walk root and classify every file named like memory (see the module doc)."""
     top = os.fspath(root)
-    w = walk(top, follow_links=True)
+    w = walk(top)
     rr = real_root(top)
     files: list[MemFile] = []
     for rel, e in w.files():
@@ -278,22 +237,12 @@ def confined_problem(root: str | os.PathLike[str], rel: str) -> str | None:
 
 def locate(root: str | os.PathLike[str], rel: str, max_bytes: int | None = DEFAULT_MAX_BYTES) -> str | None:
     """Where to read the memory file root/rel under the walk's rules, or None when memd must not read
-    it (not a memory file by the rule, under a folder that resolves outside, a symlink leaving the
-    folder, too large, ...). An index that is a symlink leaving the folder is answered (measured,
-    never written: see the module doc). Checked at the moment of asking: readers call it right
-    before they read."""
-    parts = rel.split("/")
-    if not P.is_memory_file(rel) or any(p in ("", ".", "..") or "\x00" in p for p in parts):
+    it (not a memory file by the rule, behind a symlinked folder, a symlink leaving the folder, too
+    large, ...). An index that is a symlink leaving the folder is answered (measured, never written:
+    see the module doc). Checked at the moment of asking: readers call it right before they read."""
+    head, _, _ = rel.rpartition("/")
+    if not P.is_memory_file(rel) or (head and confined_problem(root, head) is not None):
         return None
-    rr = real_root(root)
-    path = os.path.join(root, rel)
-    if len(parts) > 1:
-        try:
-            head = os.path.realpath(os.path.dirname(path))
-        except (OSError, ValueError):
-            return None
-        if not inside(head, rr):
-            return None
     index = P.is_index(rel)
-    kind, read, _ = classify(path, rr, max_bytes, measure=index)
+    kind, read, _ = classify(os.path.join(root, rel), real_root(root), max_bytes, measure=index)
     return read if P.is_memory_file(rel, kind) or (index and kind == P.OUTSIDE) else None
