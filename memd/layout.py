@@ -222,11 +222,16 @@ def resolve_project(arg: str, claude: Path, cwd: Path | None = None) -> Project:
     p = (base / arg) if not os.path.isabs(arg) else Path(arg)
     p = Path(os.path.normpath(p))
     if p.is_dir():
-        rp = p.resolve()
         try:
             rroot = root.resolve()
         except OSError:
             rroot = root
+        # A memory folder that is itself a symlink (projects/<name>/memory -> elsewhere) is named by
+        # where it sits, as `--all` finds it: only the folders above it are resolved.
+        lp = p.parent.resolve() / p.name
+        if lp.parent.parent == rroot and lp.name == "memory" and lp.is_symlink():
+            return Project(lp.parent.name, lp.parent, lp)
+        rp = p.resolve()
         if rp.parent == rroot:
             return project_for_folder(claude, rp, settings)
         if rp.parent.parent == rroot and rp.name == "memory":

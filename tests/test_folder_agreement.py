@@ -1,7 +1,9 @@
 """One folder with every awkward shape: every part of memd sees the same topic files (issue 9).
 
-The set is the one rule of ``memd.core.paths`` (``*.md`` below the folder, team/ included, not the
-indexes, nothing hidden, no symlink leaving the folder, nothing memd cannot read whole), and check,
+The set is the one rule of ``memd.core.paths`` (Claude Code 2.1.328's recall manifest: ``*.md`` at any
+depth, no ``MEMORY.md`` anywhere, nothing hidden but ``team/<file>``, nothing in the top-level
+``logs/``, ``sessions/``, ``proposals/`` nor below team/'s first level; symlinked folders inside
+adding nothing; less memd's deviation: no symlink leaving the folder, nothing memd cannot read whole), and check,
 status, the daemon's count, recall's manifest, the model jobs' manifest, staging and the history
 must all answer with it.
 """
@@ -28,7 +30,10 @@ from memd.memfolder.manifest import build, for_model
 from memd.memfolder.walk import DEFAULT_MAX_BYTES, list_files
 from tests.plugins.memory_folders import topic, write_tree
 
-EXPECTED = {"a.md", "link.md", "team/t.md", "sub/nested.md", "sub/deeper/d.md", "dir.md/inner.md"}
+EXPECTED = {"a.md", "link.md", "team/t.md", "team/.th.md", "sub/nested.md", "sub/deeper/d.md", "dir.md/inner.md"}
+# named like memory, not topic files by the rule: an index entry linking one stays, none is added for one
+NOT_TOPICS = {"sub/MEMORY.md", "team/sub/s.md", "logs/l.md", "Sessions./s.md", "proposals/p.md", ".hidden.md",
+              "sub/.hidden.md"}
 
 
 def awkward(mem: Path, outside: Path) -> None:
@@ -37,6 +42,12 @@ def awkward(mem: Path, outside: Path) -> None:
         "a.md": topic("A", "a plain topic file", "user"),
         "team/MEMORY.md": "- [T](t.md) — team\n",  # team/'s own index: not a topic
         "team/t.md": topic("T", "a team memory", "project"),
+        "team/.th.md": topic("TH", "a hidden team memory: listed by Claude Code", "project"),
+        "team/sub/s.md": topic("TS", "below team's first level", "project"),
+        "sub/MEMORY.md": "- [N](nested.md)\n",
+        "logs/l.md": topic("L", "in logs/", "project"),
+        "Sessions./s.md": topic("S", "in Sessions./", "project"),
+        "proposals/p.md": topic("P", "in proposals/", "project"),
         "sub/nested.md": topic("N", "in a sub-folder", "reference"),
         "sub/deeper/d.md": topic("D", "two levels down", "feedback"),
         "sub/.hidden.md": topic("H", "a hidden file in a sub-folder", "user"),
@@ -52,7 +63,8 @@ def awkward(mem: Path, outside: Path) -> None:
     os.symlink("a.md", mem / "link.md")  # a symlink to a file inside: counts
     os.symlink(outside / "secret.md", mem / "out.md")  # leaves the folder: never followed
     os.symlink(mem / "nowhere.md", mem / "broken.md")
-    os.symlink(mem / "sub", mem / "linked")  # a symlinked folder inside: never entered
+    os.symlink(mem / "sub", mem / "linked")  # a symlinked folder inside adds nothing (Claude Code walks it once)
+    os.symlink(mem / ".hidden", mem / "peek")  # nor one to a hidden folder
     os.symlink(outside / "folder", mem / "ext")  # a symlinked folder outside: never entered
     os.mkfifo(mem / "fifo.md")
     with open(mem / "big.md", "wb") as f:  # over the size cap (sparse: costs nothing)
@@ -128,3 +140,18 @@ def test_the_model_manifest_carries_the_live_folders_mtimes(folder: Path, tmp_pa
         st.cleanup()
     assert live["/memories/a.md"] == "2020-09-13"  # the memory's own date, not the day it was staged
     assert copy["/memories/a.md"] != "2020-09-13"
+
+
+def test_rebuild_indexes_only_topic_files_and_drops_no_entry_of_a_file_that_is_there(folder: Path) -> None:
+    """A ``*.md`` file that is there but no topic file by the rule (``logs/l.md``, ``sub/MEMORY.md``, ...)
+    keeps the entry that links it and gets none added; a symlink leaving the folder is read by Claude
+    Code, so its entry stays too. Only topic files are indexed."""
+    from memd.core.rebuild import plan_rebuild, topics_of
+
+    kept = sorted(NOT_TOPICS | {"out.md", "team/t.md"})
+    index_text = "".join(f"- [K{i}]({rel}) — kept\n" for i, rel in enumerate(kept)) + "- [Gone](gone.md) — gone\n"
+    plan = plan_rebuild(index_text, topics_of(read_folder(folder, BudgetConfig(), signatures=False)))
+    assert [a for a in plan.actions if a.startswith("dropped")] == [
+        "dropped entry 'Gone' at line 10: gone.md does not exist"]
+    added = {a.split()[1] for a in plan.actions if a.startswith("indexed")}
+    assert added == EXPECTED - {"team/t.md", "team/.th.md"}  # team/ is never indexed in the project's index

@@ -73,6 +73,27 @@ def test_resolve_project_accepts_three_spellings(claude_home: Path, tmp_path: Pa
         layout.resolve_project(str(a_file), claude_home)
 
 
+def test_a_memory_folder_that_is_a_symlink_is_resolved_as_all_finds_it(claude_home: Path, tmp_path: Path) -> None:
+    """Issue 10 #7: `memd check <projects/N/memory -> elsewhere>` names the same project `--all` lists, and
+    check measures it (no CLI)."""
+    from memd.config import BudgetConfig
+    from memd.inspect import check_project
+
+    real = tmp_path / "dotfiles" / "mem"
+    real.mkdir(parents=True)
+    (real / "MEMORY.md").write_text("- [A](a.md) — a\n" * 3)
+    (real / "a.md").write_text("---\nname: a\ndescription: a\ntype: user\n---\nx\n")
+    proj = claude_home / "projects" / "-home-u-linked"
+    proj.mkdir()
+    os.symlink(real, proj / "memory")
+    (listed,) = layout.list_projects(claude_home)
+    for arg in (str(proj / "memory"), str(proj / "memory") + "/", "-home-u-linked"):
+        assert layout.resolve_project(arg, claude_home) == listed, arg
+    assert listed.memory_dir == proj / "memory"
+    res = check_project(listed, BudgetConfig())
+    assert res.exists and (res.lines, res.topic_files) == (3, 1)
+
+
 def test_scan_all_without_a_claude_folder_says_so(tmp_path: Path) -> None:
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "HOME": str(tmp_path)}
     out = subprocess.run([sys.executable, "-m", "memd", "--claude-dir", str(tmp_path / "none"), "scan", "--all"],

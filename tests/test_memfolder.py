@@ -19,7 +19,27 @@ from tests.plugins.memory_folders import write_tree
     ("team/t.md", P.FILE, True, True),
     ("MEMORY.md", P.FILE, False, True),
     ("team/MEMORY.md", P.FILE, False, True),
-    ("sub/MEMORY.md", P.FILE, True, True),  # only the two indexes are indexes
+    ("sub/MEMORY.md", P.FILE, False, False),  # any MEMORY.md: not listed by Claude Code, not an index
+    ("team/sub/MEMORY.md", P.FILE, False, False),
+    ("team/.th.md", P.FILE, True, True),  # hidden, but directly in team/: listed
+    ("team/sub/x.md", P.FILE, False, False),  # nothing below team/'s first level
+    ("team/.h/x.md", P.FILE, False, False),
+    ("teams/x.md", P.FILE, True, True),
+    ("logs/x.md", P.FILE, False, False),  # the top-level folders logs/, sessions/, proposals/
+    ("sessions/deep/x.md", P.FILE, False, False),
+    ("proposals/x.md", P.FILE, False, False),
+    ("Logs/x.md", P.FILE, False, False),  # any case, trailing dots and spaces stripped
+    ("sessions./x.md", P.FILE, False, False),
+    ("PROPOSALS . /x.md", P.FILE, False, False),
+    ("\uff4cogs/x.md", P.FILE, True, True),  # a fullwidth letter is not "l" after NFC
+    ("sub/logs/x.md", P.FILE, True, True),  # only at the top
+    ("logs2/x.md", P.FILE, True, True),
+    ("logs.md", P.FILE, True, True),
+    ("UPPER.MD", P.FILE, False, False),  # .md is matched case-sensitively
+    ("dir.md/in.md", P.FILE, True, True),
+    ("MEMORY.md", P.LINK, False, True),
+    ("MEMORY.md", P.OUTSIDE, False, False),  # measured (memd.memfolder.walk), never staged nor written
+    ("team/.th.md", P.OUTSIDE, False, False),
     ("link.md", P.LINK, True, True),
     ("out.md", P.OUTSIDE, False, False),
     ("broken.md", P.BROKEN, False, False),
@@ -72,7 +92,7 @@ def test_locate_follows_only_links_that_stay_inside(tmp_path: Path) -> None:
     (mem / ".h.md").write_text("h")
     assert locate(mem, "a.md") == str(mem / "a.md")
     assert locate(mem, "in.md") == os.path.realpath(mem / "a.md")
-    for rel in ("out.md", "ext/o.md", "linked/b.md", ".h.md", "missing.md", "../out/s.md"):
+    for rel in ("out.md", "ext/o.md", "linked/b.md", ".h.md", "missing.md", "../out/s.md", "sub/../../out/s.md"):
         assert locate(mem, rel) is None, rel
     assert confined_problem(mem, "in.md") == "in.md is a symlink"  # writes never go through one
     assert {f.rel for f in list_files(mem).topics()} == {"a.md", "in.md", "sub/b.md"}
@@ -86,3 +106,48 @@ def test_hook_reads_no_memory_file_through_a_symlink_out_of_the_folder(tmp_path:
     os.symlink(tmp_path / "secret.md", mem / "out.md")
     assert read_text(str(mem), "MEMORY.md", 10) == "- [A](a.md"  # cut, never refused
     assert read_text(str(mem), "out.md", 1000) is None
+
+
+def test_folder_links_add_nothing_and_file_links_inside_count(tmp_path: Path) -> None:
+    """Claude Code 2.1.328 lists nothing through a symlinked folder inside (``alias -> a``, ``peek -> .h``:
+    each folder is walked once) and a link to a file inside beside its target; memd the same, and
+    nothing through a link leaving the folder (its deviation)."""
+    mem = write_tree(tmp_path / "m", {"a/z.md": "", ".h/x.md": "", "logs/l.md": "", "team/.t.md": "",
+                                      "team/s/y.md": "", "s/MEMORY.md": ""})
+    write_tree(tmp_path / "out", {"o.md": ""})
+    os.symlink(mem / "a", mem / "alias")
+    os.symlink(mem / ".h", mem / "peek")
+    os.symlink("..", mem / "up")
+    os.symlink(tmp_path / "out", mem / "ext")
+    os.symlink(tmp_path / "out" / "o.md", mem / "o.md")
+    os.symlink("a/z.md", mem / "zz.md")
+    os.symlink(mem / "logs" / "l.md", mem / "l.md")  # a link's own path decides, not its target's
+    assert {f.rel for f in list_files(mem).topics()} == {"a/z.md", "zz.md", "l.md", "team/.t.md"}
+
+
+def test_an_index_behind_a_link_out_is_measured_never_staged(tmp_path: Path) -> None:
+    """Issue 10 #7: Claude Code loads a MEMORY.md that is a symlink wherever it points; memd reads it to
+    measure it (check, status, the hooks) and never counts it a memory file it may stage or write."""
+    from memd.config import BudgetConfig
+    from memd.core import lint
+    from memd.memfolder.folder import read_files, read_folder
+
+    mem = write_tree(tmp_path / "m", {"a.md": "---\nname: a\ndescription: a\ntype: user\n---\nx\n"})
+    real = write_tree(tmp_path / "dotfiles", {"MEMORY.md": "- [A](a.md) — a\n" * 3}) / "MEMORY.md"
+    os.symlink(real, mem / "MEMORY.md")
+    snap = read_folder(mem, BudgetConfig(), signatures=False)
+    idx = snap.index
+    assert idx is not None and idx.text == real.read_text() and idx.leaves_folder and idx.kind == P.OUTSIDE
+    report = lint.check(snap, BudgetConfig())
+    assert report.budget is not None and report.budget.lines == 3
+    assert [f.code for f in report.findings if f.code == "MEM008"] == ["MEM008"]  # still reported
+    assert locate(mem, "MEMORY.md") == str(real)
+    from memd.hooks.tool_use import read_text
+
+    assert read_text(str(mem), "MEMORY.md", 1000) == real.read_text()  # the hooks measure it too
+    assert "MEMORY.md" not in read_files(mem)  # never staged, never snapshotted
+    assert confined_problem(mem, "MEMORY.md") == "MEMORY.md is a symlink"  # never written through
+    # a topic file behind a link out is still not read
+    os.symlink(real, mem / "out.md")
+    assert locate(mem, "out.md") is None
+    assert read_folder(mem, BudgetConfig()).by_rel["out.md"].text is None

@@ -49,11 +49,12 @@ class TopicInfo:
 
 def topics_of(snap: FolderSnapshot) -> dict[str, TopicInfo]:
     """Every topic file of a snapshot (team/ included, marked). A ``*.md`` file that is there but no
-    topic memd reads (too large, unreadable, not a regular file) is marked as team/'s are: an entry
-    linking it stays, none is added for it. Symlinks leaving the folder are neither."""
+    topic memd reads (not one by the rule, as ``logs/x.md`` or ``sub/MEMORY.md``; too large,
+    unreadable, not a regular file; a symlink leaving the folder, which Claude Code follows and memd
+    does not) is marked as team/'s are: an entry linking it stays, none is added for it."""
     out = {t.rel: TopicInfo.from_record(t) for t in snap.topics()}
     out.update((f.rel, TopicInfo(f.rel, team=True)) for f in snap.files
-               if f.rel not in out and not f.leaves_folder and not f.is_index and f.rel.endswith(".md"))
+               if f.rel not in out and not f.is_index and f.rel.endswith(".md"))
     return out
 
 

@@ -3,7 +3,9 @@
 - ``read_folder``: a ``FolderSnapshot`` (``memd.core.files``) of MEMORY.md and every ``*.md`` file,
   each read with the one bounded reader; files too large, not UTF-8, unreadable or not regular are
   recorded with their problem, never raised; symlinks with their target and whether they leave the
-  folder (one that leaves is never followed). Each record carries its kind, so
+  folder (one that leaves is never followed, except that an index behind one is read to be measured:
+  its record carries the text, ``leaves_folder`` and kind ``OUTSIDE``, so it is never staged nor
+  written). Each record carries its kind, so
   ``FolderSnapshot.topics`` is the topic-file set of ``memd.core.paths``.
 - ``fingerprint``: the same walk, only stats: what a cached check result is keyed on.
 - ``read_files`` / ``file_map``: the bytes of every memory file (the index and the topic files):
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from memd.core import paths as P
 from memd.memfolder.read import ReadResult, read_bounded
-from memd.memfolder.walk import DEFAULT_MAX_BYTES, classify, list_files, real_root, walk
+from memd.memfolder.walk import DEFAULT_MAX_BYTES, classify, inside, list_files, real_root, walk
 
 if TYPE_CHECKING:
     from memd.config import BudgetConfig
@@ -75,28 +77,32 @@ def _record(entry: os.DirEntry[str], rel: str, rr: str, max_bytes: int, signatur
         lst = entry.stat(follow_symlinks=False)
     except OSError:
         return None
-    kind, path, st = classify(entry.path, rr, max_bytes, lst)
+    kind, path, st = classify(entry.path, rr, max_bytes, lst, measure=P.is_index(rel))
     target = None
+    leaves = False  # an index behind a link leaving the folder is read all the same: measured, never written
     if is_link:
         try:
             target = os.readlink(entry.path)
         except OSError:
             target = "?"
-        if not entry.name.endswith(".md") and not (kind == P.OUTSIDE and os.path.isdir(entry.path)):
-            return None  # a symlinked folder inside the memory folder: its files are already walked
-        if kind == P.OUTSIDE:
-            return FileRecord(rel, None, None, None, None, target, True, kind=kind)
+        leaves = kind == P.OUTSIDE or (kind != P.BROKEN and not inside(path, rr))
+        folder = kind in (P.OUTSIDE, P.OTHER) and os.path.isdir(entry.path)
+        if leaves and (folder or (st is None and entry.name.endswith(".md"))):
+            return FileRecord(rel, None, None, None, None, target, True, kind=P.OUTSIDE)
+        if not entry.name.endswith(".md"):
+            return None  # a symlinked folder inside the memory folder: its files are found at their real path
         if kind == P.BROKEN:
             return FileRecord(rel, None, "broken symlink", None, None, target, False, kind=kind)
         if kind == P.OTHER:
-            return FileRecord(rel, None, "not a regular file", None, None, target, False, kind=kind)
+            return FileRecord(rel, None, "not a regular file", None, None, target, leaves, kind=kind)
     r = read_bounded(path, max_bytes, hash=signatures)
     if r.data is None:
         if kind in P.MEMORY_KINDS:  # changed since it was classified
             kind = P.OTHER if r.problem == "not a regular file" else P.UNREADABLE
         size, mtime = (st.st_size, st.st_mtime) if st is not None else (None, None)
-        return FileRecord(rel, None, r.problem or "unreadable", size, mtime, target, kind=kind)
-    return FileRecord(rel, r.text, r.problem, len(r.data), r.mtime, target, signature=r.signature, kind=kind)
+        return FileRecord(rel, None, r.problem or "unreadable", size, mtime, target, leaves, kind=kind)
+    return FileRecord(rel, r.text, r.problem, len(r.data), r.mtime, target, leaves, signature=r.signature,
+                      kind=kind)
 
 
 def fingerprint(memory_dir: Path) -> tuple[object, ...] | None:

@@ -7,11 +7,22 @@ a pathological folder cannot stall a reader. Every entry it saw is handed back: 
 what they need (memory files; check also the symlinks and hidden ``*.md`` files it reports on;
 ``store.sweep_temps`` memd's own temp files).
 
+Symlinks, as Claude Code 2.1.328's recall walks them (``docs/conformance.md``), less memd's one
+deviation: a link to a file inside the folder is a memory file of its own, read at its target; a
+symlinked folder inside adds nothing (Claude Code walks each folder once: ``alias -> sub`` and even
+``peek -> .hidden`` list nothing through the link), so it is never entered; a link leaving the folder
+(file or folder, ``up -> ..`` included) is followed by Claude Code and never by memd: check reports
+each (MEM008).
+
 ``classify`` tells the kind of file at a path (``memd.core.paths``: a regular file, a symlink to one
 inside the folder, one leaving it, too large, unreadable, ...), and ``memd.core.paths.is_topic`` /
 ``is_memory_file`` judge path and kind together. ``list_files`` does both for a whole folder: the
 topic-file set every part of memd shares (check, status, the daemon's count, recall, staging,
 history). ``locate`` and ``confined_problem`` apply the same rules to one path.
+
+An index (``MEMORY.md``) that is a symlink leaving the folder is loaded by Claude Code: memd
+*measures* it (``classify(..., measure=True)``, used by ``read_folder`` and ``locate`` for the two
+indexes only) and never writes through it (``confined_problem``: rebuild and the dream refuse).
 
 Lean on purpose (``os``, ``stat``, ``memd.core.paths``): the hooks locate what they read here.
 """
@@ -107,10 +118,12 @@ def inside(real: str, root_real: str) -> bool:
 
 
 def classify(path: str, root_real: str, max_bytes: int | None = DEFAULT_MAX_BYTES,
-             lst: os.stat_result | None = None) -> tuple[str, str, os.stat_result | None]:
+             lst: os.stat_result | None = None, *, measure: bool = False) -> tuple[str, str, os.stat_result | None]:
     """(kind, the path to read it at, the stat of what would be read) for the file at path.
 
     A symlink is resolved only to see where it lands: inside the folder, its target is what is read.
+    measure=True (an index only): a link leaving the folder is resolved too and, when its target is
+    a regular file memd may read, answered (OUTSIDE, target, stat) for reading, never for writing.
     max_bytes None: no size cap (readers of a head, which never load a long file whole)."""
     try:
         st = lst if lst is not None else os.lstat(path)
@@ -122,13 +135,14 @@ def classify(path: str, root_real: str, max_bytes: int | None = DEFAULT_MAX_BYTE
             real = os.path.realpath(path)
         except (OSError, ValueError):
             return P.BROKEN, path, None
-        if not inside(real, root_real):
+        kind = P.LINK if inside(real, root_real) else P.OUTSIDE
+        if kind == P.OUTSIDE and not measure:
             return P.OUTSIDE, path, None
         try:
             st = os.stat(real)
         except OSError:
             return P.BROKEN, path, None
-        kind, read = P.LINK, real
+        read = real
     if not stat.S_ISREG(st.st_mode):
         return P.OTHER, read, st
     if max_bytes is not None and st.st_size > max_bytes:
@@ -223,10 +237,12 @@ def confined_problem(root: str | os.PathLike[str], rel: str) -> str | None:
 
 def locate(root: str | os.PathLike[str], rel: str, max_bytes: int | None = DEFAULT_MAX_BYTES) -> str | None:
     """Where to read the memory file root/rel under the walk's rules, or None when memd must not read
-    it (hidden, not ``*.md``, behind a symlinked folder, a symlink leaving the folder, too large, ...).
-    Checked at the moment of asking: readers call it right before they read."""
+    it (not a memory file by the rule, behind a symlinked folder, a symlink leaving the folder, too
+    large, ...). An index that is a symlink leaving the folder is answered (measured, never written:
+    see the module doc). Checked at the moment of asking: readers call it right before they read."""
     head, _, _ = rel.rpartition("/")
     if not P.is_memory_file(rel) or (head and confined_problem(root, head) is not None):
         return None
-    kind, read, _ = classify(os.path.join(root, rel), real_root(root), max_bytes)
-    return read if P.is_memory_file(rel, kind) else None
+    index = P.is_index(rel)
+    kind, read, _ = classify(os.path.join(root, rel), real_root(root), max_bytes, measure=index)
+    return read if P.is_memory_file(rel, kind) or (index and kind == P.OUTSIDE) else None

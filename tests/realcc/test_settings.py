@@ -127,8 +127,6 @@ def test_symlinked_index_is_loaded(sandbox: Sandbox) -> None:
     assert MEMORY_HEADER.format(path=sandbox.memory / "MEMORY.md") in first.body["messages"][0]["content"][0]["text"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 #7: a MEMORY.md that is a symlink is loaded by Claude Code; "
-                                       "memd measures it as 0/0")
 def test_memd_measures_a_symlinked_index(sandbox: Sandbox) -> None:
     real = sandbox.base / "dotfiles" / "MEMORY.md"
     real.parent.mkdir()
