@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from memd.core import frontmatter, secrets
 from memd.core import index as mindex
 from memd.core.links import fold_path, link_target
-from memd.core.paths import INDEX_NAME, is_team
+from memd.core.paths import INDEX_NAME, is_team, is_topic
 from memd.record import Record
 
 if TYPE_CHECKING:
@@ -221,7 +221,8 @@ def _link_reasons(before: Mapping[str, bytes], after: Mapping[str, bytes], text:
 
 
 def _is_topic(rel: str) -> bool:
-    return rel != INDEX_NAME and not is_team(rel)
+    """A topic file memd may change: the one rule of core.paths, less team/ (never memd's to write)."""
+    return is_topic(rel) and not is_team(rel)
 
 
 def _topics(files: Collection[str]) -> set[str]:
