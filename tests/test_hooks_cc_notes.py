@@ -123,7 +123,7 @@ def test_threshold_is_documented() -> None:
 def test_config_key_rejects_other_values() -> None:
     from memd.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="hooks.cc_budget_notes"):
+    with pytest.raises(ConfigError, match=r"hooks\.cc_budget_notes"):
         config_mod.from_mapping({"hooks": {"cc_budget_notes": "maybe"}})
 
 

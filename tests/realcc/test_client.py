@@ -274,3 +274,25 @@ def test_claude_code_rewrites_flat_frontmatter_nested(sandbox: Sandbox) -> None:
     assert meta["originSessionId"] == s.run.result["session_id"]
     assert "modified" in meta and "type" not in data
     assert landed.endswith("---\n\nvia CI\n")
+
+
+def test_memd_reads_and_keeps_what_claude_code_rewrote(hooked: Sandbox) -> None:
+    """Issue 10 #6: the nested frontmatter Claude Code made of a flat Write is read by memd (type,
+    description, ``metadata.modified`` as the row's date), and ``memd rebuild`` indexing the file
+    afterwards leaves it byte-identical (every key, ``originSessionId`` and ``modified`` included)."""
+    from datetime import datetime
+
+    from memd.memfolder import manifest
+
+    target = hooked.memory / "deploy.md"
+    write_turns(hooked, target, "---\nname: deploy\ndescription: how we deploy\ntype: project\n---\nvia CI\n")
+    s = run_session(hooked, "remember how we deploy")
+    landed = target.read_bytes()
+    assert f"originSessionId: {s.run.result['session_id']}".encode() in landed
+    (row,) = manifest.build(hooked.memory).entries
+    assert (row.name, row.type, row.description) == ("deploy.md", "project", "how we deploy")
+    assert row.modified is not None and abs(row.modified - datetime.now().timestamp()) < 600
+    done = memd(hooked, "rebuild", ".")
+    assert done.returncode == 0, done.stderr
+    assert "(deploy.md)" in (hooked.memory / "MEMORY.md").read_text(encoding="utf-8")
+    assert target.read_bytes() == landed
