@@ -235,9 +235,8 @@ def test_scan_reads_every_line_and_sees_the_memory_write(project: Project) -> No
     assert "wrote memory" not in rows[sessions["chat"].transcript.name]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 #4: a memory write memd's own PreToolUse hook denied is "
-                                       "counted as the session having written memory")
 def test_scan_does_not_count_a_denied_write(project: Project) -> None:
+    """Issue 10 #4 (fixed by the wt-ccfix merge): a write memd's PreToolUse hook denied is no memory write."""
     assert "wrote memory" not in _scan(project.sb)[project.sessions["denied"].transcript.name]
 
 
