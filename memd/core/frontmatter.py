@@ -272,7 +272,7 @@ def render(tf: TopicFile) -> str:
 # Keys that state when a memory last changed: Claude Code writes ``metadata.modified`` on every memory
 # Write/Edit (facts.md section 3); hand-written and older files use the others, at the top level.
 DATE_KEYS = ("modified", "updated", "last_modified", "lastModified", "last_updated", "date")
-_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*(?:Z|[+-]\d{2}:?\d{2})?)?")
+_ISO_DATE = r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*(?:Z|[+-]\d{2}:?\d{2})?)?"
 
 
 def to_timestamp(value: object) -> float | None:
@@ -282,7 +282,7 @@ def to_timestamp(value: object) -> float | None:
 
     if isinstance(value, str):
         v = value.strip().strip("\"'")
-        if not _ISO_DATE.fullmatch(v):
+        if not re.fullmatch(_ISO_DATE, v):  # (re caches it; not compiled at import: the hook imports this module)
             return None
         try:
             value = (dt.datetime.fromisoformat(v) if len(v) > 10 else dt.date.fromisoformat(v))
