@@ -196,6 +196,16 @@ def test_memory_tool_refuses_an_edit_that_drops_a_key(tmp_path: Path, old: str, 
     assert (root / "d.md").read_text() == NESTED
 
 
+def test_name_and_description_are_left_to_the_run_guard(tmp_path: Path) -> None:
+    """memd.core.guard rejects a whole run that strips them (tests/test_apply_guards.py)."""
+    root = tmp_path / "staging"
+    root.mkdir()
+    (root / "d.md").write_text(NESTED)
+    out, err = _tool(root).handle({"command": "str_replace", "path": "/memories/d.md",
+                                   "old_str": "description: how we deploy\n", "new_str": ""})
+    assert not err, out
+
+
 def test_memory_tool_delete_and_create_must_keep_the_keys(tmp_path: Path) -> None:
     root = tmp_path / "staging"
     root.mkdir()

@@ -20,6 +20,8 @@ must pass the guards in ``memd.apply`` before anything reaches it). The checks m
 - an edit (or a re-create of a file deleted in the same run) never drops a frontmatter key the file
   had: Claude Code keeps ``metadata: {node_type, type, originSessionId, modified}`` in every file it
   writes (facts.md section 3), and users keep their own keys; the model may change values, not lose keys.
+  ``name`` and ``description`` are left to ``memd.core.guard``, which rejects the whole run that
+  strips them (the run-level judgement; no guard there sees the other keys).
 
 A refused command returns ``(text, True)``: the text goes back as an ``is_error`` tool result.
 Every command is recorded in ``ops`` (command, path, outcome) for the run log: never content.
@@ -61,6 +63,7 @@ SEARCH_TOOL: dict[str, Any] = {
     },
 }
 ROOT = "/memories"
+_RUN_GUARDED_KEYS = frozenset(("name", "description"))  # memd.core.guard rejects a run that strips them
 LINE_NUMBER_WIDTH = 6
 
 
@@ -160,7 +163,7 @@ class StagedMemory:
 
     @staticmethod
     def _keep_keys(before: set[str], text: str, rel: str) -> None:
-        lost = sorted(before - frontmatter.key_paths(text))
+        lost = sorted(before - frontmatter.key_paths(text) - _RUN_GUARDED_KEYS)
         if lost:
             raise Refused(f"Error: refused: {rel} would lose its frontmatter key{'s' if len(lost) > 1 else ''} "
                           f"{', '.join(lost[:12])}. Keep every frontmatter key as it is (Claude Code and the user "
