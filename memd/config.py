@@ -138,6 +138,10 @@ class HooksConfig(Record):
 
     near_ratio: float = key(0.8, "Share of the index budget at which PostToolUse asks the model to condense.",
                             min=0.1, max=1.0)
+    cc_budget_notes: str = key(
+        "auto", "Whether Claude Code gives its own near/over note after a MEMORY.md write, so memd adds only the "
+        "hidden entries: 'auto' decides from the session's Claude Code version (2.1.210 and later), 'yes' or "
+        "'no' forces it.", choices=("auto", "yes", "no"))
     team_pii: bool = key(True, "In team/ memory also deny personal data (e-mail addresses, phone numbers).")
     recall: bool = key(False, "UserPromptSubmit recall: select relevant memories with the model (opt-in).")
     recall_max_files: int = key(5, "Memories recall injects per prompt.", min=1, max=20)

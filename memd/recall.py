@@ -94,7 +94,7 @@ def age_line(mtime: float, now: float) -> str | None:
 def render_manifest(entries: list[ManifestEntry]) -> str:
     lines = []
     for e in entries:
-        date = time.strftime("%Y-%m-%d", time.localtime(e.mtime))
+        date = time.strftime("%Y-%m-%d", time.localtime(e.when))
         desc = (e.description or "(no description)")[:MAX_DESCRIPTION_CHARS]
         lines.append(f"- {e.name} [{e.type or 'untyped'}] {date}: {desc}")
     return "\n".join(lines)
@@ -267,7 +267,7 @@ def header(memory_dir: Path) -> str:
 
 
 def render_block(e: ManifestEntry, body: str, now: float) -> str:
-    age = age_line(e.mtime, now)
+    age = age_line(e.when, now)  # the newer of mtime and the frontmatter's modified (memfolder.manifest)
     return f'<memory file="{e.name}">\n' + (f"{age}\n" if age else "") + f"{body}\n</memory>"
 
 

@@ -267,3 +267,57 @@ def parse_lenient(yaml_text: str) -> dict[str, Any]:
 def render(tf: TopicFile) -> str:
     """The file's text (unchanged files render to the exact bytes they were read from)."""
     return tf.text
+
+
+# Keys that state when a memory last changed: Claude Code writes ``metadata.modified`` on every memory
+# Write/Edit (facts.md section 3); hand-written and older files use the others, at the top level.
+DATE_KEYS = ("modified", "updated", "last_modified", "lastModified", "last_updated", "date")
+_ISO_DATE = r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*(?:Z|[+-]\d{2}:?\d{2})?)?"
+
+
+def to_timestamp(value: object) -> float | None:
+    """A frontmatter date as a POSIX time: an ISO 8601 date or date-time string (``Z``, an offset or
+    none: local time), or the date/datetime PyYAML makes of an unquoted one; None for anything else."""
+    import datetime as dt
+
+    if isinstance(value, str):
+        v = value.strip().strip("\"'")
+        if not re.fullmatch(_ISO_DATE, v):  # (re caches it; not compiled at import: the hook imports this module)
+            return None
+        try:
+            value = (dt.datetime.fromisoformat(v) if len(v) > 10 else dt.date.fromisoformat(v))
+        except ValueError:
+            return None
+    if isinstance(value, dt.datetime):
+        return value.timestamp()  # naive: local time, as a person writes it
+    if isinstance(value, dt.date):
+        return dt.datetime(value.year, value.month, value.day).timestamp()
+    return None
+
+
+def modified_time(data: dict[str, Any]) -> float | None:
+    """The newest "last changed" date the frontmatter states (``metadata.modified`` and the top-level
+    ``DATE_KEYS``), as a POSIX time; None when it states none."""
+    found: list[float] = []
+    meta = data.get("metadata")
+    for table in (data, meta if isinstance(meta, dict) else {}):
+        for k in DATE_KEYS:
+            t = to_timestamp(table.get(k))
+            if t is not None:
+                found.append(t)
+    return max(found, default=None)
+
+
+def key_paths(text: str) -> set[str]:
+    """Every frontmatter key of a topic file's text, nested ones as ``metadata.originSessionId``
+    (empty without readable frontmatter): what a rewrite must keep."""
+    tf = parse(text)
+    if not tf.has_frontmatter:
+        return set()
+    data = tf.data if tf.data else parse_lenient(tf.frontmatter_text)
+    out: set[str] = set()
+    for k, v in data.items():
+        out.add(k)
+        if isinstance(v, dict):
+            out.update(f"{k}.{sub}" for sub in v)
+    return out

@@ -7,6 +7,10 @@ filters on the path. A path outside every memory folder costs one cheap test
 
 from __future__ import annotations
 
+import os
+import re  # already loaded by json (memd.hooks.context)
+import stat  # already loaded by os
+
 from memd.hooks.context import HookContext, MemoryTarget, absolute
 
 TYPE_CHECKING = False
@@ -197,6 +201,77 @@ def budget_message(b: Budget, cfg: Config, where: str) -> str | None:
     return None
 
 
+def hidden_only_message(b: Budget, where: str) -> str | None:
+    """What memd adds when Claude Code gave its own near/over note: only which entries it will not
+    load, by title. Claude Code's note already has the figures and asks for the rewrite, so this
+    repeats neither (no counts of lines or characters, no advice)."""
+    if not b.hidden:
+        return None
+    n = len(b.hidden)
+    which = "This index entry is" if n == 1 else f"These {n} index entries are"
+    return (f"memd: {which} past the cut of {where} and invisible to every new session, so keep what "
+            f"matters of them when you rewrite it:\n{hidden_list(b)}")
+
+
+# Claude Code's own budget note after a write of the memory index (facts.md section 2): since
+# 2.1.210 an error when the write leaves MEMORY.md over the limit and a milder reminder near it;
+# 2.1.328 (the real-client tier's pin) gives the reminder from 80% of the loaded view (160 lines).
+# 2.1.145 (the version analysed in the seed notes) had neither. From this version on memd leaves the
+# figures and the advice to Claude Code and adds only what Claude Code does not say.
+CC_BUDGET_NOTES_SINCE = (2, 1, 210)
+CC_NEAR_RATIO = 0.8  # where Claude Code's reminder starts (2.1.328)
+_TAIL_BYTES = 65_536  # transcript bytes read for the version: the last records, never the whole file
+_VERSION = re.compile(rb'"version"\s*:\s*"(\d+)\.(\d+)\.(\d+)')
+
+
+def transcript_version(transcript_path: object) -> tuple[int, int, int] | None:
+    """The Claude Code version of the newest record in the transcript's last 64 KB (then its first
+    64 KB, when one huge record fills the tail), or None. A record's ``version`` is the version of
+    the CLI that wrote it; a session resumed by a newer CLI changes it mid-file, so the tail wins.
+
+    Bounded and cheap: at most two reads of 64 KB, a regular file only (a FIFO would block), no JSON
+    parsing. A ``version`` inside a record's content is a JSON-escaped ``\\"version\\"`` and does
+    not match."""
+    if not isinstance(transcript_path, str) or not transcript_path or "\x00" in transcript_path:
+        return None
+    try:
+        fd = os.open(transcript_path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except (OSError, ValueError):
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        start = max(0, st.st_size - _TAIL_BYTES)
+        found = _VERSION.findall(os.pread(fd, _TAIL_BYTES, start))
+        if not found and start > 0:
+            found = _VERSION.findall(os.pread(fd, _TAIL_BYTES, 0))
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if not found:
+        return None
+    major, minor, patch = found[-1]
+    return int(major), int(minor), int(patch)
+
+
+def cc_gives_budget_notes(event: dict[str, Any], cfg: Config) -> bool:
+    """Whether the Claude Code of this session gives its own near/over note after an index write:
+    ``hooks.cc_budget_notes`` "yes"/"no" forces it; "auto" reads the session's version (unknown:
+    no, so memd's full note is never lost)."""
+    mode = cfg.hooks.cc_budget_notes
+    if mode != "auto":
+        return mode == "yes"
+    version = transcript_version(event.get("transcript_path"))
+    return version is not None and version >= CC_BUDGET_NOTES_SINCE
+
+
+def cc_speaks(b: Budget) -> bool:
+    """Whether Claude Code's own note follows an index write with this budget (near from 80%, over)."""
+    return b.level == "over" or max(b.line_ratio, b.char_ratio) >= CC_NEAR_RATIO
+
+
 def long_lines_note(text: str, cfg: Config) -> str | None:
     from memd.core import index
 
@@ -254,7 +329,11 @@ def post_tool_use(event: dict[str, Any], hc: HookContext) -> dict[str, Any] | No
         from memd.core import index
 
         b = index.measure(text, cfg.budget.max_lines, cfg.budget.max_chars, cfg.hooks.near_ratio)
-        msg = budget_message(b, cfg, target.index_rel)
+        # Claude Code's own note follows a write of the main index (not team/'s, not a topic file)
+        if target.is_index and not target.is_team and cc_speaks(b) and cc_gives_budget_notes(event, cfg):
+            msg = hidden_only_message(b, target.index_rel)
+        else:
+            msg = budget_message(b, cfg, target.index_rel)
         if msg:
             notes.append(msg)
         if target.is_index:

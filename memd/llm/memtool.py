@@ -16,7 +16,12 @@ must pass the guards in ``memd.apply`` before anything reaches it). The checks m
   never deleted or renamed whole; ``MEMORY.md`` is never deleted (memd rebuilds the index);
 - size caps per file and per run (bytes written in all);
 - every write is scanned for secrets (``memd.core.secrets.scan``): a hit refuses the write with a
-  reason the model sees (the kind and line, never the secret).
+  reason the model sees (the kind and line, never the secret);
+- an edit (or a re-create of a file deleted in the same run) never drops a frontmatter key the file
+  had: Claude Code keeps ``metadata: {node_type, type, originSessionId, modified}`` in every file it
+  writes (facts.md section 3), and users keep their own keys; the model may change values, not lose keys.
+  ``name`` and ``description`` are left to ``memd.core.guard``, which rejects the whole run that
+  strips them (the run-level judgement; no guard there sees the other keys).
 
 A refused command returns ``(text, True)``: the text goes back as an ``is_error`` tool result.
 Every command is recorded in ``ops`` (command, path, outcome) for the run log: never content.
@@ -35,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memd.core import secrets
+from memd.core import frontmatter, secrets
 from memd.core.paths import INDEX_NAME, is_hidden, is_team
 from memd.memfolder.read import read_bounded
 from memd.memfolder.walk import confined_problem, walk
@@ -58,6 +63,7 @@ SEARCH_TOOL: dict[str, Any] = {
     },
 }
 ROOT = "/memories"
+_RUN_GUARDED_KEYS = frozenset(("name", "description"))  # memd.core.guard rejects a run that strips them
 LINE_NUMBER_WIDTH = 6
 
 
@@ -82,6 +88,7 @@ class StagedMemory:
     live: Path | None = None  # the live memory folder the staging copy stands for
     ops: list[tuple[str, str, str]] = field(default_factory=list)
     written_bytes: int = 0
+    deleted_keys: dict[str, set[str]] = field(default_factory=dict)  # rel -> frontmatter keys of a deleted file
 
     def handle(self, tool_input: Any) -> tuple[str, bool]:
         """Run one memory command; returns (result text, is_error)."""
@@ -153,6 +160,14 @@ class StagedMemory:
             raise Refused(f"Error: refused: the text contains what looks like a {h.kind} (line {h.line}). "
                           "Secrets are never saved in memory; leave it out or describe it without the value.")
         return data
+
+    @staticmethod
+    def _keep_keys(before: set[str], text: str, rel: str) -> None:
+        lost = sorted(before - frontmatter.key_paths(text) - _RUN_GUARDED_KEYS)
+        if lost:
+            raise Refused(f"Error: refused: {rel} would lose its frontmatter key{'s' if len(lost) > 1 else ''} "
+                          f"{', '.join(lost[:12])}. Keep every frontmatter key as it is (Claude Code and the user "
+                          "rely on them); change only the values or the body you mean to change.")
 
     def _write(self, full: Path, data: bytes) -> None:
         self._mkdirs(full.parent)
@@ -244,7 +259,10 @@ class StagedMemory:
         if full.exists():
             # The SDK refuses to overwrite; the trained protocol expects that.
             raise Refused(f"Error: file {inp.get('path')} already exists (use str_replace to edit it).")
-        self._write(full, self._check_text(text, rel))
+        data = self._check_text(text, rel)
+        self._keep_keys(self.deleted_keys.get(rel, set()), text, rel)
+        self._write(full, data)
+        self.deleted_keys.pop(rel, None)
         return f"File created successfully at: {inp.get('path')}"
 
     def str_replace(self, inp: dict[str, Any]) -> str:
@@ -260,7 +278,10 @@ class StagedMemory:
         if count > 1:
             raise Refused(f"Error: no replacement was performed: old_str occurs {count} times in "
                           f"{inp.get('path')}; make it unique.")
-        self._write(full, self._check_text(content.replace(old, new), rel))
+        result = content.replace(old, new)
+        data = self._check_text(result, rel)
+        self._keep_keys(frontmatter.key_paths(content), result, rel)
+        self._write(full, data)
         return "The memory file has been edited."
 
     def insert(self, inp: dict[str, Any]) -> str:
@@ -275,7 +296,10 @@ class StagedMemory:
         if line < 0 or line > len(lines):
             raise Refused(f"Error: invalid insert_line {line}; it should be within [0, {len(lines)}].")
         lines.insert(line, text.rstrip("\n"))
-        self._write(full, self._check_text("\n".join(lines) + "\n", rel))
+        result = "\n".join(lines) + "\n"
+        data = self._check_text(result, rel)
+        self._keep_keys(frontmatter.key_paths(content), result, rel)
+        self._write(full, data)
         return f"The file {inp.get('path')} has been edited."
 
     def delete(self, inp: dict[str, Any]) -> str:
@@ -294,6 +318,11 @@ class StagedMemory:
             raise Refused("Error: delete files one by one; directories are not deleted whole.")
         if not rel.endswith(".md"):
             raise Refused("Error: only markdown files (*.md) are memory.")
+        r = read_bounded(full, 4 * self.limits.max_file_bytes, hash=False)
+        if r.text is not None:
+            keys = frontmatter.key_paths(r.text)
+            if keys:
+                self.deleted_keys[rel] = keys  # a delete + create of the same file must keep them too
         full.unlink()
         return f"Successfully deleted {inp.get('path')}"
 

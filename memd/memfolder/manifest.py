@@ -6,6 +6,18 @@ for its first ``max_lines`` lines (the head, through the one bounded reader), gi
 description, name and first line. Every row carries the file's real mtime: a caller working on a
 staging copy passes the live folder's (``mtimes``, e.g. from ``live_mtimes``), since a copy's own
 mtimes are the time it was copied.
+
+Dates. Claude Code writes ``metadata.modified`` into a topic file on every memory Write/Edit (facts.md
+section 3), and hand-written files often state ``modified``/``updated``/``date`` themselves. Each row
+keeps both signals (``mtime``, ``modified``) and dates itself by the newer of the two (``when``): the
+age recall shows ("This memory is N days old") and the day the model jobs see. Neither signal alone is
+trusted: an edit by hand or by a tool that does not know the key moves only the mtime, while a file
+copied, synced or restored with its old mtime (``rsync -t``, an unpacked backup, a dream's staging
+copy) keeps a ``modified`` newer than its mtime. A ``modified`` more than a day in the future is a
+broken clock and is ignored. The ORDER stays by mtime alone, newest first, as Claude Code 2.1.328's
+own recall orders its manifest (``tests/realcc/test_recall_manifest.py``): choosing the same files
+Claude Code would choose matters more than a better date, and ordering by ``modified`` would mean
+reading the head of every file instead of the newest ``max_files``.
 """
 
 from __future__ import annotations
@@ -36,6 +48,12 @@ class ManifestEntry(Record):
     description: str | None
     size: int = 0
     title: str | None = None  # the frontmatter's name, else the first line of the body
+    modified: float | None = None  # the frontmatter's own "last changed" date (see the module doc)
+
+    @property
+    def when(self) -> float:
+        """The row's date: the newer of the mtime and the frontmatter's ``modified``."""
+        return self.mtime if self.modified is None else max(self.mtime, self.modified)
 
 
 class Manifest(Record):
@@ -63,18 +81,24 @@ def build(memory_dir: str | os.PathLike[str], *, max_files: int = 200, max_lines
     for mtime, rel, path, size in rows[:max_files]:
         head = read_bounded(path, HEAD_BYTES, hash=False, cut=True)
         text = "".join(decode(head).splitlines(keepends=True)[:max_lines])
-        mtype, desc, title = head_fields(text)
-        out.append(ManifestEntry(rel, Path(path), mtime, mtype, desc, size, title))
+        mtype, desc, title, modified = head_fields(text)
+        if modified is not None and modified > time.time() + _FUTURE_SLACK_S:
+            modified = None
+        out.append(ManifestEntry(rel, Path(path), mtime, mtype, desc, size, title, modified))
     return Manifest(out, len(rows))
 
 
-def head_fields(head: str) -> tuple[str | None, str | None, str | None]:
-    """(type, description, title) of a topic file's head; both frontmatter shapes, broken YAML too."""
+_FUTURE_SLACK_S = 86_400.0
+
+
+def head_fields(head: str) -> tuple[str | None, str | None, str | None, float | None]:
+    """(type, description, title, modified) of a topic file's head; both frontmatter shapes, broken YAML
+    too; modified is the frontmatter's newest date (``frontmatter.modified_time``)."""
     from memd.core import frontmatter
 
     tf = frontmatter.parse(head)
     if not tf.has_frontmatter:
-        return None, None, _first_line(head)
+        return None, None, _first_line(head), None
     data = tf.data if tf.data else frontmatter.parse_lenient(tf.frontmatter_text)
     desc = data.get("description")
     mtype = data.get("type")
@@ -85,7 +109,7 @@ def head_fields(head: str) -> tuple[str | None, str | None, str | None]:
     d = " ".join(str(desc).split()) if desc is not None and str(desc).strip() else None
     t = str(mtype).strip() if mtype is not None and str(mtype).strip() else None
     title = " ".join(str(name).split()) if name is not None and str(name).strip() else _first_line(tf.body)
-    return t, d, title
+    return t, d, title, frontmatter.modified_time(data)
 
 
 def _first_line(text: str) -> str | None:
@@ -103,7 +127,7 @@ def render_for_model(m: Manifest, prefix: str = "/memories/") -> str:
     rows = []
     for e in m.entries:
         desc = " ".join((e.description or e.title or "").split())[:MODEL_DESC_CHARS]
-        day = time.strftime("%Y-%m-%d", time.localtime(e.mtime))
+        day = time.strftime("%Y-%m-%d", time.localtime(e.when))
         ro = " (read-only)" if is_team(e.name) else ""
         rows.append(f"- {prefix}{e.name} [{e.type or '?'}] {day} {e.size}B{ro}: {desc}")
     text = "\n".join(rows)
