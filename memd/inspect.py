@@ -65,7 +65,9 @@ def check_snapshot(project: Project, snap: FolderSnapshot, budget: BudgetConfig,
     res = ProjectCheck(project, snap.exists, max_lines=budget.max_lines, max_chars=budget.max_chars)
     if not snap.exists:
         return res
-    report = lint.check(snap, budget, team_pii=team_pii)
+    import time
+
+    report = lint.check(snap, budget, team_pii=team_pii, today=time.strftime("%Y-%m-%d"))
     res.findings = report.findings
     res.topic_files = sum(1 for _ in snap.topics())
     if report.budget is not None:

@@ -165,7 +165,8 @@ def test_relative_date_message_suggests_the_files_own_date_or_today() -> None:
              "b.md": topic("B", "b", "project", "Ship it tomorrow.\n")}
     dated = time.mktime((2025, 7, 14, 12, 0, 0, 0, 0, -1))  # local noon, whatever the zone
     before = time.strftime("%Y-%m-%d")
-    found = {f.path: f.message for f in lint(FolderSnapshot.from_texts(texts, mtimes={"a.md": dated}))
+    found = {f.path: f.message for f in lint(FolderSnapshot.from_texts(texts, mtimes={"a.md": dated}),
+                                             today=time.strftime("%Y-%m-%d"))
              if f.code == "MEM040"}
     after = time.strftime("%Y-%m-%d")
     assert found["a.md"].endswith("(write e.g. 2025-07-14, the day the file last changed)"), found

@@ -62,7 +62,7 @@ def _anchor(rec: FileRecord) -> str | None:
     return None
 
 
-def relative_dates(rec: FileRecord) -> list[Finding]:
+def relative_dates(rec: FileRecord, today: str | None = None) -> list[Finding]:
     text = rec.text or ""
     low = text.lower()
     needles = _DATE_NEEDLES if low.isascii() else _DATE_NEEDLES + _DATE_NEEDLES_CJK
@@ -103,14 +103,15 @@ def relative_dates(rec: FileRecord) -> list[Finding]:
                                                 "an absolute date on the line is clearer"))
         else:
             out.append(_f("MEM040", rec.rel, n, f"relative date {word!r} with no absolute date; it will be "
-                                                f"wrong tomorrow (write e.g. {_example(rec)})"))
+                                                f"wrong tomorrow (write e.g. {_example(rec, today)})"))
     return out
 
 
-def _example(rec: FileRecord) -> str:
-    """An absolute date to suggest: the day the file last changed (local time), else today."""
+def _example(rec: FileRecord, today: str | None) -> str:
+    """An absolute date to suggest: the day the file last changed (local time), else today (the caller
+    says which day that is: the core reads no clock)."""
     import time
 
     if rec.mtime is not None:
         return f"{time.strftime('%Y-%m-%d', time.localtime(rec.mtime))}, the day the file last changed"
-    return f"{time.strftime('%Y-%m-%d')}, today"
+    return f"{today}, today" if today else "an absolute date such as 2026-01-31"

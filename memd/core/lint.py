@@ -36,12 +36,14 @@ class Report(Record):
     budget: index.Budget | None  # MEMORY.md measured against its budget (None without a readable one)
 
 
-def lint(snap: FolderSnapshot, budget: Limits | None = None, *, team_pii: bool = True) -> list[Finding]:
+def lint(snap: FolderSnapshot, budget: Limits | None = None, *, team_pii: bool = True,
+         today: str | None = None) -> list[Finding]:
     """Every finding for one memory folder, sorted (folder, MEMORY.md, then files by path and line)."""
-    return check(snap, budget, team_pii=team_pii).findings
+    return check(snap, budget, team_pii=team_pii, today=today).findings
 
 
-def check(snap: FolderSnapshot, budget: Limits | None = None, *, team_pii: bool = True) -> Report:
+def check(snap: FolderSnapshot, budget: Limits | None = None, *, team_pii: bool = True,
+          today: str | None = None) -> Report:
     """The findings and the measured index of one memory folder."""
     b = budget or Limits()
     out: list[Finding] = []
@@ -70,7 +72,7 @@ def check(snap: FolderSnapshot, budget: Limits | None = None, *, team_pii: bool 
     out.extend(_too_many(snap, b))
     texts = [rec for rec in snap.files if rec.text is not None]
     for rec in texts:
-        out.extend(relative_dates(rec))
+        out.extend(relative_dates(rec, today))
     for strict in (False, True):
         group = [rec for rec in texts if rec.team == strict]
         scanned = fastscan.scan_many([r.text or "" for r in group], strict=strict, pii=team_pii)
