@@ -91,3 +91,50 @@ def test_the_deterministic_rebuild_of_the_real_index_keeps_every_prose_line(real
     plan = plan_rebuild(text, topics_of(snap))
     assert len(guard.index_prose(text)) > 30
     assert guard.lost_prose(text, {INDEX_NAME: plan.text.encode()}) == []
+
+
+# --------------------------------------------------------------------------- honest summaries
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_run_that_changes_only_the_index_prose_does_not_say_it_changed_nothing(tmp_path: Path) -> None:
+    from memd.jobs import ProjectOutcome
+    from memd.jobs.modelrun import record
+
+    d = tmp_path / "projects" / "-p"
+    (d / "memory").mkdir(parents=True)
+    (d / "memory" / INDEX_NAME).write_text("# Memory\n\n## Feedback\n- [Tabs](feedback_tabs.md) — indent with tabs\n")
+    (d / "memory" / "feedback_tabs.md").write_text(
+        "---\nname: Tabs\ndescription: indent with tabs\ntype: feedback\n---\nUse tabs.\n")
+    project = Project("-p", d, d / "memory")
+    before = _tree(project.memory_dir)
+
+    def dream(ws: ap.Workspace) -> ap.Edits:
+        idx = ws.get().root / INDEX_NAME
+        idx.write_text(idx.read_text().replace("## Feedback\n", "## Feedback\nRules the user gave, newest last.\n"))
+        return ap.Edits("noted", model_called=True)
+
+    res = _run(project, tmp_path, dream)
+    assert res.verdict is ap.Verdict.APPLIED, res.reasons
+    assert res.summary == "+0 ~1 -0 (index updated) - noted"
+    after = _tree(project.memory_dir)
+    # the counts cover exactly the files whose bytes differ
+    assert {r for r in before.keys() | after.keys() if before.get(r) != after.get(r)} == \
+        set(res.added + res.changed + res.deleted) == {INDEX_NAME}
+    out = ProjectOutcome("-p", "failed")
+    record(out, res)  # what the run log and `memd dream` print: "ok (+0 ~1 -0)"
+    assert (out.outcome, out.added, out.changed, out.deleted) == ("ok", 0, 1, 0)
+
+
+def test_summaries_count_every_file_the_index_included() -> None:
+    def ch(rel: str, kind: str) -> guard.Change:
+        return guard.Change(rel, kind, None if kind == "added" else b"a", None if kind == "deleted" else b"b")
+
+    assert ap.summarize([]) == "+0 ~0 -0"
+    assert ap.summarize([ch(INDEX_NAME, "changed")]) == "+0 ~1 -0 (index updated)"
+    assert ap.summarize([ch(INDEX_NAME, "added"), ch("user_a.md", "added")], "first") == \
+        "+2 ~0 -0 (index written) - first"
+    assert ap.summarize([ch(INDEX_NAME, "deleted"), ch("user_a.md", "changed")]) == "+0 ~1 -1 (index deleted)"
