@@ -369,14 +369,19 @@ def apply(st: Staging, chs: list[Change], summary: str, log: Any = None) -> Appl
 
 
 def summarize(chs: Iterable[Change], note: str = "") -> str:
-    """``+added ~changed -deleted`` topic files, ``(index updated)``, and the model's note."""
+    """``+added ~changed -deleted`` over every file written, the index included, what became of the
+    index, and the model's note: "+0 ~0 -0" means nothing changed, byte for byte."""
     f = _files(chs)
     s = f"+{len(f['added'])} ~{len(f['changed'])} -{len(f['deleted'])}"
-    if f["index_updated"]:
-        s += " (index updated)"
+    index = next((kind for kind in ("added", "changed", "deleted") if INDEX in f[kind]), None)
+    if index is not None:
+        s += f" ({_INDEX_DONE[index]})"
     if note:
         s += " - " + " ".join(note.split())[:200]
     return s
+
+
+_INDEX_DONE = {"added": "index written", "changed": "index updated", "deleted": "index deleted"}
 
 
 # --------------------------------------------------------------------------- the pipeline
@@ -410,7 +415,8 @@ class RunResult:
     model_called: bool = False
     usage: Usage | None = None
     reasons: tuple[str, ...] = ()  # why the guard rejected the run
-    added: tuple[str, ...] = ()  # topic files (the index is ``index_updated``): applied, or proposed
+    # every file written, the index too (also said by ``index_updated``): applied, or proposed
+    added: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
     deleted: tuple[str, ...] = ()
     index_updated: bool = False
@@ -420,7 +426,7 @@ class RunResult:
     review_path: Path | None = None
     diff: str = ""  # the proposed diff (review only), cut at 20,000 characters
     note: str = ""  # the model's note, redacted, on one line
-    summary: str = ""  # "+a ~c -d (index updated) - note"
+    summary: str = ""  # "+a ~c -d (index updated) - note", the index counted
 
     @property
     def changed_anything(self) -> bool:
@@ -466,10 +472,6 @@ def run(project: Project, edit: Callable[[Workspace], Edits], *, state_dir: Path
 
 def _files(chs: Iterable[Change]) -> dict[str, Any]:
     by: dict[str, list[str]] = {"added": [], "changed": [], "deleted": []}
-    index = False
     for c in chs:
-        if c.rel == INDEX:
-            index = True
-        else:
-            by[c.kind].append(c.rel)
-    return {k: tuple(v) for k, v in by.items()} | {"index_updated": index}
+        by[c.kind].append(c.rel)
+    return {k: tuple(v) for k, v in by.items()} | {"index_updated": any(INDEX in v for v in by.values())}

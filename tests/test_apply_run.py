@@ -52,8 +52,8 @@ def write_new(ws: ap.Workspace) -> ap.Edits:
 def test_applied(project: Project, tmp_path: Path) -> None:
     res = run(project, tmp_path, write_new)
     assert res.verdict is ap.Verdict.APPLIED and res.staged and res.model_called and res.usage == Usage(calls=1)
-    assert (res.added, res.changed, res.deleted, res.index_updated) == (("user_lang.md",), (), (), True)
-    assert res.summary == "+1 ~0 -0 (index updated) - saved one" and res.changed_anything
+    assert (res.added, res.changed, res.deleted, res.index_updated) == (("user_lang.md",), ("MEMORY.md",), (), True)
+    assert res.summary == "+1 ~1 -0 (index updated) - saved one" and res.changed_anything
     assert res.history and history.list_runs(tmp_path / "state", "-p")[0].run == "dream-1"
     assert "(user_lang.md)" in (project.memory_dir / "MEMORY.md").read_text()
     assert res.rebuild and not staging_left(tmp_path)
@@ -63,7 +63,7 @@ def test_review_keeps_the_diff_and_changes_nothing(project: Project, tmp_path: P
     before = tree(project.memory_dir)
     res = run(project, tmp_path, write_new, review=True)
     assert res.verdict is ap.Verdict.REVIEW and res.added == ("user_lang.md",) and not res.history
-    assert res.review_path is not None and res.review_path.read_text().startswith("# dream dream-1: +1 ~0 -0")
+    assert res.review_path is not None and res.review_path.read_text().startswith("# dream dream-1: +1 ~1 -0")
     assert "+Answer in French." in res.diff and tree(project.memory_dir) == before
 
 

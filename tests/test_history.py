@@ -135,6 +135,8 @@ BOTH = {
                     "ephemeral", "secrets"],
     "absolute dates": ["absolute dates", "YYYY-MM-DD"],
     "index line": ["at most 150 characters", "one line per"],
+    "index prose is the user's": ["the user's own text", "move it into a topic file", "link that file",
+                                  "never drop it"],
 }
 CATCHUP = {
     "even when asked": ["even when the user explicitly asks"],
@@ -171,6 +173,13 @@ def test_prompts_carry_every_rule(name: str, rules: dict[str, list[str]]) -> Non
     missing = [f"{rule}: {phrase!r}" for rule, phrases in rules.items() for phrase in phrases
                if phrase.lower() not in text.lower()]
     assert not missing, missing
+
+
+@pytest.mark.parametrize("name", ["catchup", "dream"])
+def test_prompts_never_ask_to_empty_the_index_of_the_users_text(name: str) -> None:
+    """Issue 11: "no content in the index" made a model drop the notes a user wrote into MEMORY.md."""
+    text = " ".join(prompts.load(name).split()).lower()
+    assert "no content in the index" not in text and "holds no content of its own" not in text
 
 
 def test_undo_command_rebuilds_an_index_changed_since(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, get_args
@@ -31,7 +32,8 @@ def test_outcomes_are_the_run_log_strings() -> None:
 
 @pytest.mark.parametrize("outcome", OUTCOMES)
 def test_one_consolidation_rule(outcome: str) -> None:
-    assert counts_as_consolidation("dream", outcome, dry_run=False) == (outcome in ("ok", "noop", "review"))
+    # a review applied nothing: not a consolidation (issue 11)
+    assert counts_as_consolidation("dream", outcome, dry_run=False) == (outcome in ("ok", "noop"))
     assert not counts_as_consolidation("dream", outcome, dry_run=True)
     assert not counts_as_consolidation("catchup", outcome, dry_run=False)
 
@@ -60,6 +62,29 @@ def test_runner_reads_time_and_marks_consolidation_through_the_clock(tmp_path: P
     jc2 = JobContext(config=Config(), claude_dir=tmp_path / "claude", state_dir=tmp_path / "state",
                      state=state, clock=clock)
     assert G.check_dream(jc2, p).gate == "min_hours"
+
+
+def test_a_review_dream_neither_gates_the_next_dream_nor_moves_the_lock(tmp_path: Path, state: Any) -> None:
+    """``dream.apply = "review"`` proposes and applies nothing: memd's last consolidation stays unset
+    and Claude Code's ``.consolidate-lock`` keeps the mtime of the last real consolidation."""
+    d = tmp_path / "claude" / "projects" / "-p"
+    (d / "memory").mkdir(parents=True)
+    p = Project("-p", d, d / "memory")
+    lock = p.memory_dir / G.LOCK_NAME
+    lock.write_text("")
+    old = T0.timestamp() - 3 * 86400  # consolidated three days ago
+    os.utime(lock, (old, old))
+    clock = ManualClock(T0)
+    jc = JobContext(config=Config(), claude_dir=tmp_path / "claude", state_dir=tmp_path / "state", state=state,
+                    clock=clock, force=True)
+    res = runner.run_job("dream", jc, [p], lambda jc, q: ProjectOutcome(q.name, "review", "proposed +0 ~1 -0"))
+    assert [o.outcome for o in res.outcomes] == ["review"]
+    assert state.project("-p").last_consolidation is None
+    assert lock.stat().st_mtime == old
+    clock.advance(3600)  # an hour later the next dream is not held back by the 24 h gate
+    jc2 = JobContext(config=Config(), claude_dir=tmp_path / "claude", state_dir=tmp_path / "state",
+                     state=state, clock=clock)
+    assert G.check_dream(jc2, p).gate != "min_hours"
 
 
 def test_idle_streak_counts_model_runs_only(tmp_path: Path, state: Any) -> None:

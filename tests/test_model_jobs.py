@@ -132,7 +132,7 @@ def test_catchup_creates_and_updates_from_a_real_transcript(env: Env, claude_dat
     )
     out = catchup_project(env.jc(), p)
     assert out.outcome == "ok", out
-    assert (out.added, out.changed, out.deleted) == (1, 1, 0)
+    assert (out.added, out.changed, out.deleted) == (1, 2, 0)  # the index counted
     mem = tree(p.memory_dir)
     assert "Do not start `mix phx.server` unasked." in mem["feedback_ask_before_running.md"]
     assert "failed to start on 2026-02-10" in mem["project_phoenix.md"]
@@ -250,7 +250,7 @@ def test_dream_merges_duplicates_and_rebuilds_the_index(env: Env) -> None:
     )
     out = dream_project(env.jc(), p)
     assert out.outcome == "ok", out
-    assert (out.added, out.changed, out.deleted) == (0, 1, 1)
+    assert (out.added, out.changed, out.deleted) == (0, 2, 1)  # the index counted
     mem = tree(p.memory_dir)
     assert "feedback_tabs_2.md" not in mem
     assert "never spaces" in mem["feedback_tabs.md"]
@@ -269,7 +269,7 @@ def test_dream_merges_duplicates_and_rebuilds_the_index(env: Env) -> None:
     assert second[-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
     assert "Tabs, never spaces" in second[-1]["content"][0]["content"]
     runs = history.list_runs(env.state_dir, p.name)
-    assert runs[0].job == "dream" and "+0 ~1 -1" in runs[0].summary
+    assert runs[0].job == "dream" and "+0 ~2 -1 (index updated)" in runs[0].summary
 
 
 def test_dream_does_not_call_the_model_when_nothing_changed(env: Env) -> None:
@@ -391,6 +391,7 @@ def test_review_mode_keeps_the_diff_and_applies_nothing(env: Env) -> None:
     out = dream_project(env.jc(config=cfg), p)
     assert out.outcome == "review" and out.changed == 1
     assert tree(p.memory_dir) == before
+    assert env.state.project(p.name).last_consolidation is None  # nothing applied: not a consolidation
     diff = Path(out.details["review"]).read_text()
     assert "-The user is a backend engineer." in diff and "+The user is a platform engineer." in diff
 
@@ -512,7 +513,7 @@ def test_first_memory_of_a_project_creates_folder_and_index(env: Env) -> None:
         "Language", "answer in French", "Answer in French (asked on 2026-03-05).", "user"))),
         s.message(s.text("saved")))
     out = catchup_project(env.jc(), p)
-    assert out.outcome == "ok" and out.added == 1
+    assert out.outcome == "ok" and out.added == 2 and "(index written)" in out.message  # the index counted
     assert "(user_language.md)" in (p.memory_dir / "MEMORY.md").read_text()
     assert "(no memory files yet)" in s.requests[0].body["system"][-1]["text"]
 

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memd.config import BudgetConfig, Config
-from memd.core import index
+from memd.core import guard, index
 from memd.core.files import FolderSnapshot
 from memd.core.lint import lint
 from memd.core.rebuild import TopicInfo, plan_rebuild, shorten, topics_of
@@ -96,6 +96,17 @@ def test_rebuild_fits_or_says_why_and_is_idempotent(case: tuple[str, dict[str, T
     assert live_before <= live_after
     if "\r\n" in text:  # a CRLF file stays CRLF: no bare "\n" appears
         assert "\n" not in plan.text.replace("\r\n", "")
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_folder(), st.integers(3, 60), st.integers(400, 6000))
+def test_rebuild_never_drops_the_users_prose(case: tuple[str, dict[str, TopicInfo]], max_lines: int,
+                                            max_chars: int) -> None:
+    """Every non-entry line of the index (headings, notes, comments, fences) survives the rebuild:
+    the guard's rule (``guard.lost_prose``) finds nothing lost, even when the plan does not fit."""
+    text, topics = case
+    plan = plan_rebuild(text, topics, BudgetConfig(max_lines=max_lines, max_chars=max_chars))
+    assert guard.lost_prose(text, {"MEMORY.md": plan.text.encode()}) == []
 
 
 # --------------------------------------------------------------------------- writing

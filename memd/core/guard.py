@@ -11,6 +11,10 @@ reason. A run is rejected whole when any rule fails:
 - the index is over its budget and the run made it worse (or it was not over before); the index
   was deleted; it links a file the run deleted, a missing file, or outside the folder (links the
   index already had, to something already missing, are not the run's doing);
+- the index loses the user's own text: a line of it that is not an entry (a heading, a note, a rule
+  written straight into MEMORY.md) is found after the run neither in the new index nor in a topic
+  file, list markers, heading marks and whitespace aside (the run may move such text into a topic
+  file and link it, never drop it: ``lost_prose``);
 - the run deletes every memory, or more than ``max_delete_share`` of them (one is always allowed);
 - a memory emptied, stripped of its name or description, or the memories' body text shrunk by
   more than ``max_shrink_share`` (and more than ``min_shrink_chars``);
@@ -24,6 +28,7 @@ paths that exist, confined, in the live folder: staging holds only ``*.md``). Go
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING
 
@@ -113,6 +118,7 @@ def check(before: Mapping[str, bytes], after: Mapping[str, bytes], limits: Guard
         reasons += _link_reasons(before, after, text, live_exists)
     elif INDEX_NAME in before:
         reasons.append("MEMORY.md was deleted")
+    reasons += _prose_reasons(before.get(INDEX_NAME), after)
     reasons += _deletion_reasons(before, after, limits)
     reasons += _content_reasons(chs, before, after, limits, parsed)
     problems = live_problems or {}
@@ -273,3 +279,57 @@ def _content_reasons(chs: list[Change], before: Mapping[str, bytes], after: Mapp
         out.append(f"the run shrinks the memories' content by {lost / before_total:.0%} ({lost} of "
                    f"{before_total} characters; at most {share:.0%} allowed)")
     return out
+
+
+# --------------------------------------------------------------------------- the index's own text
+
+_MARKS = re.compile(r"^(?:#{1,6}(?=\s|$)|[-*+](?=\s)|\d{1,9}[.)](?=\s)|>)\s*")
+_QUOTE = 60
+
+
+def normalise(line: str) -> str:
+    """A line of text as the prose rule compares it: list markers, heading marks and quote marks at
+    its start ignored (a note moved under a bullet, a heading moved a level), whitespace folded."""
+    s = line.strip()
+    while (m := _MARKS.match(s)) and m.end():
+        s = s[m.end():]
+    return " ".join(s.split())
+
+
+def index_prose(text: str) -> list[str]:
+    """The user's own text in an index: every line that is not an entry (a link to a memory) and
+    not blank once normalised, in file order, as written (headings, notes, rules, comments)."""
+    idx = mindex.parse(text)
+    entries = {e.line for e in idx.entries}
+    return [ln for n, ln in enumerate(idx.lines, 1) if n not in entries and normalise(ln)]
+
+
+def lost_prose(old_index: str, after: Mapping[str, bytes]) -> list[str]:
+    """The lines of ``index_prose(old_index)`` found nowhere in ``after``: neither in its index nor
+    in one of its topic files (whitespace folded across lines, so a note re-wrapped still counts)."""
+    texts = [after[r] for r in sorted(after) if r == INDEX_NAME or _is_topic(r)]
+    hay = "\n".join(" ".join(normalise(ln) for ln in t.decode("utf-8", "replace").splitlines())
+                     for t in texts)
+    return [ln for ln in index_prose(old_index) if not _words_in(normalise(ln), hay)]
+
+
+def _words_in(needle: str, hay: str) -> bool:
+    """``needle`` in ``hay`` as whole words: "note 1" is not kept by "note 10"."""
+    pattern = ("(?<!\\w)" if needle[:1].isalnum() else "") + re.escape(needle) \
+        + ("(?!\\w)" if needle[-1:].isalnum() else "")
+    return re.search(pattern, hay) is not None
+
+
+def _prose_reasons(old: bytes | None, after: Mapping[str, bytes]) -> list[str]:
+    if old is None:
+        return []
+    lost = lost_prose(old.decode("utf-8", "replace"), after)
+    if not lost:
+        return []
+    chars = sum(len(ln.strip()) for ln in lost)
+    first = " ".join(lost[0].split())
+    quote = first if len(first) <= _QUOTE else first[:_QUOTE - 1].rstrip() + "…"
+    n = f"{len(lost)} line{'s' if len(lost) != 1 else ''}"
+    return [f"MEMORY.md: the run drops text the user wrote into the index ({n}, {chars:,} characters) "
+            f"that is in no file after it, first: \"{quote}\" (move it into a topic file and link it, "
+            "never drop it)"]

@@ -27,13 +27,17 @@ Outcome = Literal["ok", "noop", "skipped", "failed", "rejected", "review"]
 """How one project's run ended; the run log keeps exactly these strings ("running" until then)."""
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 SUCCESS: frozenset[Outcome] = frozenset(("ok", "noop", "review"))  # the run did its work (or had none)
+# A consolidation: the work was done and its result is in the folder. A review proposed changes and
+# applied none: the folder is as unconsolidated as before, so the next dream may not wait 24 h.
+CONSOLIDATED: frozenset[Outcome] = SUCCESS - {"review"}
 
 
 def counts_as_consolidation(job: str, outcome: str, *, dry_run: bool) -> bool:
     """The one rule for "this project was consolidated now" (memd's last_consolidation and Claude
-    Code's ``.consolidate-lock`` mtime): a dream that did its work, for real. A dream skipped (model
-    work off, shutdown), rejected or failed did not consolidate; a dry run changed nothing."""
-    return job == "dream" and outcome in SUCCESS and not dry_run
+    Code's ``.consolidate-lock`` mtime): a dream that did its work, for real, and applied it. A dream
+    skipped (model work off, shutdown), rejected, failed or only proposed (``review``) did not
+    consolidate; a dry run changed nothing."""
+    return job == "dream" and outcome in CONSOLIDATED and not dry_run
 
 
 def note_consolidation(jc: JobContext, job: str, project: str, outcome: str) -> bool:
