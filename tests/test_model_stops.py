@@ -229,3 +229,15 @@ def test_old_state_database_gains_tokens_total_from_its_columns(tmp_path: Path) 
         assert s.schema_version == st.SCHEMA_VERSION >= 3
         (row,) = s.runs()
         assert (row.tokens_in, row.tokens_total) == (0, 442_900)
+
+
+def test_checkin_report_shows_every_token_of_a_cached_dream(tmp_path: Path) -> None:
+    from memd.jobs.checkin import build_report
+
+    with StateStore.open(tmp_path) as s:
+        rid = s.start_run("dream", "p", 100.0)
+        s.finish_run(rid, outcome="ok", ended=200.0, tokens_in=0, tokens_out=900, cache_read=400_000,
+                     cache_write=42_000, cost_usd=0.1)
+        text = build_report(s, now=300.0, since=0.0).markdown
+    # input counts cache reads and writes too (it read "0/900" before)
+    assert "| 442000/900 |" in text and "442,900 tokens (0 uncached in, 900 out" in text
