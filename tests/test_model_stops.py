@@ -241,3 +241,17 @@ def test_checkin_report_shows_every_token_of_a_cached_dream(tmp_path: Path) -> N
         text = build_report(s, now=300.0, since=0.0).markdown
     # input counts cache reads and writes too (it read "0/900" before)
     assert "| 442000/900 |" in text and "442,900 tokens (0 uncached in, 900 out" in text
+
+
+def test_thinking_blocks_go_back_intact_and_never_carry_the_breakpoint(env: Env) -> None:
+    p = dup_folder(env)
+    s = env.stub
+    thought = {"type": "thinking", "thinking": "Two tab files say the same.", "signature": "sig-abc"}
+    s.script(s.message(thought, s.memory("delete", path=DELETE_DUP)), s.message(s.text("merged")))
+    out = dream_project(env.jc(force=True), p)
+    assert out.outcome == "ok" and out.deleted == 1, out
+    sent = s.requests[1].body["messages"]
+    assert sent[1]["role"] == "assistant" and sent[1]["content"][0] == thought
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert "cache_control" in sent[2]["content"][-1]
+    assert all("cache_control" not in b for b in sent[1]["content"])
