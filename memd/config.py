@@ -106,9 +106,20 @@ class ModelConfig(Record):
     extract_model: str = key("claude-haiku-4-5", "Cheap model for catch-up extraction and recall selection.")
     # claude-sonnet-4-5 reaches end-of-life on 2026-11-30 (the SDK's deprecation table).
     dream_model: str = key("claude-sonnet-5-5", "Stronger model for nightly dreams.")
-    max_tokens: int = key(4096, "max_tokens of one model call.", min=64)
-    timeout_s: float = key(120.0, "Timeout of one model call.", min=1)
-    run_deadline_s: float = key(900.0, "Deadline of one job run across all its calls and retries.", min=5)
+    max_tokens: int = key(4096, "max_tokens of one model call without thinking.", min=64)
+    thinking: str = key(
+        "auto", "Thinking in catch-up and dream calls: 'auto' sends adaptive thinking (with "
+        "thinking_max_tokens) to models that think by default (claude-sonnet-5-5, claude-haiku-5-5) and "
+        "nothing to others; 'adaptive' sends it to every model; 'off' disables it. Small side queries "
+        "(recall's selection) never think.", choices=("auto", "off", "adaptive"))
+    thinking_max_tokens: int = key(
+        32_000, "max_tokens of one call with thinking on (thinking counts toward it).", min=1024)
+    effort: str = key("", "output_config.effort sent with thinking on ('' = the model's default).",
+                      choices=("", "low", "medium", "high", "xhigh", "max"))
+    timeout_s: float = key(300.0, "Timeout of one model call (a thinking reply may take minutes).", min=1)
+    run_deadline_s: float = key(
+        3600.0, "Bound on one job run's deadline across all its calls and retries; the deadline is the "
+        "run's call cap times timeout_s, at most this.", min=5)
     max_retries: int = key(2, "Retries of one call (rate limits, overload, 5xx) within the deadline.", min=0)
     tool_max_file_bytes: int = key(32_000, "Largest memory file the model may write through the memory tool.",
                                    min=1024)

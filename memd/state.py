@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import re
 import sqlite3
@@ -115,6 +116,12 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE transcripts ADD COLUMN cwd TEXT NOT NULL DEFAULT ''
     """,
+    # 2 -> 3: the sum of a run's four token kinds (tokens_in is the uncached input only, so a run
+    # served from the cache read as "0 tokens in"); older rows get the sum of their columns.
+    """
+    ALTER TABLE runs ADD COLUMN tokens_total INTEGER NOT NULL DEFAULT 0;
+    UPDATE runs SET tokens_total = tokens_in + tokens_out + cache_read + cache_write
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -172,13 +179,14 @@ class Run:
     added: int
     changed: int
     deleted: int
-    tokens_in: int
+    tokens_in: int  # uncached input only
     tokens_out: int
     cache_read: int
     cache_write: int
     cost_usd: float
     error: str | None
     summary: str
+    tokens_total: int = 0  # input + output + cache reads + cache writes
 
 
 @dataclass(frozen=True)
@@ -477,15 +485,19 @@ class StateStore:
                    deleted: int = 0, tokens_in: int = 0, tokens_out: int = 0, cache_read: int = 0,
                    cache_write: int = 0, cost_usd: float = 0.0, error: str | None = None,
                    summary: str = "") -> None:
+        """Close a run row. The token counts are stored as sane integers (``_count``: a bad number is
+        0, never an error) with their sum; a cost that is not a finite non-negative number is 0."""
+        tin, tout, cr, cw = (_count(v) for v in (tokens_in, tokens_out, cache_read, cache_write))
+        cost = float(cost_usd) if isinstance(cost_usd, (int, float)) and math.isfinite(cost_usd) else 0.0
         self._exec(
             """
             UPDATE runs SET outcome = ?, ended = ?, added = ?, changed = ?, deleted = ?, tokens_in = ?,
-                            tokens_out = ?, cache_read = ?, cache_write = ?, cost_usd = ?, error = ?,
-                            summary = ?
+                            tokens_out = ?, cache_read = ?, cache_write = ?, tokens_total = ?, cost_usd = ?,
+                            error = ?, summary = ?
             WHERE id = ?
             """,
-            (outcome, ended, added, changed, deleted, tokens_in, tokens_out, cache_read, cache_write,
-             float(cost_usd), error, summary, run_id))
+            (outcome, ended, added, changed, deleted, tin, tout, cr, cw, tin + tout + cr + cw,
+             max(0.0, cost), error, summary, run_id))
 
     def runs(self, *, job: str | None = None, project: str | None = None, since: float | None = None,
              limit: int = 100) -> list[Run]:
@@ -622,8 +634,21 @@ def _transcript(r: sqlite3.Row) -> TranscriptState:
         extracted_at=r["extracted_at"], cwd=r["cwd"])
 
 
+_MAX_COUNT = 2**53  # far past any real count; keeps a sum inside SQLite's 64-bit INTEGER
+
+
+def _count(v: object) -> int:
+    """A token count for the run log: a bad value (negative, not finite, absurd) is stored as 0."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return 0
+    if isinstance(v, float) and not math.isfinite(v):
+        return 0
+    return int(v) if 0 <= v <= _MAX_COUNT else 0
+
+
 def _run(r: sqlite3.Row) -> Run:
     return Run(id=r["id"], job=r["job"], project=r["project"], started=r["started"], ended=r["ended"],
                outcome=r["outcome"], added=r["added"], changed=r["changed"], deleted=r["deleted"],
                tokens_in=r["tokens_in"], tokens_out=r["tokens_out"], cache_read=r["cache_read"],
-               cache_write=r["cache_write"], cost_usd=r["cost_usd"], error=r["error"], summary=r["summary"])
+               cache_write=r["cache_write"], cost_usd=r["cost_usd"], error=r["error"], summary=r["summary"],
+               tokens_total=r["tokens_total"])

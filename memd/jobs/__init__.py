@@ -69,17 +69,22 @@ class ProjectOutcome:
     added: int = 0
     changed: int = 0
     deleted: int = 0
-    tokens_in: int = 0
+    tokens_in: int = 0  # uncached input only (the API's input_tokens)
     tokens_out: int = 0
     cache_read: int = 0
     cache_write: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float = 0.0  # priced over all four kinds (model.prices)
     error: str | None = None
     run_id: str | None = None  # history snapshot / run identifier, when one was made
     details: dict[str, Any] = field(default_factory=dict)
     model_called: bool = False  # the model was asked at least once (an idle streak counts only these)
     model_off: bool = False  # no API key: ``message`` starts with the sentence saying so
     detail: str = ""  # with model_off: the message without that sentence (a CLI says it once)
+
+    @property
+    def tokens_total(self) -> int:
+        """Every token of the run: input, output, cache writes and cache reads."""
+        return self.tokens_in + self.tokens_out + self.cache_read + self.cache_write
 
     @classmethod
     def without_model(cls, project: str, outcome: Outcome, off: str, detail: str, *, sep: str = "; ",

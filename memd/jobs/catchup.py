@@ -156,7 +156,9 @@ class _Extraction:
                 continue
             st = ws.get()
             if self.client is None:
-                self.client = llm.Client(cfg)
+                # the deadline is sized to the call cap: each span's turns plus a max_tokens retry
+                self.client = llm.Client(cfg, deadline_s=llm.run_deadline(
+                    cfg, cfg.catchup.max_sessions * (cfg.catchup.max_tool_turns + 1)))
                 tool = mr.memory_tool(st, cfg)
                 system = llm.cached_system(_instructions(), "Existing memories (the manifest):\n"
                                            + mr.manifest(st.root, cfg, live=project.memory_dir))

@@ -78,8 +78,8 @@ def build_report(state: StateStore, *, now: float, since: float) -> Report:
     lines = [f"# memd check-in, {_when(now)}", "",
              f"Since {_when(since)}: {len(runs)} project runs"
              + (" (" + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())) + ")" if runs else "")
-             + f"; {changes} changes; {tok_in:,} tokens in, {tok_out:,} out"
-             + f" (cache {cache_r:,} read, {cache_w:,} written); ${cost:.4f}.", ""]
+             + f"; {changes} changes; {tok_in + tok_out + cache_r + cache_w:,} tokens ({tok_in:,} uncached in,"
+             + f" {tok_out:,} out, cache {cache_r:,} read, {cache_w:,} written); ${cost:.4f}.", ""]
     lines += ["## Runs", ""]
     if runs:
         lines += ["| started | job | project | outcome | +added ~changed -deleted | tokens in/out | cost | note |",
@@ -87,7 +87,7 @@ def build_report(state: StateStore, *, now: float, since: float) -> Report:
         for r in runs[:_MAX_ROWS]:
             note = _safe(r.error or r.summary or "")
             lines.append(f"| {_when(r.started)} | {r.job} | {r.project or '-'} | {r.outcome} | "
-                         f"+{r.added} ~{r.changed} -{r.deleted} | {r.tokens_in}/{r.tokens_out} | "
+                         f"+{r.added} ~{r.changed} -{r.deleted} | {r.tokens_total - r.tokens_out}/{r.tokens_out} | "
                          f"${r.cost_usd:.4f} | {note} |")
         if len(runs) > _MAX_ROWS:
             lines.append(f"\n… and {len(runs) - _MAX_ROWS} more runs (`memd status`, the run log).")

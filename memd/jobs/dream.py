@@ -90,10 +90,12 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
             handlers[SEARCH_TOOL_NAME] = search.handle
             tools.append(dict(SEARCH_TOOL))
         system = llm.cached_system(prompts.load("dream"), _orientation(jc, project, st, last))
-        client = llm.Client(cfg)
+        # the deadline is sized to the call cap (one more call: a max_tokens retry)
+        client = llm.Client(cfg, deadline_s=llm.run_deadline(cfg, cfg.dream.max_tool_turns + 1))
         res = mr.tool_loop(client, model=cfg.model.dream_model, system=system, user=_kickoff(now),
                            tools=tools, handlers=handlers, max_turns=cfg.dream.max_tool_turns, stop=jc.stop)
         out.details["tool_calls"] = res.tool_calls
+        out.details["stop_reasons"] = res.stop_reasons
         out.details["refused"] = res.refused
         if res.notes:
             out.details["notes"] = res.notes

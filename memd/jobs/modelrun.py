@@ -2,7 +2,12 @@
 
 ``tool_loop`` drives one conversation: the model's tool calls are answered by memd's handlers
 (never by the SDK's tool runner, which stops silently at its iteration cap) for at most
-``max_turns`` calls. Prompt caching: tools and system (instructions + manifest) are one cached
+``max_turns`` calls. Every reply's ``stop_reason`` is read: ``end_turn`` finishes; ``tool_use``
+runs the tools and continues; ``max_tokens`` is retried once (the same request, twice the budget,
+not counted as a turn) and then fails; ``pause_turn`` sends the paused turn back and continues;
+``refusal`` and any other reason fail (``llm.StopError``): the job's run then applies nothing and
+moves no lock, gate or offset. Thinking and ``max_tokens`` come from ``llm.thinking_params``.
+Prompt caching: tools and system (instructions + manifest) are one cached
 prefix (breakpoint on the last system block); the newest user turn carries a second breakpoint
 that moves forward each turn, so a turn pays full price only for what it adds.
 
@@ -49,8 +54,10 @@ def memory_tool(st: ap.Staging, config: Config) -> StagedMemory:
 @dataclass
 class LoopResult:
     final_text: str = ""
-    turns: int = 0
+    turns: int = 0  # model calls made, a max_tokens retry included
     stop_reason: str = ""
+    stop_reasons: list[str] = field(default_factory=list)  # of every reply, in order
+    max_tokens_retries: int = 0
     hit_turn_cap: bool = False
     tool_calls: int = 0
     refused: int = 0
@@ -58,14 +65,15 @@ class LoopResult:
 
 
 def _mark_last(messages: list[dict[str, Any]]) -> None:
-    """Keep one moving cache breakpoint: on the last block of the newest user message only."""
+    """Keep one moving cache breakpoint: on the last block of the newest user message only (never on
+    an assistant turn: a thinking block cannot carry one)."""
     for m in messages:
         content = m.get("content")
         if isinstance(content, list):
             for b in content:
                 if isinstance(b, dict):
                     b.pop("cache_control", None)
-    last = messages[-1]
+    last = next(m for m in reversed(messages) if m.get("role") == "user")
     content = last.get("content")
     if isinstance(content, str):
         last["content"] = [{"type": "text", "text": content}]
@@ -79,19 +87,37 @@ def tool_loop(client: llm.Client, *, model: str, system: list[dict[str, Any]], u
               stop: Any = None, betas: tuple[str, ...] = (llm.MEMORY_BETA,)) -> LoopResult:
     messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": user}]}]
     res = LoopResult()
-    while res.turns < max_turns:
+    budget, extra = llm.thinking_params(client.config, model)
+    while res.turns - res.max_tokens_retries < max_turns:
         if stop is not None and stop.is_set():
             res.notes.append("stopped (shutdown)")
             break
         _mark_last(messages)
-        msg = client.create(model=model, system=system, messages=messages, tools=tools, betas=betas)
+        msg = client.create(model=model, system=system, messages=messages, tools=tools, betas=betas,
+                            max_tokens=budget, **extra)
         res.turns += 1
-        res.stop_reason = str(getattr(msg, "stop_reason", "") or "")
+        res.stop_reason = reason = llm.stop_reason(msg)
+        res.stop_reasons.append(reason)
+        if reason == llm.STOP_MAX_TOKENS:
+            if res.max_tokens_retries:
+                raise llm.StopError(f"reply cut at max_tokens again (budget {budget:,}); nothing applied")
+            res.max_tokens_retries += 1
+            budget = min(llm.MAX_TOKENS_CEILING, budget * 2)
+            res.notes.append(f"reply cut at max_tokens: asked again with max_tokens {budget:,}")
+            continue  # the same request, a larger budget: the cut reply is dropped
+        if reason == llm.STOP_REFUSAL:
+            raise llm.StopError("the model refused (stop_reason refusal); nothing applied")
+        if reason not in (llm.STOP_END_TURN, llm.STOP_TOOL_USE, llm.STOP_PAUSE_TURN):
+            raise llm.StopError(f"unexpected stop_reason {reason[:40]!r}; nothing applied")
         uses = llm.tool_uses(msg)
         res.final_text = llm.text_of(msg) or res.final_text
-        if not uses:
+        if reason == llm.STOP_END_TURN:
             return res
         messages.append({"role": "assistant", "content": [_block_param(b) for b in llm.blocks(msg)]})
+        if reason == llm.STOP_PAUSE_TURN:
+            continue  # the API resumes the paused turn from the assistant content sent back
+        if not uses:
+            raise llm.StopError("stop_reason tool_use without a tool call; nothing applied")
         results: list[dict[str, Any]] = []
         turn_chars = 0
         for u in uses:
@@ -133,14 +159,19 @@ def _block_param(b: Any) -> dict[str, Any]:
 
 
 def add_usage(out: ProjectOutcome, usage: llm.Usage) -> None:
+    """The run's four token kinds (``tokens_in`` is the uncached input only; ``out.tokens_total`` sums
+    all four) and its cost priced over all four."""
     out.tokens_in = usage.input_tokens
     out.tokens_out = usage.output_tokens
     out.cache_read = usage.cache_read
     out.cache_write = usage.cache_write
     out.cost_usd = round(usage.cost_usd, 6)
     out.details["model_calls"] = usage.calls
+    out.details["tokens_total"] = usage.total
     if usage.unpriced:
         out.details["unpriced_models"] = sorted(usage.unpriced)
+    if usage.rejected:
+        out.details["usage_rejected"] = list(usage.rejected)
 
 
 def record(out: ProjectOutcome, res: ap.RunResult) -> None:

@@ -20,11 +20,27 @@ connection errors) up to ``model.max_retries`` times, and never sleeps or waits 
 deadline (``model.run_deadline_s`` or the ``deadline_s`` given): a wait that would cross it ends
 the call at once with a ModelError naming the reason.
 
+Thinking (``thinking_params``): ``model.thinking`` decides what a model loop sends. ``auto`` sends
+``thinking={"type": "adaptive"}`` and ``max_tokens = model.thinking_max_tokens`` to models that think
+by default (``THINKS_BY_DEFAULT``; thinking counts toward max_tokens, so 4,096 would leave the answer
+no room), and nothing to the others; ``adaptive`` does that for every model; ``off`` sends
+``{"type": "disabled"}``. Side queries (``side=True``) always send ``{"type": "disabled"}``.
+
+Stop reasons (``STOP_*``, ``stop_reason``): only ``end_turn`` and ``tool_use`` mean the model
+finished its turn; the loop (``memd.jobs.modelrun.tool_loop``) retries ``max_tokens`` once with a
+larger budget, continues ``pause_turn`` and fails on anything else (``StopError``).
+
+Usage (``Usage.add``): the four token kinds of every reply are validated first (non-negative finite
+integers at most ``USAGE_CAP``); a bad number counts as 0 and its reason is kept in
+``Usage.rejected`` and logged, never a crash.
+
 ``anthropic`` is imported lazily (it takes about a second): only ``Client()`` imports it.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import os
 import random
 import time
@@ -45,6 +61,20 @@ MODEL_OFF = ("model work is off: no API key (set ANTHROPIC_API_KEY, or model.api
              "only the deterministic parts run")
 
 
+# Models that think when no ``thinking`` is sent (facts.md section 7); matched as prefixes (dated ids).
+THINKS_BY_DEFAULT = ("claude-sonnet-5-5", "claude-haiku-5-5")
+MAX_TOKENS_CEILING = 128_000  # a retry after max_tokens doubles the budget up to this
+USAGE_CAP = 10_000_000  # tokens of one kind in one reply: more is not a real count
+
+STOP_END_TURN = "end_turn"
+STOP_TOOL_USE = "tool_use"
+STOP_MAX_TOKENS = "max_tokens"
+STOP_PAUSE_TURN = "pause_turn"
+STOP_REFUSAL = "refusal"
+
+log = logging.getLogger("memd.llm")
+
+
 class ModelOff(MemdError):
     """No API key: model work is off (the jobs run their deterministic parts only)."""
 
@@ -56,6 +86,11 @@ class ModelError(MemdError):
         super().__init__(reason)
         self.reason = reason
         self.status = status
+
+
+class StopError(ModelError):
+    """A reply whose ``stop_reason`` ends the run: a refusal, a reply cut at max_tokens twice, or a
+    stop reason memd does not know. Nothing of the run is applied."""
 
 
 # --------------------------------------------------------------------------- key and endpoint
@@ -101,8 +136,35 @@ def price_for(config: Config, model: str) -> dict[str, float] | None:
     return prices[best] if best else None
 
 
+def usage_count(value: Any, name: str, rejected: list[str] | None = None) -> int:
+    """A token count from the API as a sane int: a non-negative finite number at most USAGE_CAP.
+    Anything else counts as 0, with the reason appended to ``rejected`` and logged (never raised).
+    A missing field (None) is 0 without a reason."""
+    if value is None:
+        return 0
+    why = ""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        why = f"not a number ({type(value).__name__})"
+    elif isinstance(value, float) and not math.isfinite(value):
+        why = "not finite"
+    elif value < 0:
+        why = "negative"
+    elif value > USAGE_CAP:
+        why = f"over the cap of {USAGE_CAP:,}"
+    if why:
+        reason = f"usage.{name} {why}: counted as 0"
+        log.warning("model usage rejected: %s", reason)
+        if rejected is not None and reason not in rejected:
+            rejected.append(reason)
+        return 0
+    return int(value)
+
+
 @dataclass
 class Usage:
+    """Tokens and cost of a run's calls. The four kinds are kept apart, as the API reports them:
+    ``input_tokens`` is the uncached input only; ``total`` is the sum of all four."""
+
     calls: int = 0
     input_tokens: int = 0  # uncached input
     output_tokens: int = 0
@@ -110,15 +172,20 @@ class Usage:
     cache_read: int = 0
     cost_usd: float = 0.0
     unpriced: set[str] = field(default_factory=set)  # models missing from model.prices
+    rejected: list[str] = field(default_factory=list)  # usage numbers that failed validation (why)
 
     @property
     def total_input(self) -> int:
         return self.input_tokens + self.cache_write + self.cache_read
 
+    @property
+    def total(self) -> int:
+        return self.total_input + self.output_tokens
+
     def add(self, config: Config, model: str, usage: Any) -> None:
         def n(name: str) -> int:
             v = getattr(usage, name, None) if not isinstance(usage, dict) else usage.get(name)
-            return int(v) if isinstance(v, (int, float)) and v > 0 else 0
+            return usage_count(v, name, self.rejected)
 
         i, o = n("input_tokens"), n("output_tokens")
         w, r = n("cache_creation_input_tokens"), n("cache_read_input_tokens")
@@ -135,8 +202,38 @@ class Usage:
 
     def as_dict(self) -> dict[str, Any]:
         return {"calls": self.calls, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "cache_write": self.cache_write, "cache_read": self.cache_read,
+                "cache_write": self.cache_write, "cache_read": self.cache_read, "total_tokens": self.total,
                 "cost_usd": round(self.cost_usd, 6), "unpriced": sorted(self.unpriced)}
+
+
+# --------------------------------------------------------------------------- thinking and deadlines
+
+
+def thinks_by_default(model: str) -> bool:
+    return model.startswith(THINKS_BY_DEFAULT)
+
+
+def thinking_params(config: Config, model: str, *, side: bool = False) -> tuple[int, dict[str, Any]]:
+    """``(max_tokens, extra request params)`` for one call of ``model`` (see the module doc)."""
+    m = config.model
+    if side or m.thinking == "off":
+        return m.max_tokens, {"thinking": {"type": "disabled"}}
+    if m.thinking == "adaptive" or thinks_by_default(model):
+        extra: dict[str, Any] = {"thinking": {"type": "adaptive"}}
+        if m.effort:
+            extra["output_config"] = {"effort": m.effort}
+        return max(m.thinking_max_tokens, m.max_tokens), extra
+    return m.max_tokens, {}
+
+
+def run_deadline(config: Config, calls: int) -> float:
+    """A run's deadline in seconds: its call cap times the per-call timeout, at most
+    ``model.run_deadline_s``."""
+    return min(config.model.run_deadline_s, max(1, calls) * config.model.timeout_s)
+
+
+def stop_reason(message: Any) -> str:
+    return str(getattr(message, "stop_reason", "") or "")
 
 
 # --------------------------------------------------------------------------- reading replies
