@@ -16,7 +16,9 @@ must pass the guards in ``memd.apply`` before anything reaches it). The checks m
   never deleted or renamed whole; ``MEMORY.md`` is never deleted (memd rebuilds the index);
 - size caps per file and per run (bytes written in all);
 - every write is scanned for secrets (``memd.core.secrets.scan``): a hit refuses the write with a
-  reason the model sees (the kind and line, never the secret).
+  reason the model sees (the kind and line, never the secret);
+- every file shown (``view``) is redacted with the same rules: each hit reads ``[REDACTED:<kind>]``
+  (``redactions`` counts them for the run log), so a secret already in memory is not sent.
 
 A refused command returns ``(text, True)``: the text goes back as an ``is_error`` tool result.
 Every command is recorded in ``ops`` (command, path, outcome) for the run log: never content.
@@ -82,6 +84,7 @@ class StagedMemory:
     live: Path | None = None  # the live memory folder the staging copy stands for
     ops: list[tuple[str, str, str]] = field(default_factory=list)
     written_bytes: int = 0
+    redactions: int = 0  # secrets replaced in what was shown to the model
 
     def handle(self, tool_input: Any) -> tuple[str, bool]:
         """Run one memory command; returns (result text, is_error)."""
@@ -201,7 +204,7 @@ class StagedMemory:
             raise Refused(f"Error: the path {str(path)[:100]} does not exist.") from None
         if stat.S_ISDIR(st.st_mode):
             return self._listing(str(path).rstrip("/") or ROOT, full)
-        text = self._read(full, str(path))
+        text = self._redact(self._read(full, str(path)))
         lines = text.split("\n")
         start = 1
         rng = inp.get("view_range")
@@ -219,6 +222,14 @@ class StagedMemory:
                 break
             out.append(row)
         return f"Here's the content of {path} with line numbers:\n" + "\n".join(out)
+
+    def _redact(self, text: str) -> str:
+        from memd.transcripts.render import REDACTED
+
+        counts: dict[str, int] = {}
+        out = secrets.redact(text, marker=REDACTED, counts=counts)
+        self.redactions += sum(counts.values())
+        return out
 
     def _listing(self, shown: str, folder: Path) -> str:
         rows: list[str] = []
@@ -331,6 +342,7 @@ class TranscriptSearch:
     max_line_bytes: int = 2_000_000
     snippet_chars: int = 200
     calls: int = 0
+    redactions: int = 0  # secrets replaced in the snippets returned
 
     def handle(self, tool_input: Any) -> tuple[str, bool]:
         pattern = tool_input.get("pattern") if isinstance(tool_input, dict) else None
@@ -355,4 +367,5 @@ class TranscriptSearch:
 
         found, cut = search(self.files, needles, limit=limit, max_bytes=self.max_bytes_per_call,
                             max_line_bytes=self.max_line_bytes, snippet_chars=self.snippet_chars)
+        self.redactions += sum(m.redacted for m in found)
         return [f"{m.session} {m.when} {m.role}: {m.snippet}" for m in found], cut

@@ -301,6 +301,8 @@ class Span:
     cwd: str | None
     first_at: float | None
     last_at: float | None
+    # where the line of the main agent's last (successful) memory write starts; -1: none in the span
+    memory_write_offset: int = -1
 
     @property
     def empty(self) -> bool:
@@ -331,12 +333,13 @@ def read_span(path: Path, start_offset: int, config: Config, *, memory_dir: Path
     for off, obj in reader:
         parser.feed(off, obj)
         if writes is not None:
-            writes.feed(obj)
+            writes.feed(obj, offset=off)
     # a write a hook denied (an is_error tool_result follows it) is not the session writing memory
-    wrote = writes is not None and mp is not None and any(mp.contains(fp) for _, fp in writes.effective())
+    own = [off for off, fp in writes.effective_at() if mp.contains(fp)] if writes is not None and mp is not None else []
     return Span(path, reader.start, reader.end_offset, reader.inode, reader.size, parser.out,
-                reader.bad_lines, reader.replaced, reader.missing, wrote,
-                session_id_for(path, parser.session_id), parser.cwd, parser.first_at, parser.last_at)
+                reader.bad_lines, reader.replaced, reader.missing, bool(own),
+                session_id_for(path, parser.session_id), parser.cwd, parser.first_at, parser.last_at,
+                max(own, default=-1))
 
 
 def find_session(claude: Path, session: str) -> Path | None:
