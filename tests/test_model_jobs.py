@@ -671,12 +671,15 @@ def test_memd_render_shows_the_redactions(env: Env, capsys: pytest.CaptureFixtur
     got = capsys.readouterr()
     assert DB_PASSWORD not in got.out and "[REDACTED:password in URL]" in got.out
     assert "1 secret(s) redacted" in got.err
+    # and without the turns up to the session's own memory write, as the catch-up sends it
+    _session_with_own_write(p, sess)
+    assert main(["--claude-dir", str(env.claude), "render", str(sess)]) == 0
+    got = capsys.readouterr()
+    assert "we deploy on Tuesdays" in got.out and "remember that I like tabs" not in got.out
+    assert "not shown (the catch-up does not send them)" in got.err
 
 
-def test_catchup_extracts_the_turns_after_the_sessions_own_memory_write(env: Env) -> None:
-    p = env.project("-home-dev-turns")
-    env.memory(p, {"MEMORY.md": ""})
-    sess = p.dir / "11111111-2222-3333-4444-888888888888.jsonl"
+def _session_with_own_write(p: Project, sess: Path) -> None:
     _fake_session(sess, [
         _user("remember that I like tabs", "2026-03-05T10:00:00Z"),
         _assistant([{"type": "tool_use", "id": "t1", "name": "Write",
@@ -687,6 +690,13 @@ def test_catchup_extracts_the_turns_after_the_sessions_own_memory_write(env: Env
         _user("correction: we deploy on Tuesdays, not Fridays", "2026-03-05T11:30:00Z"),
         _assistant([{"type": "text", "text": "Understood, Tuesdays."}], "2026-03-05T11:30:05Z", "a3"),
     ])
+
+
+def test_catchup_extracts_the_turns_after_the_sessions_own_memory_write(env: Env) -> None:
+    p = env.project("-home-dev-turns")
+    env.memory(p, {"MEMORY.md": ""})
+    sess = p.dir / "11111111-2222-3333-4444-888888888888.jsonl"
+    _session_with_own_write(p, sess)
     s = env.stub
     s.script(s.message(s.memory("create", path="/memories/project_deploy.md", file_text=topic(
         "Deploy day", "deploys happen on Tuesdays", "Deploys happen on Tuesdays (corrected 2026-03-05).",

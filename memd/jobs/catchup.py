@@ -62,26 +62,10 @@ def pending_sessions(jc: JobContext, project: Project, now: float) -> tuple[list
     return out, active
 
 
-def _is_prompt(r: Any) -> bool:
-    from memd.transcripts import records as rec
-
-    return isinstance(r, rec.UserTurn) and not r.is_meta and not r.sidechain and bool(r.text.strip())
-
-
 def _has_conversation(span: Span) -> bool:
-    return any(_is_prompt(r) for r in span.records)
+    from memd.transcripts.scan import is_prompt
 
-
-def after_own_write(span: Span) -> Span:
-    """The span without the turns up to and including the one where the session last wrote memory
-    itself (a turn: a user prompt and what followed it until the next prompt); the span as it is
-    when the session wrote none. What the session saved after a prompt, it judged; a correction the
-    user gave later is new."""
-    if span.memory_write_offset < 0:
-        return span
-    rest = next((i for i, r in enumerate(span.records)
-                 if r.offset > span.memory_write_offset and _is_prompt(r)), len(span.records))
-    return dataclasses.replace(span, records=span.records[rest:])
+    return any(is_prompt(r) for r in span.records)
 
 
 def pieces(span: Span, cfg: Any, tz: tzinfo) -> list[tuple[Span, Piece]]:
@@ -187,7 +171,7 @@ class _Extraction:
                              project_name=project.name, inode=t.extract_inode or None)
             if span.missing or span.empty:
                 continue
-            span = after_own_write(span)
+            span = span.after_own_write()
             if not _has_conversation(span):
                 self.advance.append(span)
                 continue

@@ -224,10 +224,9 @@ class StagedMemory:
         return f"Here's the content of {path} with line numbers:\n" + "\n".join(out)
 
     def _redact(self, text: str) -> str:
-        from memd.transcripts.render import REDACTED
+        from memd.transcripts.render import redact_sent
 
-        counts: dict[str, int] = {}
-        out = secrets.redact(text, marker=REDACTED, counts=counts)
+        out, counts = redact_sent(text)
         self.redactions += sum(counts.values())
         return out
 

@@ -220,6 +220,15 @@ def levels(b: Budgets) -> list[Budgets]:
 REDACTED = "[REDACTED:{kind}]"  # what a secret reads in anything sent to the API (spans, files, searches)
 
 
+def redact_sent(text: str) -> tuple[str, dict[str, int]]:
+    """``text`` as it may be sent to the API: every hit of the hooks' secret rules replaced by
+    ``[REDACTED:<kind>]``; and the hits per kind (for the run log)."""
+    from memd.core import secrets
+
+    counts: dict[str, int] = {}
+    return (secrets.redact(text, marker=REDACTED, counts=counts) if text else text), counts
+
+
 def render(records: Sequence[rec.Record], budgets: Budgets = Budgets(), *, tz: tzinfo = UTC) -> str:
     """The records as text (redacted): the first piece of ``render_pieces``, which is all of them
     unless the user's words alone exceed ``budgets.max_chars``."""
@@ -267,12 +276,8 @@ def _size(per: list[str]) -> int:
 
 def _piece(part: list[str], start: int, end: int, level: int) -> Piece:
     """The rendered records ``part`` (those of ``records[start:end]``) joined and redacted."""
-    from memd.core import secrets
-
     # Consecutive API errors say one thing: keep the first and the count.
-    text = "\n".join(_fold_repeats([t for t in part if t]))
-    counts: dict[str, int] = {}
-    text = secrets.redact(text, marker=REDACTED, counts=counts) if text else text
+    text, counts = redact_sent("\n".join(_fold_repeats([t for t in part if t])))
     return Piece(text + ("\n" if text else ""), start, end, level, counts)
 
 

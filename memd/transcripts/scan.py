@@ -11,6 +11,7 @@ pass over a thousand idle sessions costs a thousand ``stat`` calls and one query
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from dataclasses import dataclass, field
@@ -311,6 +312,22 @@ class Span:
     @property
     def pending_bytes(self) -> int:
         return max(0, self.size - self.end_offset)
+
+    def after_own_write(self) -> Span:
+        """The span without the turns up to and including the one where the session last wrote
+        memory itself (a turn: a user prompt and what followed until the next prompt); the span as
+        it is when the session wrote none. What the session saved after a prompt, it judged; a
+        correction the user gave later is new, and the catch-up extracts it."""
+        if self.memory_write_offset < 0:
+            return self
+        rest = next((i for i, r in enumerate(self.records)
+                     if r.offset > self.memory_write_offset and is_prompt(r)), len(self.records))
+        return dataclasses.replace(self, records=self.records[rest:])
+
+
+def is_prompt(r: rec.Record) -> bool:
+    """Words the user typed in the main conversation (not a tool result, meta or sidechain record)."""
+    return isinstance(r, rec.UserTurn) and not r.is_meta and not r.sidechain and bool(r.text.strip())
 
 
 def read_span(path: Path, start_offset: int, config: Config, *, memory_dir: Path | None = None,

@@ -71,8 +71,7 @@ def _texts(rec: dict[str, Any]) -> list[str]:
 
 
 def _match(line: bytes, needles: Sequence[str], width: int, path: Path) -> Match | None:
-    from memd.core import secrets
-    from memd.transcripts.render import REDACTED
+    from memd.transcripts.render import redact_sent
 
     try:
         rec = json.loads(line)
@@ -86,8 +85,7 @@ def _match(line: bytes, needles: Sequence[str], width: int, path: Path) -> Match
             continue
         # the whole text is redacted, then cut: a secret cut by the snippet's edge would no longer
         # match its rule; a needle found only inside a secret shows the snippet around its marker
-        counts: dict[str, int] = {}
-        text = secrets.redact(raw, marker=REDACTED, counts=counts)
+        text, counts = redact_sent(raw)
         shown = text.casefold() if counts else folded
         for n in needles:
             i = folded.find(n)
