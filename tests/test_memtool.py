@@ -145,3 +145,18 @@ def test_search_is_bounded(tmp_path: Path) -> None:
     assert not err and "assistant: the deploy freeze starts 2026-03-05" in text
     assert s.handle({"pattern": "again"})[1]  # call cap
     assert TranscriptSearch([a]).handle({"pattern": "ab"})[1]  # too short
+
+
+def test_viewed_files_and_search_results_are_redacted_and_counted(mem: StagedMemory, tmp_path: Path) -> None:
+    (mem.root / "b.md").write_text(f"---\nname: B\ndescription: b\ntype: user\n---\nCI token {SECRET}\n")
+    out, err = mem.handle({"command": "view", "path": "/memories/b.md"})
+    assert not err and SECRET not in out and "[REDACTED:GitHub token]" in out and mem.redactions == 1
+    s = tmp_path / "s.jsonl"
+    s.write_text(json.dumps({"type": "user", "sessionId": "s", "timestamp": "2026-03-01T10:00:00Z",
+                             "message": {"role": "user", "content": f"the deploy token is {SECRET} ok"}}) + "\n")
+    search = TranscriptSearch([s])
+    out, err = search.handle({"pattern": "deploy token"})
+    assert not err and SECRET not in out and "[REDACTED:GitHub token]" in out and search.redactions == 1
+    # a needle found only inside the secret shows the marker, never the secret
+    out, _ = search.handle({"pattern": SECRET[:12]})
+    assert SECRET[4:] not in out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -602,3 +603,191 @@ def test_through_the_runner_the_run_log_gets_tokens_and_cost(env: Env) -> None:
     assert row.outcome == "ok" and row.deleted == 1 and row.cost_usd > 0
     assert row.tokens_in + row.cache_write > 0 and row.cache_read > 0
     assert history.list_runs(env.state_dir, p.name)[0].run == out.run_id
+
+
+# --------------------------------------------------------------------------- issue 11: what is sent
+
+
+# Obviously fake values the secret rules still match (built by parts so no scanner takes them for real).
+DB_PASSWORD = "Xk3vQ9zLmP2wFAKE"
+DB_URL = f"postgres://app:{DB_PASSWORD}@db.internal:5432/app"
+PAY_KEY = "sk_" + "live_" + "FAKEfake0000FAKEfake0000"
+CLOUD_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCY" + "FAKEKEY000"
+FILE_SECRET = "ghp_" + "FAKEfake0000FAKEfake0000FAKEfake0000"
+
+
+def _assistant(content: list[dict[str, Any]], ts: str, uid: str = "a1") -> dict[str, Any]:
+    return {"type": "assistant", "uuid": uid, "sessionId": "s", "timestamp": ts,
+            "message": {"id": f"m-{uid}", "role": "assistant", "content": content}}
+
+
+def _result(tool_id: str, text: str, ts: str, *, error: bool = False) -> dict[str, Any]:
+    return {"type": "user", "uuid": f"r-{tool_id}", "sessionId": "s", "timestamp": ts,
+            "message": {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": tool_id, "content": text, "is_error": error}]}}
+
+
+def _bodies(env: Env) -> list[str]:
+    return [json.dumps(r.body) for r in env.stub.requests if r.path.startswith("/v1/messages")]
+
+
+def test_secrets_in_transcripts_and_files_are_redacted_before_sending(env: Env) -> None:
+    p = env.project("-home-dev-sec")
+    env.memory(p, {"MEMORY.md": "- [Ops](project_ops.md) — ops notes\n",
+                   "project_ops.md": topic("Ops", "ops notes", f"CI token: {FILE_SECRET}", "project")})
+    sess = p.dir / "11111111-2222-3333-4444-666666666666.jsonl"
+    _fake_session(sess, [
+        _user(f"the staging database is {DB_URL}, remember we use Postgres 16"),
+        _assistant([{"type": "text", "text": f"Noted. Payments use {PAY_KEY} in staging."},
+                    {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "cat ~/.aws/credentials"}}],
+                   "2026-03-05T10:00:01Z"),
+        _result("t1", f"[default]\naws_secret_access_key = {CLOUD_SECRET}\n", "2026-03-05T10:00:02Z"),
+    ])
+    s = env.stub
+    s.script(s.message(s.memory("view", path="/memories/project_ops.md")),
+             s.message(s.memory("create", path="/memories/project_db.md", file_text=topic(
+                 "Database", "staging runs Postgres 16", "Staging runs Postgres 16.", "project"))),
+             s.message(s.text("saved the database version")))
+    out = catchup_project(env.jc(), p)
+    assert out.outcome == "ok", out
+    bodies = _bodies(env)
+    assert len(bodies) == 3
+    for body in bodies:
+        for secret in (DB_PASSWORD, PAY_KEY, CLOUD_SECRET, FILE_SECRET):
+            assert secret not in body
+    first = bodies[0]
+    assert "[REDACTED:password in URL]" in first and "[REDACTED:Stripe key]" in first
+    assert "[REDACTED:AWS secret key]" in first and "Postgres 16" in first
+    assert "[REDACTED:GitHub token]" in bodies[1]  # the memory file the model viewed
+    assert out.details["redactions"] == 4
+
+
+def test_memd_render_shows_the_redactions(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    from memd.cli import main
+
+    p = env.project("-home-dev-sec")
+    sess = p.dir / "11111111-2222-3333-4444-777777777777.jsonl"
+    _fake_session(sess, [_user(f"the staging database is {DB_URL}")])
+    assert main(["--claude-dir", str(env.claude), "render", str(sess)]) == 0
+    got = capsys.readouterr()
+    assert DB_PASSWORD not in got.out and "[REDACTED:password in URL]" in got.out
+    assert "1 secret(s) redacted" in got.err
+    # and without the turns up to the session's own memory write, as the catch-up sends it
+    _session_with_own_write(p, sess)
+    assert main(["--claude-dir", str(env.claude), "render", str(sess)]) == 0
+    got = capsys.readouterr()
+    assert "we deploy on Tuesdays" in got.out and "remember that I like tabs" not in got.out
+    assert "not shown (the catch-up does not send them)" in got.err
+
+
+def _session_with_own_write(p: Project, sess: Path) -> None:
+    _fake_session(sess, [
+        _user("remember that I like tabs", "2026-03-05T10:00:00Z"),
+        _assistant([{"type": "tool_use", "id": "t1", "name": "Write",
+                     "input": {"file_path": str(p.memory_dir / "user_tabs.md"), "content": "x"}}],
+                   "2026-03-05T10:00:01Z"),
+        _result("t1", "File created successfully", "2026-03-05T10:00:02Z"),
+        _assistant([{"type": "text", "text": "Saved: you like tabs."}], "2026-03-05T10:00:03Z", "a2"),
+        _user("correction: we deploy on Tuesdays, not Fridays", "2026-03-05T11:30:00Z"),
+        _assistant([{"type": "text", "text": "Understood, Tuesdays."}], "2026-03-05T11:30:05Z", "a3"),
+    ])
+
+
+def test_catchup_extracts_the_turns_after_the_sessions_own_memory_write(env: Env) -> None:
+    p = env.project("-home-dev-turns")
+    env.memory(p, {"MEMORY.md": ""})
+    sess = p.dir / "11111111-2222-3333-4444-888888888888.jsonl"
+    _session_with_own_write(p, sess)
+    s = env.stub
+    s.script(s.message(s.memory("create", path="/memories/project_deploy.md", file_text=topic(
+        "Deploy day", "deploys happen on Tuesdays", "Deploys happen on Tuesdays (corrected 2026-03-05).",
+        "project"))), s.message(s.text("saved the deploy day")))
+    out = catchup_project(env.jc(), p)
+    assert out.outcome == "ok", out
+    bodies = _bodies(env)
+    assert len(bodies) == 2
+    assert "we deploy on Tuesdays" in bodies[0]
+    assert "remember that I like tabs" not in bodies[0] and "Saved: you like tabs" not in bodies[0]
+    t = env.state.transcript(sess)
+    assert t is not None and t.extract_offset == sess.stat().st_size
+
+
+def test_a_refused_memory_write_skips_nothing(env: Env) -> None:
+    p = env.project("-home-dev-denied")
+    env.memory(p, {"MEMORY.md": ""})
+    sess = p.dir / "11111111-2222-3333-4444-999999999999.jsonl"
+    _fake_session(sess, [
+        _user("remember that I like tabs", "2026-03-05T10:00:00Z"),
+        _assistant([{"type": "tool_use", "id": "t1", "name": "Write",
+                     "input": {"file_path": str(p.memory_dir / "user_tabs.md"), "content": "x"}}],
+                   "2026-03-05T10:00:01Z"),
+        _result("t1", "PreToolUse:Write hook error: refused", "2026-03-05T10:00:02Z", error=True),
+    ])
+    env.stub.script(env.stub.message(env.stub.text("nothing to save")))
+    catchup_project(env.jc(), p)
+    bodies = _bodies(env)
+    assert len(bodies) == 1 and "remember that I like tabs" in bodies[0]
+
+
+def _long_session(path: Path, turns: int) -> list[str]:
+    """A session whose user turns alone exceed a 1,000-character budget, with bulky tool output."""
+    words: list[str] = []
+    lines: list[dict[str, Any]] = []
+    for i in range(turns):
+        said = f"U{i:02d} " + f"user point {i} " * 12
+        words.append(said.strip())
+        ts = f"2026-03-05T{10 + i // 60:02d}:{i % 60:02d}:00Z"
+        lines.append(_user(said, ts))
+        lines.append(_assistant([{"type": "thinking", "thinking": "hmm " * 200, "signature": "x"},
+                                 {"type": "text", "text": "narration " * 60},
+                                 {"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": "ls"}}],
+                                ts, f"a{i}"))
+        lines.append(_result(f"t{i}", "output line\n" * 300, ts))
+    _fake_session(path, lines)
+    return words
+
+
+def _small_render(env: Env, **catchup: Any) -> Config:
+    return replace(env.config, transcripts=replace(env.config.transcripts, render_max_chars=1000),
+                   catchup=replace(env.config.catchup, **catchup))
+
+
+def test_user_turns_are_never_cut_and_a_long_span_is_split_across_runs(env: Env) -> None:
+    p = env.project("-home-dev-long")
+    env.memory(p, {"MEMORY.md": ""})
+    sess = p.dir / "11111111-2222-3333-4444-aaaaaaaaaaaa.jsonl"
+    words = _long_session(sess, 12)
+    env.stub.fallback = Reply(200, env.stub.message(env.stub.text("nothing to save")))
+    out = catchup_project(env.jc(config=_small_render(env)), p)
+    assert out.outcome in ("ok", "noop"), out
+    bodies = [json.loads(b) for b in _bodies(env)]
+    assert len(bodies) > 1  # one run per piece
+    sent = [b["messages"][0]["content"] for b in bodies]
+    text = "\n".join(c if isinstance(c, str) else "\n".join(b.get("text", "") for b in c) for c in sent)
+    for w in words:  # every user turn whole, in order, once
+        assert text.count(w) == 1, w
+    assert [text.index(w) for w in words] == sorted(text.index(w) for w in words)
+    for part in re.findall(r"<transcript>\n(.*?)</transcript>", text, re.S):
+        assert len(part) <= 1000  # each piece within the budget: tool results, thinking, narration cut first
+    assert "hmm hmm" not in text.split("</transcript>")[0]  # the first piece's thinking went
+    t = env.state.transcript(sess)
+    assert t is not None and t.extract_offset == sess.stat().st_size
+
+
+def test_a_split_span_advances_only_over_the_pieces_sent(env: Env) -> None:
+    p = env.project("-home-dev-long2")
+    env.memory(p, {"MEMORY.md": ""})
+    sess = p.dir / "11111111-2222-3333-4444-bbbbbbbbbbbb.jsonl"
+    words = _long_session(sess, 12)
+    env.stub.fallback = Reply(200, env.stub.message(env.stub.text("nothing to save")))
+    cfg = _small_render(env, max_input_tokens=1000)  # the token cap stops the run after one piece
+    catchup_project(env.jc(config=cfg), p)
+    first = _bodies(env)
+    assert len(first) == 1 and words[0] in first[0] and words[-1] not in first[0]
+    t = env.state.transcript(sess)
+    assert t is not None and 0 < t.extract_offset < sess.stat().st_size
+    sent_upto = max(i for i, w in enumerate(words) if w in first[0])
+    # the next run starts where the first stopped: nothing skipped, nothing sent twice
+    catchup_project(env.jc(config=cfg), p)
+    second = _bodies(env)[1]
+    assert words[sent_upto + 1] in second and words[sent_upto] not in second

@@ -10,8 +10,11 @@ from __future__ import annotations
 import base64
 import json
 import random
+import re
 import string
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -226,3 +229,40 @@ def test_real_memory_folders_raise_no_false_alarm(claude_data: Path, monkeypatch
             ev = {"hook_event_name": "PreToolUse", "tool_name": "Write" if "content" in tool_input else "Edit",
                   "tool_input": tool_input, "cwd": "/"}
             assert pre_tool_use(ev, hc) is None, f
+
+
+def _span_text(size: int) -> str:
+    """About ``size`` characters of a rendered span: prose, a netrc line and a key (so their rules
+    run), and one run of blank lines a 32nd of the text long (a tool's padded output)."""
+    line = ("[2026-03-05 Thu 10:00 UTC] USER: the deploy token lives in the vault, see my netrc:\n"
+            "machine db login app password FAKEpw1234\nand the key sk_" + "live_FAKEfake0000FAKEfake0000\n")
+    body = line * (size // len(line))
+    gap = "\n" * (size // 32)
+    half = len(body) // 2
+    return body[:half] + gap + body[half:]
+
+
+def _best(fn: Any, text: str) -> float:
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        fn(text)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def test_redacting_a_large_span_is_linear() -> None:
+    big, small = _span_text(1 << 20), _span_text(1 << 18)
+    counts: dict[str, int] = {}
+    out = secrets.redact(big, marker="[REDACTED:{kind}]", counts=counts)
+    assert "FAKEpw1234" not in out and "FAKEfake0000" not in out and counts["netrc password"] > 1000
+
+    def redact(t: str) -> None:
+        secrets.redact(t, marker="[REDACTED:{kind}]")
+
+    def plain(t: str) -> None:  # one plain pass over the same bytes
+        sum(1 for _ in re.finditer(r"\S+", t))
+
+    t_big, t_small = _best(redact, big), _best(redact, small)
+    assert t_big / t_small < 10, (t_big, t_small)  # 4x the text: about 4x the time, not 16x
+    assert t_big / _best(plain, big) < 50, t_big  # about 5 here; the quadratic rule made it hundreds

@@ -1,4 +1,6 @@
-"""memd render: print a session as the model would see it, so a user can check what memd sends."""
+"""memd render: print a session as the model would see it, so a user can check what memd sends:
+the same pieces (a span whose user turns exceed the budget is sent in several runs) and the same
+redactions (``[REDACTED:<kind>]``)."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from memd.errors import UsageError
-    from memd.transcripts.render import Budgets, render
+    from memd.transcripts.render import Budgets, render_pieces
     from memd.transcripts.scan import find_session, read_span
 
     if args.offset < 0:
@@ -38,10 +40,28 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.offset > size:
         raise UsageError(f"--from {args.offset} is past the end of {path} ({size} bytes)")
     start = next_line_start(path, args.offset)  # a user's offset may fall inside a line
-    span = read_span(path, start, ctx.config, include_sidechain=args.include_subagents)
-    text = render(span.records, Budgets.from_config(ctx.config))
-    sys.stdout.write(text)
+    from memd import layout
+    from memd.transcripts.sessions import is_subagent
+
+    # the memory folder of the session's own project: the turns up to its own memory write are not sent
+    proj = None if is_subagent(path) else layout.project_for_folder(ctx.claude_dir, path.parent)
+    span = read_span(path, start, ctx.config, include_sidechain=args.include_subagents,
+                     memory_dir=proj.memory_dir if proj else None, project_name=proj.name if proj else None)
+    sent = span.after_own_write()
+    pieces = render_pieces(sent.records, Budgets.from_config(ctx.config))
+    for n, pc in enumerate(pieces, 1):
+        if len(pieces) > 1:
+            sys.stdout.write(f"{'' if n == 1 else chr(10)}=== run {n} of {len(pieces)} ===\n")
+        sys.stdout.write(pc.text)
     notes = [f"{path}: bytes {span.start_offset}-{span.end_offset} of {span.size}"]
+    if len(sent.records) < len(span.records):
+        notes.append(f"{len(span.records) - len(sent.records)} record(s) up to the session's own memory write "
+                     "not shown (the catch-up does not send them)")
+    redacted = sum(pc.redacted for pc in pieces)
+    if redacted:
+        notes.append(f"{redacted} secret(s) redacted")
+    if any(pc.level for pc in pieces):
+        notes.append("over the render budget: tool results, thinking or narration cut (user words whole)")
     if span.bad_lines:
         notes.append(f"{span.bad_lines} bad line(s) skipped")
     if span.pending_bytes:

@@ -22,6 +22,8 @@ must pass the guards in ``memd.apply`` before anything reaches it). The checks m
   writes (facts.md section 3), and users keep their own keys; the model may change values, not lose keys.
   ``name`` and ``description`` are left to ``memd.core.guard``, which rejects the whole run that
   strips them (the run-level judgement; no guard there sees the other keys).
+- every file shown (``view``) is redacted with the same rules: each hit reads ``[REDACTED:<kind>]``
+  (``redactions`` counts them for the run log), so a secret already in memory is not sent.
 
 A refused command returns ``(text, True)``: the text goes back as an ``is_error`` tool result.
 Every command is recorded in ``ops`` (command, path, outcome) for the run log: never content.
@@ -89,6 +91,7 @@ class StagedMemory:
     ops: list[tuple[str, str, str]] = field(default_factory=list)
     written_bytes: int = 0
     deleted_keys: dict[str, set[str]] = field(default_factory=dict)  # rel -> frontmatter keys of a deleted file
+    redactions: int = 0  # secrets replaced in what was shown to the model
 
     def handle(self, tool_input: Any) -> tuple[str, bool]:
         """Run one memory command; returns (result text, is_error)."""
@@ -216,7 +219,7 @@ class StagedMemory:
             raise Refused(f"Error: the path {str(path)[:100]} does not exist.") from None
         if stat.S_ISDIR(st.st_mode):
             return self._listing(str(path).rstrip("/") or ROOT, full)
-        text = self._read(full, str(path))
+        text = self._redact(self._read(full, str(path)))
         lines = text.split("\n")
         start = 1
         rng = inp.get("view_range")
@@ -234,6 +237,13 @@ class StagedMemory:
                 break
             out.append(row)
         return f"Here's the content of {path} with line numbers:\n" + "\n".join(out)
+
+    def _redact(self, text: str) -> str:
+        from memd.transcripts.render import redact_sent
+
+        out, counts = redact_sent(text)
+        self.redactions += sum(counts.values())
+        return out
 
     def _listing(self, shown: str, folder: Path) -> str:
         rows: list[str] = []
@@ -360,6 +370,7 @@ class TranscriptSearch:
     max_line_bytes: int = 2_000_000
     snippet_chars: int = 200
     calls: int = 0
+    redactions: int = 0  # secrets replaced in the snippets returned
 
     def handle(self, tool_input: Any) -> tuple[str, bool]:
         pattern = tool_input.get("pattern") if isinstance(tool_input, dict) else None
@@ -384,4 +395,5 @@ class TranscriptSearch:
 
         found, cut = search(self.files, needles, limit=limit, max_bytes=self.max_bytes_per_call,
                             max_line_bytes=self.max_line_bytes, snippet_chars=self.snippet_chars)
+        self.redactions += sum(m.redacted for m in found)
         return [f"{m.session} {m.when} {m.role}: {m.snippet}" for m in found], cut

@@ -5,6 +5,12 @@ answered, which tools ran on what (names and short arguments), and a little of e
 Thinking and tool results are cut to budgets; images and base64 are dropped; every turn keeps its
 absolute timestamp with the weekday, so "Thursday" in the text can become a date. Meta records
 (skill text, caveats Claude Code injects) and subagent (sidechain) records are left out.
+
+Over ``max_chars`` the user's words are never cut: tool results, thinking and the assistant's
+narration are cut first (``levels``: each step cuts more); if the user's turns alone exceed the
+budget, the span is split into pieces (``render_pieces``), each sent in its own run, so the
+catch-up advances its offset only over the pieces it sent. Every piece is redacted with the hooks'
+secret rules (each hit becomes ``[REDACTED:<kind>]``): what ``memd render`` prints is what is sent.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
@@ -46,6 +52,8 @@ class Budgets:
     tool_result_chars: int = 400
     thinking_chars: int = 300
     max_chars: int = 120_000
+    narration_chars: int | None = None  # the assistant's words: None shows them whole
+    words_only: bool = False  # only what the user wrote (and compaction summaries): no assistant, no tools
 
     @classmethod
     def from_config(cls, cfg: Any) -> Budgets:
@@ -135,7 +143,7 @@ def _render_record(r: rec.Record, b: Budgets, tz: tzinfo, calls: dict[str, str])
         if r.images:
             out.append(f"{_stamp(r.timestamp, tz)} USER: [{r.images} image(s) left out]" if not out
                        else f"  [{r.images} image(s) left out]")
-        for res in r.tool_results:
+        for res in [] if b.words_only else r.tool_results:
             head = "error" if res.is_error else "result"
             name = calls.get(res.tool_use_id, "")
             label = f"{head} of {name}" if name else head
@@ -146,12 +154,15 @@ def _render_record(r: rec.Record, b: Budgets, tz: tzinfo, calls: dict[str, str])
             out.append(f"  <- {label}: {body}" if body else f"  <- {label}: (empty)")
         return out
     if isinstance(r, rec.AssistantTurn):
-        if r.sidechain:
+        if r.sidechain or b.words_only:
             return []
         out = [f"{_stamp(r.timestamp, tz)} ASSISTANT:"]
         for blk in r.blocks:
             if isinstance(blk, rec.Text):
-                out.append("  " + _whole(blk.text, blk.length).replace("\n", "\n  "))
+                said = (_whole(blk.text, blk.length) if b.narration_chars is None
+                        else _cut(blk.text, b.narration_chars, blk.length))
+                if said:
+                    out.append("  " + said.replace("\n", "\n  "))
             elif isinstance(blk, rec.Thinking):
                 if b.thinking_chars > 0:
                     t = _cut(blk.text, b.thinking_chars, blk.length).replace("\n", " ")
@@ -182,20 +193,92 @@ def _render_record(r: rec.Record, b: Budgets, tz: tzinfo, calls: dict[str, str])
     return []
 
 
+@dataclass(frozen=True)
+class Piece:
+    """What one run sends of a span: the text of ``records[start:end]``, redacted."""
+
+    text: str
+    start: int  # index of the first record rendered
+    end: int  # index past the last one
+    level: int  # 0: the budgets as configured; each level more cut (see ``levels``)
+    redactions: dict[str, int] = field(default_factory=dict)  # secrets replaced, per kind
+
+    @property
+    def redacted(self) -> int:
+        return sum(self.redactions.values())
+
+
+def levels(b: Budgets) -> list[Budgets]:
+    """The budgets tried in turn when a span is over ``max_chars``: tool results and thinking cut
+    first, then the assistant's narration, last only the user's words (never cut) remain."""
+    return [b,
+            replace(b, tool_result_chars=min(b.tool_result_chars, 100), thinking_chars=0),
+            replace(b, tool_result_chars=0, thinking_chars=0, narration_chars=200),
+            replace(b, tool_result_chars=0, thinking_chars=0, narration_chars=0, words_only=True)]
+
+
+REDACTED = "[REDACTED:{kind}]"  # what a secret reads in anything sent to the API (spans, files, searches)
+
+
+def redact_sent(text: str) -> tuple[str, dict[str, int]]:
+    """``text`` as it may be sent to the API: every hit of the hooks' secret rules replaced by
+    ``[REDACTED:<kind>]``; and the hits per kind (for the run log)."""
+    from memd.core import secrets
+
+    counts: dict[str, int] = {}
+    return (secrets.redact(text, marker=REDACTED, counts=counts) if text else text), counts
+
+
 def render(records: Sequence[rec.Record], budgets: Budgets = Budgets(), *, tz: tzinfo = UTC) -> str:
-    """The records as text; over ``budgets.max_chars`` the middle is left out (start and end kept)."""
-    calls: dict[str, str] = {}
-    blocks: list[str] = []
-    for r in records:
-        lines = _render_record(r, budgets, tz, calls)
-        if lines:
-            blocks.append("\n".join(lines))
+    """The records as text (redacted): the first piece of ``render_pieces``, which is all of them
+    unless the user's words alone exceed ``budgets.max_chars``."""
+    return render_pieces(records, budgets, tz=tz)[0].text
+
+
+def render_pieces(records: Sequence[rec.Record], budgets: Budgets = Budgets(), *,
+                  tz: tzinfo = UTC) -> list[Piece]:
+    """The records as one piece within ``budgets.max_chars`` when some level fits them all, else as
+    consecutive pieces, each within the budget at the least cut level that fits it (a single user
+    turn longer than the budget is a piece of its own, whole). Never empty."""
+    calls = {u.id: u.name for r in records if isinstance(r, rec.AssistantTurn) for u in r.tool_uses}
+    tries = levels(budgets)
+    last = len(tries) - 1
+    n = len(records)
+    rendered: list[list[str]] = []
+    for lv, b in enumerate(tries):
+        rendered.append([_record_text(r, b, tz, calls) for r in records])
+        if _size(rendered[-1]) <= budgets.max_chars:
+            return [_piece(rendered[-1], 0, n, lv)]
+    # The user's words alone exceed the budget: split into pieces that each fit with the assistant's
+    # words shortened (the replies a correction answers stay in view); a piece that fits with less
+    # cut is sent with less cut.
+    short = rendered[last - 1]
+    out: list[Piece] = []
+    i = 0
+    while i < n:
+        j, used = i, 0
+        while j < n and (j == i or used + len(short[j]) + 1 <= budgets.max_chars):
+            used += len(short[j]) + 1 if short[j] else 0
+            j += 1
+        lv = next((k for k in range(last) if _size(rendered[k][i:j]) <= budgets.max_chars), last)
+        out.append(_piece(rendered[lv][i:j], i, j, lv))
+        i = j
+    return out
+
+
+def _record_text(r: rec.Record, b: Budgets, tz: tzinfo, calls: dict[str, str]) -> str:
+    return "\n".join(_render_record(r, b, tz, calls))
+
+
+def _size(per: list[str]) -> int:
+    return sum(len(t) + 1 for t in per if t)
+
+
+def _piece(part: list[str], start: int, end: int, level: int) -> Piece:
+    """The rendered records ``part`` (those of ``records[start:end]``) joined and redacted."""
     # Consecutive API errors say one thing: keep the first and the count.
-    blocks = _fold_repeats(blocks)
-    text = "\n".join(blocks)
-    if len(text) <= budgets.max_chars:
-        return text + ("\n" if text else "")
-    return _fit(blocks, budgets.max_chars)
+    text, counts = redact_sent("\n".join(_fold_repeats([t for t in part if t])))
+    return Piece(text + ("\n" if text else ""), start, end, level, counts)
 
 
 def _fold_repeats(blocks: list[str]) -> list[str]:
@@ -213,26 +296,3 @@ def _fold_repeats(blocks: list[str]) -> list[str]:
     if run:
         out.append(f"  ({run} more api errors)")
     return out
-
-
-def _fit(blocks: list[str], max_chars: int) -> str:
-    """Keep whole blocks from the start (a third of the budget) and the end (the rest)."""
-    head_budget = max_chars // 3
-    head: list[str] = []
-    used = 0
-    i = 0
-    while i < len(blocks) and used + len(blocks[i]) + 1 <= head_budget:
-        head.append(blocks[i])
-        used += len(blocks[i]) + 1
-        i += 1
-    tail: list[str] = []
-    j = len(blocks)
-    while j > i and used + len(blocks[j - 1]) + 1 <= max_chars - 80:
-        tail.append(blocks[j - 1])
-        used += len(blocks[j - 1]) + 1
-        j -= 1
-    tail.reverse()
-    if not head and not tail and blocks:  # one giant block: cut it
-        return blocks[-1][: max_chars - 80] + f"\n[… {len(blocks)} turn(s) cut to fit {max_chars} chars …]\n"
-    marker = f"[… {j - i} turn(s) left out to fit {max_chars} chars …]"
-    return "\n".join([*head, marker, *tail]) + "\n"

@@ -11,6 +11,7 @@ pass over a thousand idle sessions costs a thousand ``stat`` calls and one query
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from dataclasses import dataclass, field
@@ -301,6 +302,8 @@ class Span:
     cwd: str | None
     first_at: float | None
     last_at: float | None
+    # where the line of the main agent's last (successful) memory write starts; -1: none in the span
+    memory_write_offset: int = -1
 
     @property
     def empty(self) -> bool:
@@ -309,6 +312,22 @@ class Span:
     @property
     def pending_bytes(self) -> int:
         return max(0, self.size - self.end_offset)
+
+    def after_own_write(self) -> Span:
+        """The span without the turns up to and including the one where the session last wrote
+        memory itself (a turn: a user prompt and what followed until the next prompt); the span as
+        it is when the session wrote none. What the session saved after a prompt, it judged; a
+        correction the user gave later is new, and the catch-up extracts it."""
+        if self.memory_write_offset < 0:
+            return self
+        rest = next((i for i, r in enumerate(self.records)
+                     if r.offset > self.memory_write_offset and is_prompt(r)), len(self.records))
+        return dataclasses.replace(self, records=self.records[rest:])
+
+
+def is_prompt(r: rec.Record) -> bool:
+    """Words the user typed in the main conversation (not a tool result, meta or sidechain record)."""
+    return isinstance(r, rec.UserTurn) and not r.is_meta and not r.sidechain and bool(r.text.strip())
 
 
 def read_span(path: Path, start_offset: int, config: Config, *, memory_dir: Path | None = None,
@@ -331,12 +350,13 @@ def read_span(path: Path, start_offset: int, config: Config, *, memory_dir: Path
     for off, obj in reader:
         parser.feed(off, obj)
         if writes is not None:
-            writes.feed(obj)
+            writes.feed(obj, offset=off)
     # a write a hook denied (an is_error tool_result follows it) is not the session writing memory
-    wrote = writes is not None and mp is not None and any(mp.contains(fp) for _, fp in writes.effective())
+    own = [off for off, fp in writes.effective_at() if mp.contains(fp)] if writes is not None and mp is not None else []
     return Span(path, reader.start, reader.end_offset, reader.inode, reader.size, parser.out,
-                reader.bad_lines, reader.replaced, reader.missing, wrote,
-                session_id_for(path, parser.session_id), parser.cwd, parser.first_at, parser.last_at)
+                reader.bad_lines, reader.replaced, reader.missing, bool(own),
+                session_id_for(path, parser.session_id), parser.cwd, parser.first_at, parser.last_at,
+                max(own, default=-1))
 
 
 def find_session(claude: Path, session: str) -> Path | None:

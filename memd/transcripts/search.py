@@ -24,6 +24,7 @@ class Match:
     when: str  # "YYYY-MM-DD HH:MM" as recorded (UTC)
     role: str  # "user" or "assistant"
     snippet: str  # about snippet_chars characters around the hit, on one line, secrets redacted
+    redacted: int = 0  # secrets replaced in the record's text
 
 
 def _mtime(p: Path) -> float:
@@ -70,7 +71,7 @@ def _texts(rec: dict[str, Any]) -> list[str]:
 
 
 def _match(line: bytes, needles: Sequence[str], width: int, path: Path) -> Match | None:
-    from memd.core import secrets
+    from memd.transcripts.render import redact_sent
 
     try:
         rec = json.loads(line)
@@ -78,14 +79,23 @@ def _match(line: bytes, needles: Sequence[str], width: int, path: Path) -> Match
         return None
     if not isinstance(rec, dict) or rec.get("type") not in ("user", "assistant") or rec.get("isMeta"):
         return None
-    for text in _texts(rec):
-        folded = text.casefold()
+    for raw in _texts(rec):
+        folded = raw.casefold()
+        if not any(n in folded for n in needles):
+            continue
+        # the whole text is redacted, then cut: a secret cut by the snippet's edge would no longer
+        # match its rule; a needle found only inside a secret shows the snippet around its marker
+        text, counts = redact_sent(raw)
+        shown = text.casefold() if counts else folded
         for n in needles:
             i = folded.find(n)
             if i < 0:
                 continue
+            j = shown.find(n)
+            i = j if j >= 0 else min(i, len(text))
             a = max(0, i - width // 2)
-            snippet = secrets.redact(" ".join(text[a:a + width].split()))
+            snippet = " ".join(text[a:a + width].split())
             return Match(str(rec.get("sessionId") or path.stem)[:8],
-                         str(rec.get("timestamp") or "")[:16].replace("T", " "), str(rec.get("type")), snippet)
+                         str(rec.get("timestamp") or "")[:16].replace("T", " "), str(rec.get("type")), snippet,
+                         sum(counts.values()))
     return None

@@ -106,17 +106,22 @@ class Writes:
     __slots__ = ("_failed", "_uses")
 
     def __init__(self) -> None:
-        self._uses: list[tuple[str, float | None, str]] = []  # (tool_use id, time, file path)
+        self._uses: list[tuple[str, float | None, str, int]] = []  # (tool_use id, time, file path, offset)
         self._failed: set[str] = set()
 
-    def feed(self, obj: dict[str, Any], ts: float | None = None) -> None:
+    def feed(self, obj: dict[str, Any], ts: float | None = None, offset: int = -1) -> None:
+        """One line; ``offset`` is where it starts in the transcript (-1: not known)."""
         kind = obj.get("type")
         if kind == "assistant":
-            self._uses.extend((tid, ts, fp) for tid, fp in written_uses(obj))
+            self._uses.extend((tid, ts, fp, offset) for tid, fp in written_uses(obj))
         elif kind == "user" and self._uses:
             self._failed.update(failed_tool_ids(obj))
 
     def effective(self) -> list[tuple[float | None, str]]:
         """(time, file path) of the writes that were not refused or failed."""
-        return [(ts, fp) for tid, ts, fp in self._uses if not tid or tid not in self._failed]
+        return [(ts, fp) for tid, ts, fp, _ in self._uses if not tid or tid not in self._failed]
+
+    def effective_at(self) -> list[tuple[int, str]]:
+        """(line offset, file path) of the writes that were not refused or failed."""
+        return [(off, fp) for tid, _, fp, off in self._uses if not tid or tid not in self._failed]
 
