@@ -249,7 +249,13 @@ def test_render_shows_the_conversation_once_and_no_bad_line(project: Project, na
     prompt = {"denied": "remember the token", "allowed": "remember how we deploy", "chat": "just chatting"}[name]
     # api-request-blob records copy each request's user messages (MEMORY.md and hook text included):
     # they are not the user speaking and must not be rendered as turns (facts 4).
-    assert done.stdout.count(prompt) == 1, done.stdout[:3000]
+    if name == "allowed":
+        # render shows what the catch-up sends: the turns up to the session's own (allowed) memory write
+        # are not sent, so its one prompt is not shown, and stderr says so (issue 11, per-turn catch-up)
+        assert done.stdout.count(prompt) == 0, done.stdout[:3000]
+        assert "up to the session's own memory write not shown" in done.stderr, done.stderr
+    else:
+        assert done.stdout.count(prompt) == 1, done.stdout[:3000]
     assert "persists across conversations" not in done.stdout
     assert TOKEN not in done.stdout or name == "denied"
 
