@@ -615,7 +615,8 @@ def real_tier(repeat: int) -> None:
                 if not ok:
                     failed[label] = failed.get(label, 0) + 1
             if out.outcome in ("failed", "rejected"):
-                failed[f"outcome {out.outcome}: {out.message[:60]}"] = failed.get(out.outcome, 0) + 1
+                key = f"outcome {out.outcome}: {out.message[:60]}"
+                failed[key] = failed.get(key, 0) + 1
         total += cost
         why = "; ".join(f"{k} ({v}x)" for k, v in failed.items())
         print(f"{sc.name:<22}{sc.job:<9}{f'{runs}/{repeat}':>8}{f'{checks_ok}/{checks_all}':>10}{cost:>10.4f}  {why}")

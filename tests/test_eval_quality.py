@@ -104,3 +104,26 @@ def test_the_memd_facing_checks_fail_on_a_broken_run(tmp_path: Path) -> None:
     assert _check(sc, "user_role.md present")[1](o)
     (o.mem / "user_role.md").unlink()
     assert not _check(sc, "user_role.md present")[1](o)
+
+
+def test_the_real_tier_prints_its_table(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The --real path end to end, its API pointed at the stub (a model that answers "nothing to save")."""
+    from tests.plugins.stub_api import Reply, StubAPI
+
+    with StubAPI() as stub:
+        stub.fallback = Reply(body=stub.message(stub.text("Nothing to save.")))
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", stub.base_url)
+        assert ev.main(["--real", "--repeat", "1"]) == 0
+        assert stub.requests, "the real tier sent nothing"
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split()[2] for line in out.splitlines()[2:] if line.split()[:1] != ["total"]}
+    assert set(rows) == {s.name for s in ev.scenarios()}
+    assert rows["never_save"] == "1/1" and rows["duplicates"] == "0/1"
+    assert "total cost: $" in out
+
+
+def test_the_real_tier_needs_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(SystemExit, match="ANTHROPIC_API_KEY"):
+        ev.main(["--real"])
