@@ -111,6 +111,7 @@ class Scenario:
     checks: list[Check] = field(default_factory=list)
     secrets: list[str] = field(default_factory=list)  # never sent, never saved
     prose: list[str] = field(default_factory=list)  # user lines of MEMORY.md that must survive somewhere
+    unsent: list[str] = field(default_factory=list)  # transcript text memd must not send (already saved)
 
 
 def topics(mem: Path) -> dict[str, str]:
@@ -201,6 +202,9 @@ def all_checks(sc: Scenario) -> list[Check]:
         common += [secrets_unsent(sc), secrets_unsaved(sc)]
     if sc.prose:
         common.append(prose_kept(sc))
+    if sc.unsent:
+        common.append(("the span the session saved itself not sent",
+                       lambda o: not any(u in b for u in sc.unsent for b in o.bodies)))
     return sc.checks + common
 
 
@@ -364,6 +368,7 @@ def scenarios() -> list[Scenario]:
             "No database mocks", "integration tests use the real database, never a mock",
             "Never mock the database in integration tests.\n**Why:** a mocked test passed while the "
             "migration broke production.", "feedback"))]],
+        unsent=["I prefer pytest over unittest"],
         checks=[present("feedback_pytest.md"), count_facts(r"pytest", 1),
                 fact(r"never mock the database", "feedback")]))
 

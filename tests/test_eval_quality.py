@@ -64,7 +64,8 @@ def _check(sc: ev.Scenario, label: str) -> ev.Check:
 
 
 def test_the_memd_facing_checks_fail_on_a_broken_run(tmp_path: Path) -> None:
-    """team/ touched, a secret sent or saved, index prose dropped, a kept file deleted, a type changed:
+    """team/ touched, a secret sent or saved, a saved span sent again, index prose dropped, a kept file
+    deleted, a type changed:
     each check says so (what no scripted player can do, since memd's guards stop it)."""
     scs = {s.name: s for s in ev.scenarios()}
     sc = scs["secret_in_transcript"]
@@ -76,6 +77,11 @@ def test_the_memd_facing_checks_fail_on_a_broken_run(tmp_path: Path) -> None:
     assert _check(sc, "no secret (nor its redaction) saved")[1](o)
     (o.mem / "project_x.md").write_text(f"db: {ev.DB_URL}\n")
     assert not _check(sc, "no secret (nor its redaction) saved")[1](o)
+
+    sc = scs["already_saved"]
+    label = "the span the session saved itself not sent"
+    assert _check(sc, label)[1](_outcome(tmp_path / "f", sc, ['{"text": "Also, never mock the database"}']))
+    assert not _check(sc, label)[1](_outcome(tmp_path / "g", sc, ['{"text": "I prefer pytest over unittest."}']))
 
     sc = scs["index_over_budget"]
     o = _outcome(tmp_path / "b", sc, [])
