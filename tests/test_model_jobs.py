@@ -791,3 +791,21 @@ def test_a_split_span_advances_only_over_the_pieces_sent(env: Env) -> None:
     catchup_project(env.jc(config=cfg), p)
     second = _bodies(env)[1]
     assert words[sent_upto + 1] in second and words[sent_upto] not in second
+
+
+def test_a_dream_sends_no_secret_already_in_memory(env: Env) -> None:
+    """The index, the manifest's descriptions and the files the model views are memory too: a secret
+    already written there is redacted before the dream sends it, and counted."""
+    p = env.project("-home-dev-sec")
+    env.memory(p, {"MEMORY.md": f"# Memory\n\nrotate {FILE_SECRET} monthly\n\n- [Ops](project_ops.md) — ops notes\n",
+                   "project_ops.md": topic("Ops", f"ops notes, token {FILE_SECRET}", "CI runs nightly.", "project")})
+    s = env.stub
+    s.script(s.message(s.memory("view", path="/memories/project_ops.md")),
+             s.message(s.text("nothing to merge")))
+    out = dream_project(env.jc(force=True), p)
+    assert out.outcome in ("ok", "noop"), out
+    bodies = _bodies(env)
+    assert bodies and all(FILE_SECRET not in b for b in bodies)
+    assert "[REDACTED:GitHub token]" in bodies[0]
+    # counted: the index line and the viewed file (the manifest is redacted where it is built, uncounted)
+    assert out.details["redactions"] >= 2

@@ -89,7 +89,8 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
                                       max_line_bytes=min(cfg.transcripts.max_line_bytes, 2_000_000))
             handlers[SEARCH_TOOL_NAME] = search.handle
             tools.append(dict(SEARCH_TOOL))
-        system = llm.cached_system(prompts.load("dream"), _orientation(jc, project, st, last))
+        system = llm.cached_system(prompts.load("dream"), mr.redacted(_orientation(jc, project, st, last),
+                                                                       out.details))
         # the deadline is sized to the call cap (one more call: a max_tokens retry)
         client = llm.Client(cfg, deadline_s=llm.run_deadline(cfg, cfg.dream.max_tool_turns + 1))
         res = mr.tool_loop(client, model=cfg.model.dream_model, system=system, user=_kickoff(now),
@@ -97,6 +98,9 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         out.details["tool_calls"] = res.tool_calls
         out.details["stop_reasons"] = res.stop_reasons
         out.details["refused"] = res.refused
+        seen = tool.redactions + (search.redactions if cfg.dream.max_searches > 0 else 0)
+        if seen:
+            out.details["redactions"] = out.details.get("redactions", 0) + seen
         if res.notes:
             out.details["notes"] = res.notes
         return ap.Edits(res.final_text, model_called=client.usage.calls > 0, usage=client.usage,

@@ -40,7 +40,19 @@ def manifest(root: Path, config: Config, *, skip: set[str] | None = None, live: 
     """One line per topic file under root (``memd.memfolder.manifest``), dated by the live folder's mtimes."""
     from memd.memfolder.manifest import for_model
 
-    return for_model(root, config.budget, exclude=skip or frozenset(), live=live)
+    return redacted(for_model(root, config.budget, exclude=skip or frozenset(), live=live))
+
+
+def redacted(text: str, details: dict[str, Any] | None = None) -> str:
+    """``text`` as it may be sent to the API (the hooks' secret rules, ``[REDACTED:<kind>]``); the hits
+    are added to ``details["redactions"]`` when given. Descriptions and the index are memory too: a
+    secret already in memory is not sent either."""
+    from memd.transcripts.render import redact_sent
+
+    clean, counts = redact_sent(text)
+    if details is not None and counts:
+        details["redactions"] = details.get("redactions", 0) + sum(counts.values())
+    return clean
 
 
 def memory_tool(st: ap.Staging, config: Config) -> StagedMemory:
