@@ -9,6 +9,7 @@ import shlex
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,7 +41,7 @@ def printing(tmp_path: Path, key: str = HELPER_KEY) -> str:
     return helper(tmp_path, f"print({key!r})\n")
 
 
-def src(env: dict[str, str], settings: dict[str, object] | None = None, config: Config | None = None,
+def src(env: dict[str, str], settings: dict[str, Any] | None = None, config: Config | None = None,
         **kw: float) -> llm.Source:
     return llm.credential_source(config or Config(), env, settings or {}, **kw)
 
@@ -100,7 +101,7 @@ def test_missing_extras_turn_model_work_off_naming_the_package(monkeypatch: pyte
 def test_the_real_sdk_classes_exist() -> None:
     import anthropic
 
-    assert anthropic.AnthropicBedrock and anthropic.AnthropicVertex
+    assert callable(anthropic.AnthropicBedrock) and callable(anthropic.AnthropicVertex)
 
 
 def test_failing_and_slow_helpers_turn_model_work_off(tmp_path: Path) -> None:
