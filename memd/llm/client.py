@@ -3,8 +3,9 @@
 API (also used by the hooks' recall)::
 
     from memd.llm import client as llm
-    reason = llm.model_off_reason(config)          # None, or why model work is off (no key)
-    c = llm.Client(config, deadline_s=60)          # raises llm.ModelOff without a key
+    reason = llm.model_off_reason(config)          # None, or why model work is off (no credential)
+    src = llm.credential_source(config)            # which credential: kind, description, off_reason
+    c = llm.Client(config, deadline_s=60)          # raises llm.ModelOff without a credential
     msg = c.create(model=config.model.extract_model, system=[...], messages=[...], tools=[...])
     llm.text_of(msg); llm.tool_uses(msg)           # reading a reply
     c.usage.input_tokens, c.usage.cost_usd         # what the calls cost so far
@@ -57,9 +58,9 @@ if TYPE_CHECKING:
 MEMORY_BETA = "context-management-2025-06-27"  # the memory tool's beta flag
 CACHE = {"type": "ephemeral"}
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
-MODEL_OFF = ("model work is off: no credential (set ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN, Claude Code's "
-             "apiKeyHelper, CLAUDE_CODE_USE_BEDROCK or CLAUDE_CODE_USE_VERTEX, or model.api_key_file in the "
-             "config); only the deterministic parts run")
+MODEL_OFF = ("model work is off: no API key or other credential (set ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN, "
+             "Claude Code's apiKeyHelper, CLAUDE_CODE_USE_BEDROCK or CLAUDE_CODE_USE_VERTEX, or model.api_key_file "
+             "in the config); only the deterministic parts run")
 
 
 # Models that think when no ``thinking`` is sent (facts.md section 7); matched as prefixes (dated ids).
