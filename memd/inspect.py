@@ -187,12 +187,14 @@ def status_rows(projects: list[Project], config: Config, cache_dir: Path | None 
     return [status_row(p, config, cache_dir) for p in projects]
 
 
-def model_credential(config: Config) -> dict[str, Any]:
+def model_credential(config: Config, claude: Path | None = None) -> dict[str, Any]:
     """Which credential source model work uses and whether it is on (never the secret): the
-    ``model`` part of ``memd status``."""
+    ``model`` part of ``memd status``. ``claude``: the Claude folder whose settings count (default:
+    the config's)."""
+    from memd import layout
     from memd.llm.client import credential_source
 
-    return credential_source(config).as_json()
+    return credential_source(config, None, None if claude is None else layout.read_settings(claude)).as_json()
 
 
 def credential_line(cred: dict[str, Any]) -> str:

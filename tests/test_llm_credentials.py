@@ -209,3 +209,27 @@ def test_status_names_the_source_never_the_secret(claude_home: Path, tmp_path: P
     (claude_home / "settings.json").write_text("{}")
     assert cli.main(["status"]) == 0
     assert "model work: off (none: no credential)" in capsys.readouterr().out
+
+
+def test_vertex_client_is_the_sdks_own(claude_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import anthropic
+
+    monkeypatch.setattr(llm, "_missing", lambda module: False)  # as if google-auth were installed
+    (claude_home / "settings.json").write_text(json.dumps({"env": {
+        "CLAUDE_CODE_USE_VERTEX": "1", "CLOUD_ML_REGION": "europe-west4", "ANTHROPIC_VERTEX_PROJECT_ID": "proj",
+        "ANTHROPIC_VERTEX_BASE_URL": "http://127.0.0.1:9/vertex/v1"}}))
+    c = llm.Client(Config())
+    assert c.source.kind == "vertex" and isinstance(c.sdk, anthropic.AnthropicVertex)
+    assert (c.sdk.region, c.sdk.project_id) == ("europe-west4", "proj")
+    assert str(c.sdk.base_url).startswith("http://127.0.0.1:9/vertex/v1")
+    c.close()
+
+
+def test_status_reads_the_claude_dir_it_is_given(claude_home: Path, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    other = tmp_path / "other-claude"
+    (other / "projects").mkdir(parents=True)
+    (other / "settings.json").write_text(json.dumps({"env": {"ANTHROPIC_AUTH_TOKEN": TOKEN}}))
+    assert cli.main(["--claude-dir", str(other), "status", "--format", "json"]) == 0
+    out = capsys.readouterr().out
+    assert json.loads(out)["model"]["kind"] == "auth_token" and TOKEN not in out

@@ -64,7 +64,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     for n in notes:
         print(n, file=sys.stderr if as_json else sys.stdout)
     rows = status_rows(projects or [], ctx.config, ctx.state_dir)
-    cred = model_credential(ctx.config)  # which credential source model work uses (never the secret)
+    cred = model_credential(ctx.config, ctx.claude_dir)  # which credential source model work uses (never the secret)
     if as_json:
         import json
 

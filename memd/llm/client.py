@@ -149,19 +149,22 @@ class Source:
                 "off_reason": self.off_reason}
 
 
-def claude_env(config: Config, settings: dict[str, Any] | None = None) -> tuple[dict[str, str], dict[str, Any]]:
-    """The environment Claude Code's sessions see: the process environment with the settings' ``env``
-    block applied over it (Claude Code applies it at start), and the settings used (the user's and
-    the managed scope, merged; ``memd.layout.read_settings``)."""
-    if settings is None:
-        from memd import layout
+def user_settings(config: Config) -> dict[str, Any]:
+    """Claude Code's settings memd's credentials come from: the user's settings.json and the managed
+    file, merged (``memd.layout.read_settings`` without a repository)."""
+    from memd import layout
 
-        settings = layout.read_settings(layout.claude_dir(None, config.paths.claude_dir))
-    env = dict(os.environ)
+    return layout.read_settings(layout.claude_dir(None, config.paths.claude_dir))
+
+
+def with_settings_env(env: Mapping[str, str], settings: dict[str, Any]) -> dict[str, str]:
+    """The environment Claude Code's sessions see: ``env`` with the settings' ``env`` block applied
+    over it (Claude Code applies it at start)."""
+    out = dict(env)
     block = settings.get("env")
     if isinstance(block, dict):
-        env.update({str(k): str(v) for k, v in block.items() if isinstance(v, (str, int, float))})
-    return env, settings
+        out.update({str(k): str(v) for k, v in block.items() if isinstance(v, (str, int, float))})
+    return out
 
 
 def credential_source(config: Config, env: Mapping[str, str] | None = None,
@@ -183,13 +186,9 @@ def credential_source(config: Config, env: Mapping[str, str] | None = None,
 
     ``env`` defaults to the process environment; the settings' ``env`` block is applied over it as
     Claude Code does. ``settings`` defaults to the user's (and managed) settings.json."""
-    base_env, settings = claude_env(config, settings)
-    if env is not None:
-        base_env = dict(env)
-        block = settings.get("env")
-        if isinstance(block, dict):
-            base_env.update({str(k): str(v) for k, v in block.items() if isinstance(v, (str, int, float))})
-    e = base_env
+    if settings is None:
+        settings = user_settings(config)
+    e = with_settings_env(os.environ if env is None else env, settings)
 
     def val(name: str) -> str:
         return (e.get(name) or "").strip()
