@@ -48,6 +48,7 @@ def src(env: dict[str, str], settings: dict[str, Any] | None = None, config: Con
 
 def test_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(llm, "_missing", lambda module: False)  # as if boto3 and google-auth were installed
+    monkeypatch.setattr(llm, "_aws_credentials", lambda: True)  # ... and AWS credentials configured
     h = {"apiKeyHelper": printing(tmp_path)}
     bedrock = {"CLAUDE_CODE_USE_BEDROCK": "1", "AWS_REGION": "eu-west-1"}
     vertex = {"CLAUDE_CODE_USE_VERTEX": "true", "CLOUD_ML_REGION": "us-east5", "ANTHROPIC_VERTEX_PROJECT_ID": "p1"}
@@ -233,3 +234,24 @@ def test_status_reads_the_claude_dir_it_is_given(claude_home: Path, tmp_path: Pa
     assert cli.main(["--claude-dir", str(other), "status", "--format", "json"]) == 0
     out = capsys.readouterr().out
     assert json.loads(out)["model"]["kind"] == "auth_token" and TOKEN not in out
+
+
+def test_bedrock_without_aws_credentials_is_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    fake = types.ModuleType("boto3")
+
+    class Session:
+        def __init__(self, creds: object) -> None:
+            self.creds = creds
+
+        def get_credentials(self) -> object:
+            return self.creds
+
+    monkeypatch.setattr(llm, "_missing", lambda module: False)
+    monkeypatch.setitem(sys.modules, "boto3", fake)
+    fake.Session = lambda: Session(None)  # type: ignore[attr-defined]
+    s = src({"CLAUDE_CODE_USE_BEDROCK": "1"})
+    assert not s.on and "no AWS credentials" in (s.off_reason or "")
+    fake.Session = lambda: Session(object())  # type: ignore[attr-defined]
+    assert src({"CLAUDE_CODE_USE_BEDROCK": "1"}).on

@@ -235,7 +235,22 @@ def _bedrock(val: Callable[[str], str]) -> Source:
         return Source("bedrock", desc, options=opts, off_reason=(
             "model work is off: CLAUDE_CODE_USE_BEDROCK is set but the boto3 package is not installed "
             "(pip install 'anthropic[bedrock]' in memd's environment); only the deterministic parts run"))
+    if token is None and not _aws_credentials():
+        return Source("bedrock", desc, options=opts, off_reason=(
+            "model work is off: CLAUDE_CODE_USE_BEDROCK is set but boto3 finds no AWS credentials "
+            "(environment, ~/.aws, SSO or instance role); only the deterministic parts run"))
     return Source("bedrock", desc, secret=token, options=opts)
+
+
+def _aws_credentials() -> bool:
+    """Whether boto3's usual chain finds AWS credentials (the SDK signs Bedrock calls with them)."""
+    import importlib
+
+    try:
+        boto3: Any = importlib.import_module("boto3")
+        return boto3.Session().get_credentials() is not None
+    except Exception:  # a broken AWS config: no credentials memd can use
+        return False
 
 
 def _vertex(val: Callable[[str], str]) -> Source:
