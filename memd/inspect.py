@@ -185,3 +185,20 @@ def status_row(project: Project, config: Config, cache_dir: Path | None = None) 
 def status_rows(projects: list[Project], config: Config, cache_dir: Path | None = None) -> list[StatusRow]:
     """One row per project; cache_dir (memd's state folder) lets unchanged folders skip the re-check."""
     return [status_row(p, config, cache_dir) for p in projects]
+
+
+def model_credential(config: Config, claude: Path | None = None) -> dict[str, Any]:
+    """Which credential source model work uses and whether it is on (never the secret): the
+    ``model`` part of ``memd status``. ``claude``: the Claude folder whose settings count (default:
+    the config's)."""
+    from memd import layout
+    from memd.llm.client import credential_source
+
+    return credential_source(config, None, None if claude is None else layout.read_settings(claude)).as_json()
+
+
+def credential_line(cred: dict[str, Any]) -> str:
+    """The text status's credential line."""
+    if cred["model_work"]:
+        return f"model work: on ({cred['kind']}: {cred['description']})\n"
+    return f"model work: off ({cred['kind']}: {cred['description']}) - {cred['off_reason']}\n"

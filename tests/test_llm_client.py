@@ -15,7 +15,7 @@ def cfg(stub: StubAPI, **model: object) -> Config:
     return Config(model=replace(ModelConfig(), base_url=stub.base_url, **model))
 
 
-def test_no_key_means_model_work_is_off(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_key_means_model_work_is_off(claude_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     assert llm.model_off_reason(Config()) == llm.MODEL_OFF
     with pytest.raises(llm.ModelOff, match="model work is off"):

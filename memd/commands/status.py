@@ -55,7 +55,7 @@ def render_table(rows: list[StatusRow], now: float | None = None) -> str:
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from memd.commands._projects import preamble
-    from memd.inspect import status_rows
+    from memd.inspect import credential_line, model_credential, status_rows
 
     if not args.projects:
         args.all = True  # status with no PROJECT shows every project
@@ -64,12 +64,14 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     for n in notes:
         print(n, file=sys.stderr if as_json else sys.stdout)
     rows = status_rows(projects or [], ctx.config, ctx.state_dir)
+    cred = model_credential(ctx.config, ctx.claude_dir)  # which credential source model work uses (never the secret)
     if as_json:
         import json
 
         from memd.daemon.info import daemon_status  # the daemon's part (issue 4)
 
-        doc = {"projects": [r.as_json() for r in rows], "daemon": daemon_status(ctx.state_dir, ctx.config)}
+        doc = {"projects": [r.as_json() for r in rows], "daemon": daemon_status(ctx.state_dir, ctx.config),
+               "model": cred}
         sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     elif rows:
         sys.stdout.write(render_table(rows))
@@ -77,4 +79,5 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         from memd.daemon.info import status_section  # the daemon's part (issue 4)
 
         sys.stdout.write(status_section(ctx.state_dir, ctx.config))
+        sys.stdout.write(credential_line(cred))
     return 0

@@ -3,8 +3,9 @@
 API (also used by the hooks' recall)::
 
     from memd.llm import client as llm
-    reason = llm.model_off_reason(config)          # None, or why model work is off (no key)
-    c = llm.Client(config, deadline_s=60)          # raises llm.ModelOff without a key
+    reason = llm.model_off_reason(config)          # None, or why model work is off (no credential)
+    src = llm.credential_source(config)            # which credential: kind, description, off_reason
+    c = llm.Client(config, deadline_s=60)          # raises llm.ModelOff without a credential
     msg = c.create(model=config.model.extract_model, system=[...], messages=[...], tools=[...])
     llm.text_of(msg); llm.tool_uses(msg)           # reading a reply
     c.usage.input_tokens, c.usage.cost_usd         # what the calls cost so far
@@ -44,7 +45,7 @@ import math
 import os
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,8 +58,9 @@ if TYPE_CHECKING:
 MEMORY_BETA = "context-management-2025-06-27"  # the memory tool's beta flag
 CACHE = {"type": "ephemeral"}
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
-MODEL_OFF = ("model work is off: no API key (set ANTHROPIC_API_KEY, or model.api_key_file in the config); "
-             "only the deterministic parts run")
+MODEL_OFF = ("model work is off: no API key or other credential (set ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN, "
+             "Claude Code's apiKeyHelper, CLAUDE_CODE_USE_BEDROCK or CLAUDE_CODE_USE_VERTEX, or model.api_key_file "
+             "in the config); only the deterministic parts run")
 
 
 # Models that think when no ``thinking`` is sent (facts.md section 7); matched as prefixes (dated ids).
@@ -100,28 +102,210 @@ def api_key(config: Config) -> str | None:
     """The API key: the file named by model.api_key_file when set, else $ANTHROPIC_API_KEY."""
     path = config.model.api_key_file
     if path:
-        try:
-            text = Path(path).expanduser().read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
-            return None
-        # a key file may be an env file ("ANTHROPIC_API_KEY=...")
-        for line in text.splitlines():
-            line = line.strip()
-            if line and not line.startswith("#"):
-                return line.split("=", 1)[1].strip().strip("'\"") if "=" in line else line
-        return None
+        return _key_file(path)
     key = os.environ.get("ANTHROPIC_API_KEY", "").strip()
     return key or None
 
 
-def model_off_reason(config: Config) -> str | None:
-    """None when a key is there; else the one sentence that says model work is off."""
-    if api_key(config) is not None:
+def _key_file(path: str) -> str | None:
+    try:
+        text = Path(path).expanduser().read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
         return None
-    if config.model.api_key_file:
-        return (f"model work is off: the key file {config.model.api_key_file} is missing, unreadable or "
-                "empty; only the deterministic parts run")
-    return MODEL_OFF
+    # a key file may be an env file ("ANTHROPIC_API_KEY=...")
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            return line.split("=", 1)[1].strip().strip("'\"") if "=" in line else line
+    return None
+
+
+# --------------------------------------------------------------------------- credential source
+
+HELPER_TIMEOUT_S = 10.0
+HELPER_TTL_S = 300.0  # Claude Code's default (CLAUDE_CODE_API_KEY_HELPER_TTL_MS): 5 minutes
+_TRUTHY = frozenset({"1", "true", "yes", "on"})
+KINDS = ("api_key", "auth_token", "api_key_helper", "bedrock", "vertex", "none")
+_helper_cache: dict[str, tuple[float, str]] = {}
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where memd's model credential comes from. ``description`` never holds the secret; ``secret``
+    is kept out of repr. ``off_reason`` is set when model work is off with this source."""
+
+    kind: str  # one of KINDS
+    description: str
+    off_reason: str | None = None
+    secret: str | None = field(default=None, repr=False)
+    options: dict[str, str] = field(default_factory=dict)  # region, project_id, base_url
+
+    @property
+    def on(self) -> bool:
+        return self.off_reason is None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "description": self.description, "model_work": self.on,
+                "off_reason": self.off_reason}
+
+
+def user_settings(config: Config) -> dict[str, Any]:
+    """Claude Code's settings memd's credentials come from: the user's settings.json and the managed
+    file, merged (``memd.layout.read_settings`` without a repository)."""
+    from memd import layout
+
+    return layout.read_settings(layout.claude_dir(None, config.paths.claude_dir))
+
+
+def with_settings_env(env: Mapping[str, str], settings: dict[str, Any]) -> dict[str, str]:
+    """The environment Claude Code's sessions see: ``env`` with the settings' ``env`` block applied
+    over it (Claude Code applies it at start)."""
+    out = dict(env)
+    block = settings.get("env")
+    if isinstance(block, dict):
+        out.update({str(k): str(v) for k, v in block.items() if isinstance(v, (str, int, float))})
+    return out
+
+
+def credential_source(config: Config, env: Mapping[str, str] | None = None,
+                      settings: dict[str, Any] | None = None, *,
+                      helper_timeout_s: float = HELPER_TIMEOUT_S) -> Source:
+    """The one place that decides memd's model credential. Precedence (Claude Code's own order, with
+    memd's explicit key file first):
+
+    1. ``model.api_key_file`` in memd's config (a missing or empty file turns model work off);
+    2. ``CLAUDE_CODE_USE_BEDROCK`` (``anthropic.AnthropicBedrock``; region ``AWS_REGION``, else
+       ``AWS_DEFAULT_REGION``, else us-east-1; ``ANTHROPIC_BEDROCK_BASE_URL``; needs boto3 unless
+       ``AWS_BEARER_TOKEN_BEDROCK`` is set);
+    3. ``CLAUDE_CODE_USE_VERTEX`` (``anthropic.AnthropicVertex``; ``CLOUD_ML_REGION``,
+       ``ANTHROPIC_VERTEX_PROJECT_ID``, ``ANTHROPIC_VERTEX_BASE_URL``; needs google-auth);
+    4. ``ANTHROPIC_AUTH_TOKEN`` (sent as ``Authorization: Bearer``);
+    5. ``ANTHROPIC_API_KEY`` (sent as ``x-api-key``);
+    6. ``apiKeyHelper`` in Claude Code's settings: a shell command run with a timeout whose stdout is
+       the key (sent as ``x-api-key``); it fails or times out: model work is off, with the reason.
+
+    ``env`` defaults to the process environment; the settings' ``env`` block is applied over it as
+    Claude Code does. ``settings`` defaults to the user's (and managed) settings.json."""
+    if settings is None:
+        settings = user_settings(config)
+    e = with_settings_env(os.environ if env is None else env, settings)
+
+    def val(name: str) -> str:
+        return (e.get(name) or "").strip()
+
+    path = config.model.api_key_file
+    if path:
+        key = _key_file(path)
+        if key:
+            return Source("api_key", f"the key file {path} (model.api_key_file)", secret=key)
+        return Source("api_key", f"the key file {path} (model.api_key_file)",
+                      off_reason=f"model work is off: the key file {path} is missing, unreadable or empty; "
+                                 "only the deterministic parts run")
+    if val("CLAUDE_CODE_USE_BEDROCK").lower() in _TRUTHY:
+        return _bedrock(val)
+    if val("CLAUDE_CODE_USE_VERTEX").lower() in _TRUTHY:
+        return _vertex(val)
+    if val("ANTHROPIC_AUTH_TOKEN"):
+        return Source("auth_token", "ANTHROPIC_AUTH_TOKEN (bearer token)", secret=val("ANTHROPIC_AUTH_TOKEN"))
+    if val("ANTHROPIC_API_KEY"):
+        return Source("api_key", "ANTHROPIC_API_KEY", secret=val("ANTHROPIC_API_KEY"))
+    helper = settings.get("apiKeyHelper")
+    if isinstance(helper, str) and helper.strip():
+        return _run_helper(helper.strip(), e, helper_timeout_s)
+    return Source("none", "no credential", off_reason=MODEL_OFF)
+
+
+def _missing(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is None
+    except (ImportError, ValueError):
+        return True
+
+
+def _bedrock(val: Callable[[str], str]) -> Source:
+    region = val("AWS_REGION") or val("AWS_DEFAULT_REGION") or "us-east-1"
+    opts = {"region": region}
+    if val("ANTHROPIC_BEDROCK_BASE_URL"):
+        opts["base_url"] = val("ANTHROPIC_BEDROCK_BASE_URL")
+    desc = f"Amazon Bedrock (CLAUDE_CODE_USE_BEDROCK, region {region})"
+    token = val("AWS_BEARER_TOKEN_BEDROCK") or None
+    if token is None and _missing("boto3"):
+        return Source("bedrock", desc, options=opts, off_reason=(
+            "model work is off: CLAUDE_CODE_USE_BEDROCK is set but the boto3 package is not installed "
+            "(pip install 'anthropic[bedrock]' in memd's environment); only the deterministic parts run"))
+    if token is None and not _aws_credentials():
+        return Source("bedrock", desc, options=opts, off_reason=(
+            "model work is off: CLAUDE_CODE_USE_BEDROCK is set but boto3 finds no AWS credentials "
+            "(environment, ~/.aws, SSO or instance role); only the deterministic parts run"))
+    return Source("bedrock", desc, secret=token, options=opts)
+
+
+def _aws_credentials() -> bool:
+    """Whether boto3's usual chain finds AWS credentials (the SDK signs Bedrock calls with them)."""
+    import importlib
+
+    try:
+        boto3: Any = importlib.import_module("boto3")
+        return boto3.Session().get_credentials() is not None
+    except Exception:  # a broken AWS config: no credentials memd can use
+        return False
+
+
+def _vertex(val: Callable[[str], str]) -> Source:
+    region = val("CLOUD_ML_REGION")
+    project = val("ANTHROPIC_VERTEX_PROJECT_ID")
+    opts = {"region": region, "project_id": project}
+    if val("ANTHROPIC_VERTEX_BASE_URL"):
+        opts["base_url"] = val("ANTHROPIC_VERTEX_BASE_URL")
+    desc = f"Google Vertex AI (CLAUDE_CODE_USE_VERTEX, region {region or '-'}, project {project or '-'})"
+    missing = [n for n, v in (("CLOUD_ML_REGION", region), ("ANTHROPIC_VERTEX_PROJECT_ID", project)) if not v]
+    if missing:
+        return Source("vertex", desc, options=opts, off_reason=(
+            f"model work is off: CLAUDE_CODE_USE_VERTEX is set but {' and '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not; only the deterministic parts run"))
+    if _missing("google.auth"):
+        return Source("vertex", desc, options=opts, off_reason=(
+            "model work is off: CLAUDE_CODE_USE_VERTEX is set but the google-auth package is not installed "
+            "(pip install 'anthropic[vertex]' in memd's environment); only the deterministic parts run"))
+    return Source("vertex", desc, options=opts)
+
+
+def _run_helper(command: str, env: Mapping[str, str], timeout_s: float) -> Source:
+    """Run Claude Code's apiKeyHelper (``sh -c``); its stdout's last non-empty line is the key. The key
+    is cached for HELPER_TTL_S per command; neither the key nor the helper's output is ever logged."""
+    import subprocess
+
+    desc = "apiKeyHelper in Claude Code's settings.json"
+    now = time.monotonic()
+    hit = _helper_cache.get(command)
+    if hit is not None and now - hit[0] < HELPER_TTL_S:
+        return Source("api_key_helper", desc, secret=hit[1])
+    why = ""
+    try:
+        proc = subprocess.run(command, shell=True, env=dict(env), capture_output=True, timeout=timeout_s,
+                              stdin=subprocess.DEVNULL, check=False)
+    except subprocess.TimeoutExpired:
+        why = f"did not finish within {timeout_s:g} s"
+    except OSError as e:
+        why = f"could not be run ({type(e).__name__})"
+    else:
+        lines = [ln.strip() for ln in proc.stdout.decode("utf-8", "replace").splitlines() if ln.strip()]
+        if proc.returncode != 0:
+            why = f"exited with status {proc.returncode}"
+        elif not lines:
+            why = "printed no key"
+        else:
+            _helper_cache[command] = (now, lines[-1])
+            return Source("api_key_helper", desc, secret=lines[-1])
+    return Source("api_key_helper", desc, off_reason=f"model work is off: apiKeyHelper {why}; "
+                                                     "only the deterministic parts run")
+
+
+def model_off_reason(config: Config) -> str | None:
+    """None when a credential is there; else the one sentence that says model work is off."""
+    return credential_source(config).off_reason
 
 
 # --------------------------------------------------------------------------- usage and cost
@@ -263,28 +447,49 @@ def cached_system(*parts: str) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- the client
 
 
+def _sdk_client(anthropic: Any, config: Config, source: Source, base_url: str | None) -> Any:
+    """The SDK client for a source that is on: Anthropic with the key or bearer token, or the SDK's
+    own AnthropicBedrock / AnthropicVertex. A constructor error becomes ModelOff (never a traceback)."""
+    kwargs: dict[str, Any] = {"max_retries": 0, "timeout": config.model.timeout_s}
+    url = base_url or source.options.get("base_url") or (
+        config.model.base_url if source.kind not in ("bedrock", "vertex") else "")
+    if url:  # else the SDK reads ANTHROPIC_BASE_URL (or its provider's variable) itself
+        kwargs["base_url"] = url
+    try:
+        if source.kind == "bedrock":
+            if source.secret:
+                kwargs["api_key"] = source.secret
+            return anthropic.AnthropicBedrock(aws_region=source.options["region"], **kwargs)
+        if source.kind == "vertex":
+            return anthropic.AnthropicVertex(region=source.options["region"],
+                                             project_id=source.options["project_id"], **kwargs)
+        key = "auth_token" if source.kind == "auth_token" else "api_key"
+        return anthropic.Anthropic(**{key: source.secret}, **kwargs)
+    except Exception as e:  # e.g. a provider's missing dependency or bad setting
+        raise ModelOff(f"model work is off: {source.description}: the SDK client could not be built "
+                       f"({type(e).__name__}); only the deterministic parts run") from None
+
+
 class Client:
     """A Messages API client with memd's deadline, retries and usage accounting."""
 
     def __init__(self, config: Config, *, deadline_s: float | None = None, api_key_value: str | None = None,
                  base_url: str | None = None, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        key = api_key_value or api_key(config)
-        if not key:
-            raise ModelOff(model_off_reason(config) or MODEL_OFF)
+        source = (Source("api_key", "given", secret=api_key_value) if api_key_value
+                  else credential_source(config))
+        if not source.on:
+            raise ModelOff(source.off_reason or MODEL_OFF)
         import anthropic
 
         self.config = config
+        self.source = source
         self._anthropic = anthropic
         self._sleep = sleep
         self._clock = clock
         self.deadline = clock() + (deadline_s if deadline_s is not None else config.model.run_deadline_s)
         self.usage = Usage()
-        kwargs: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": config.model.timeout_s}
-        url = base_url or config.model.base_url
-        if url:  # else the SDK reads ANTHROPIC_BASE_URL itself
-            kwargs["base_url"] = url
-        self.sdk = anthropic.Anthropic(**kwargs)
+        self.sdk = _sdk_client(anthropic, config, source, base_url)
 
     def remaining(self) -> float:
         return self.deadline - self._clock()
