@@ -18,9 +18,9 @@ from memd.config import Config, ModelConfig, replace
 from memd.llm import client as llm
 from tests.plugins.stub_api import StubAPI
 
-HELPER_KEY = "sk-ant-helper-0123456789secret"
+HELPER_KEY = "sk-ant-fake.helper.0123456789"
 TOKEN = "tok-bearer-0123456789secret"
-KEY = "sk-ant-env-0123456789secret"
+KEY = "sk-ant-fake.env.0123456789"
 
 
 @pytest.fixture(autouse=True)
