@@ -7,7 +7,6 @@ import json
 import math
 import os
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,21 +20,11 @@ from memd.jobs.dream import dream_project
 from memd.jobs.runner import run_job
 from memd.llm import client as llm
 from memd.state import StateStore
-from tests.plugins.stub_api import Reply, StubAPI
+from tests.plugins.stub_api import Reply
 from tests.test_model_jobs import OLD, Env, dup_folder, real_session_project, topic, tree
+from tests.test_model_jobs import env as env
 
 DELETE_DUP = "/memories/feedback_tabs_2.md"
-
-
-@pytest.fixture
-def env(tmp_path: Path, stub_api: StubAPI, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
-    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
-    e = Env(tmp_path, stub_api, tmp_path / "claude")
-    try:
-        yield e
-    finally:
-        e.state.close()
 
 
 def with_model(env: Env, **kw: Any) -> Config:

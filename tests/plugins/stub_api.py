@@ -220,7 +220,8 @@ class StubAPI:
 
     # ------------------------------------------------------------------ serving
 
-    def _handle(self, h: BaseHTTPRequestHandler) -> None:
+    def _record(self, h: BaseHTTPRequestHandler) -> tuple[Any, Any, Recorded]:
+        """Read and record one request: its split URL, its JSON body (or None) and the record."""
         parts = urlsplit(h.path)
         length = int(h.headers.get("content-length") or 0)
         raw = h.rfile.read(length) if length else b""
@@ -232,6 +233,10 @@ class StubAPI:
                        {k.lower(): v for k, v in h.headers.items()}, body, raw)
         with self._lock:
             self.requests.append(rec)
+        return parts, body, rec
+
+    def _handle(self, h: BaseHTTPRequestHandler) -> None:
+        parts, body, rec = self._record(h)
         if parts.path == "/v1/messages/count_tokens" and isinstance(body, dict):
             self._send(h, Reply(body={"input_tokens": estimate_tokens(body)}))
             return

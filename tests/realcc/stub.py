@@ -21,7 +21,6 @@ import json
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 from tests.plugins.stub_api import Recorded, Reply, StubAPI, estimate_tokens
 
@@ -123,17 +122,7 @@ class CliStub(StubAPI):
     # ------------------------------------------------------------------ serving
 
     def _handle(self, h: BaseHTTPRequestHandler) -> None:
-        parts = urlsplit(h.path)
-        length = int(h.headers.get("content-length") or 0)
-        raw = h.rfile.read(length) if length else b""
-        try:
-            body = json.loads(raw) if raw else None
-        except ValueError:
-            body = None
-        rec = Recorded(h.command, parts.path, parse_qs(parts.query),
-                       {k.lower(): v for k, v in h.headers.items()}, body, raw)
-        with self._lock:
-            self.requests.append(rec)
+        parts, body, rec = self._record(h)
         if parts.path == "/v1/messages/count_tokens":
             self._send(h, Reply(body={"input_tokens": estimate_tokens(body if isinstance(body, dict) else {})}))
             return
