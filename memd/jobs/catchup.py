@@ -277,7 +277,8 @@ class _Extraction:
         from memd.llm import client as llm
 
         assert self.client is not None
-        first = llm.estimate_tokens(self.system, self.tools, [{"role": "user", "content": user}])
+        first = llm.estimate_tokens(self.system, self.tools, [{"role": "user", "content": [
+            {"type": "text", "text": user, "cache_control": dict(llm.CACHE)}]}])  # as the loop sends it
         need = first * self.cfg.catchup.max_tool_turns
         return self.client.usage.total_input + need <= self.cfg.catchup.max_input_tokens
 
