@@ -24,6 +24,7 @@ model.dream_model (dream).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -112,7 +113,9 @@ def make_sessions(folder: Path, total_bytes: int, n: int, rng: random.Random) ->
 
 
 def context(stub: Any, claude: Path, state_dir: Path, state: StateStore, force: bool = True) -> JobContext:
-    cfg = Config(model=replace(ModelConfig(), base_url=stub.base_url, max_retries=0))
+    """Jobs against the stub, or (``stub`` None) against the API the environment's credential reaches."""
+    cfg = Config(model=replace(ModelConfig(), base_url=stub.base_url, max_retries=0)) if stub is not None \
+        else Config()
     return JobContext(config=cfg, claude_dir=claude, state_dir=state_dir, state=state, force=force)
 
 
@@ -226,11 +229,14 @@ def _kinds(out: ProjectOutcome, calls: int) -> dict[str, Any]:
             "total": out.tokens_in + out.cache_write + out.cache_read + out.tokens_out, "cost": out.cost_usd}
 
 
-def tokens_per_run() -> dict[str, dict[str, Any]]:
-    """The four token kinds of fixed runs, each with a fresh folder and the scripted model."""
+def tokens_per_run(real: bool = False) -> dict[str, dict[str, Any]]:
+    """The four token kinds of fixed runs, each with a fresh folder and the scripted model (``real``:
+    the configured models through the real API instead: costs money, replies vary)."""
     rows: dict[str, dict[str, Any]] = {}
-    with tempfile.TemporaryDirectory() as tmp, StubAPI() as stub:
-        stub.responder = scripted_model(stub)
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        stub = None if real else stack.enter_context(StubAPI())
+        if stub is not None:
+            stub.responder = scripted_model(stub)
         claude = Path(tmp) / "claude"
         state = StateStore.open(Path(tmp) / "state")
         try:
@@ -241,9 +247,10 @@ def tokens_per_run() -> dict[str, dict[str, Any]]:
                 return Project(name, d, d / "memory")
 
             def run(label: str, job: Any, p: Project) -> None:
-                n = len(stub.requests)
+                n = len(stub.requests) if stub is not None else 0
                 out = job(context(stub, claude, Path(tmp) / "state", state), p)
-                rows[label] = _kinds(out, len(stub.requests) - n)
+                rows[label] = _kinds(out, len(stub.requests) - n if stub is not None
+                                     else out.details.get("model_calls", 0))
                 print(f"{label}: {rows[label]}", file=sys.stderr, flush=True)
 
             p = project("-bench-long", 50)
@@ -294,8 +301,10 @@ def tokens_section(before: dict[str, dict[str, Any]], after: dict[str, dict[str,
         "- The prompts are longer (they state the budgets, the forget rule, topics not diaries, CLAUDE.md), "
         "which costs a few hundred tokens per conversation, mostly read from the cache.",
         "- `tokens_in` is the uncached input only; `total` is what the run sent and received (the run log's "
-        "`tokens_total`). With a real model the counts differ (its tokenizer, its own replies and tool use); "
-        "the eval's real tier reports real costs: `ANTHROPIC_API_KEY=... .venv/bin/python "
+        "`tokens_total`). With a real model the counts differ (its tokenizer, its own replies and tool use). "
+        "The same runs against the real API with the configured models (costs money; not measured here, no key "
+        "was available): `ANTHROPIC_API_KEY=... .venv/bin/python bench/bench_llm.py --tokens --real`; the "
+        "eval's real tier reports pass rates and costs: `ANTHROPIC_API_KEY=... .venv/bin/python "
         "bench/eval_quality.py --real --repeat 3`.",
         ""])
 
@@ -316,11 +325,17 @@ def main() -> int:
     ap.add_argument("--big-mb", type=float, default=40.0, help="largest transcript volume behind a dream")
     ap.add_argument("--tokens", action="store_true", help="only the tokens per run (JSON on stdout)")
     ap.add_argument("--before", type=Path, help="with --tokens: the JSON of the same run on the version before")
+    ap.add_argument("--real", action="store_true",
+                    help="with --tokens: the real API with the configured models (needs a credential; costs money)")
     args = ap.parse_args()
-    os.environ["ANTHROPIC_API_KEY"] = "bench"
-    os.environ.pop("ANTHROPIC_BASE_URL", None)
+    if args.real:
+        if not args.tokens or not os.environ.get("ANTHROPIC_API_KEY"):
+            sys.exit("--real goes with --tokens and needs ANTHROPIC_API_KEY")
+    else:
+        os.environ["ANTHROPIC_API_KEY"] = "bench"
+        os.environ.pop("ANTHROPIC_BASE_URL", None)
     if args.tokens:
-        after = tokens_per_run()
+        after = tokens_per_run(args.real)
         print(json.dumps(after, indent=1))
         if args.before is not None:
             section = tokens_section(json.loads(args.before.read_text()), after)
