@@ -5,7 +5,8 @@ Claude Code's own recall side query, followed closely:
 1. the manifest: at most ``budget.max_topic_files`` topic files of the memory folder, newest first by
    mtime, each read only for its first ``budget.max_frontmatter_lines`` lines; one line per file with
    its name, type, date and description (the description is the only signpost the selector sees);
-2. one small model call (structured output: ``{"files": [...]}``, max_tokens 256, thinking off)
+2. one small model call (structured output: ``{"files": [...]}``, max_tokens 256, thinking as
+   ``llm.thinking_params(side=True)`` says: off)
    asks for at most ``hooks.recall_max_files`` names; names not in the manifest are dropped;
 3. each chosen file is read up to ``hooks.recall_file_bytes`` and prefixed "This memory is N days old"
    (nothing under a day);
@@ -147,14 +148,18 @@ def select_names(query: str, manifest: list[ManifestEntry], cfg: Config, *, time
     max_files = cfg.hooks.recall_max_files
     user = (f"<user_message>\n{query[:MAX_QUERY_CHARS]}\n</user_message>\n\n"
             f"<manifest>\n{render_manifest(manifest)}\n</manifest>")
+    # a small side query: the client's side-query thinking setting (off: thinking would count toward
+    # the 256 tokens); max_tokens stays the selection's own
+    _, thinking = llm.thinking_params(cfg, cfg.model.extract_model, side=True)
+    output_config = {**thinking.pop("output_config", {}),
+                     "format": {"type": "json_schema", "schema": SCHEMA}}
     try:
         with llm.Client(cfg, deadline_s=timeout_s) as c:
             msg = c.create(
                 model=cfg.model.extract_model, beta=False, max_tokens=SELECT_MAX_TOKENS, timeout=timeout_s,
                 system=SELECT_SYSTEM.format(max_files=max_files),
                 messages=[{"role": "user", "content": user}],
-                output_config={"format": {"type": "json_schema", "schema": SCHEMA}},
-                thinking={"type": "disabled"},
+                output_config=output_config, **thinking,
             )
             if usage is not None:
                 usage.update(c.usage.as_dict())

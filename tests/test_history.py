@@ -122,7 +122,7 @@ def test_prompts_command(capsys: pytest.CaptureFixture[str]) -> None:
     listing = capsys.readouterr().out
     assert "catchup" in listing and "dream" in listing
     assert main(["prompts", "dream"]) == 0
-    assert capsys.readouterr().out == prompts.load("dream")
+    assert capsys.readouterr().out == prompts.render("dream", Config())  # as sent: the budgets filled in
     assert main(["prompts", "nope"]) == 2
 
 
@@ -169,7 +169,7 @@ RECALL = {
 @pytest.mark.parametrize(("name", "rules"), [("catchup", {**BOTH, **CATCHUP}), ("dream", {**BOTH, **DREAM}),
                                              ("recall", RECALL)])
 def test_prompts_carry_every_rule(name: str, rules: dict[str, list[str]]) -> None:
-    text = " ".join(prompts.load(name).split())
+    text = " ".join(prompts.render(name, Config()).split())  # as sent: the budgets filled in
     missing = [f"{rule}: {phrase!r}" for rule, phrases in rules.items() for phrase in phrases
                if phrase.lower() not in text.lower()]
     assert not missing, missing

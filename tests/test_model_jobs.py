@@ -20,6 +20,7 @@ from memd.jobs import JobContext, ProjectOutcome
 from memd.jobs.catchup import catchup_project
 from memd.jobs.dream import dream_project
 from memd.layout import Project
+from memd.llm import client as llm
 from memd.state import StateStore
 from tests.plugins.stub_api import Reply, StubAPI
 
@@ -781,7 +782,16 @@ def test_a_split_span_advances_only_over_the_pieces_sent(env: Env) -> None:
     sess = p.dir / "11111111-2222-3333-4444-bbbbbbbbbbbb.jsonl"
     words = _long_session(sess, 12)
     env.stub.fallback = Reply(200, env.stub.message(env.stub.text("nothing to save")))
-    cfg = _small_render(env, max_input_tokens=1000)  # the token cap stops the run after one piece
+    # the token cap stops the run after one piece: it is enforced before sending (a conversation of
+    # one call here), so it is set to hold one first request of this span, not two
+    probe = env.project("-home-dev-long2-probe")
+    env.memory(probe, {"MEMORY.md": ""})
+    _long_session(probe.dir / sess.name, 12)
+    catchup_project(env.jc(config=_small_render(env, max_tool_turns=1)), probe)
+    body = env.stub.requests[0].body
+    first_request = llm.estimate_tokens(body["system"], body["tools"], body["messages"])
+    env.stub.requests.clear()
+    cfg = _small_render(env, max_tool_turns=1, max_input_tokens=int(first_request * 1.3))
     catchup_project(env.jc(config=cfg), p)
     first = _bodies(env)
     assert len(first) == 1 and words[0] in first[0] and words[-1] not in first[0]

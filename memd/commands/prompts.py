@@ -23,5 +23,5 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             first = prompts.load(name).splitlines()[0].lstrip("# ").strip()
             print(f"{name:8} {first}")
         return 0
-    print(prompts.load(args.name), end="")
+    print(prompts.render(args.name, ctx.config), end="")  # with the configured budgets, as sent
     return 0

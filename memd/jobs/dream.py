@@ -14,8 +14,13 @@ The gates (hours, sessions, the consolidate lock) are the runner's (``memd.jobs.
   runs, the sessions since the last dream), so the model reads files only when it needs their body
   and the input stays bounded by the folder, not by the volume of transcripts.
 - The model's work is the edit step of ``memd.apply.run`` (stage, edit, rebuild, guard, apply or
-  review); ``memd.jobs.modelrun.record`` turns its result into the outcome. Whether a dream counts
-  as a consolidation is the runner's one rule (``memd.jobs.counts_as_consolidation``).
+  review); ``memd.jobs.modelrun.record`` turns its result into the outcome. A model stopped at a cap
+  (its calls, the run's tool calls, its searches) makes a ``partial`` run: applied only when the
+  staging copy is consistent and passes the guards, else nothing; never a consolidation.
+- The prompt states the budgets with the configured numbers; the CLAUDE.md files of the newest
+  session's working folder are handed in (bounded, redacted) so the model does not duplicate them.
+- Whether a dream counts as a consolidation is the runner's one rule
+  (``memd.jobs.counts_as_consolidation``).
 """
 
 from __future__ import annotations
@@ -72,9 +77,11 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
     out = ProjectOutcome(project.name, "unchanged")
     out.details["why"] = why or "forced"
     client: llm.Client | None = None  # made after the orientation: its run deadline starts then
+    caps: list[str] = []  # the caps the model hit: a partial run
+    half_done = ""  # why a capped run's staging copy may not be applied (``modelrun.consistency``)
 
     def edit(ws: ap.Workspace) -> ap.Edits:
-        nonlocal client
+        nonlocal client, half_done
         from memd.llm import prompts
         from memd.llm.memtool import MEMORY_TOOL, SEARCH_TOOL, SEARCH_TOOL_NAME
 
@@ -89,8 +96,9 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
                                       max_line_bytes=min(cfg.transcripts.max_line_bytes, 2_000_000))
             handlers[SEARCH_TOOL_NAME] = search.handle
             tools.append(dict(SEARCH_TOOL))
-        system = llm.cached_system(prompts.load("dream"), mr.redacted(_orientation(jc, project, st, last),
-                                                                       out.details))
+        material = mr.redacted(_orientation(jc, project, st, last), out.details)
+        cmd = mr.claude_md(_cwd(jc, project), jc.claude_dir, out.details)
+        system = llm.cached_system(prompts.render("dream", cfg), material + ("\n\n" + cmd if cmd else ""))
         # the deadline is sized to the call cap (one more call: a max_tokens retry)
         client = llm.Client(cfg, deadline_s=llm.run_deadline(cfg, cfg.dream.max_tool_turns + 1))
         res = mr.tool_loop(client, model=cfg.model.dream_model, system=system, user=_kickoff(now),
@@ -101,10 +109,15 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         seen = tool.redactions + (search.redactions if cfg.dream.max_searches > 0 else 0)
         if seen:
             out.details["redactions"] = out.details.get("redactions", 0) + seen
+        caps.extend(res.caps)
+        if cfg.dream.max_searches > 0 and search.over_cap:
+            caps.append(f"{cfg.dream.max_searches} transcript searches")
         if res.notes:
             out.details["notes"] = res.notes
+        if caps and not jc.stop.is_set():
+            half_done = mr.consistency(st) or ""
         return ap.Edits(res.final_text, model_called=client.usage.calls > 0, usage=client.usage,
-                        abandoned=jc.stop.is_set())
+                        abandoned=jc.stop.is_set() or bool(half_done))
 
     try:
         result = ap.run(project, edit, state_dir=jc.state_dir, job="dream", run_id=ap.new_run_id("dream", now),
@@ -124,10 +137,13 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         if result.usage is not None:
             mr.add_usage(out, result.usage)
         out.model_called = result.model_called
+        if half_done:  # a cap stopped the model half-way through a change: nothing applied
+            mr.partial(out, caps, why=half_done)
+            return out
         out.outcome = "skipped"
         out.message = "stopped by shutdown before applying; nothing changed"
         return out
-    mr.record(out, result)
+    mr.record(out, result, caps)
     note_consolidation(jc, "dream", out)  # also when run outside the runner
     mr.note_idle(jc, "dream", out)
     return out
@@ -162,6 +178,14 @@ def _deterministic(jc: JobContext, project: Project, off: str) -> ProjectOutcome
         out.details["diff"] = r.diff
     out.details["model_off"] = True
     return out
+
+
+def _cwd(jc: JobContext, project: Project) -> str | None:
+    """The working folder of the project's newest session (whose CLAUDE.md files the dream is given)."""
+    if jc.state is None:
+        return None
+    rows = [t for t in jc.state.transcripts(project.name) if t.cwd]
+    return max(rows, key=lambda t: t.last_record_at or 0.0).cwd if rows else None
 
 
 def _transcripts(jc: JobContext, project: Project) -> list[Path]:

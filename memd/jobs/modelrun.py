@@ -7,9 +7,17 @@ runs the tools and continues; ``max_tokens`` is retried once (the same request, 
 not counted as a turn) and then fails; ``pause_turn`` sends the paused turn back and continues;
 ``refusal`` and any other reason fail (``llm.StopError``): the job's run then applies nothing and
 moves no lock, gate or offset. Thinking and ``max_tokens`` come from ``llm.thinking_params``.
-Prompt caching: tools and system (instructions + manifest) are one cached
-prefix (breakpoint on the last system block); the newest user turn carries a second breakpoint
-that moves forward each turn, so a turn pays full price only for what it adds.
+Prompt caching: a breakpoint on each of the two system blocks, the shared instructions (the same
+bytes for every project: tools + instructions are one prefix all projects read from the cache) and
+the project's material (manifest, CLAUDE.md); the newest user turn carries a third breakpoint that
+moves forward each turn, so a turn pays full price only for what it adds.
+
+Caps (``LoopResult.caps``): the conversation's model calls (``max_turns``), the run's tool calls
+(``MAX_TOOL_CALLS``), the dream's searches, and an input-token cap (``token_cap``) checked with
+``llm.estimate_tokens`` BEFORE each call, so it is never passed. A run that hit a cap is
+``partial``: ``consistency`` decides whether its staged result may go on to the guards (the model
+may have stopped half-way through a change), ``record`` says ``partial`` whatever the guards say,
+and the jobs move no lock, gate or offset for it.
 
 ``record`` turns the result of ``memd.apply.run`` (which owns stage, rebuild, guard, apply) into
 the ProjectOutcome (added, changed, deleted, rejected reasons, usage, cost).
@@ -17,7 +25,7 @@ the ProjectOutcome (added, changed, deleted, rejected reasons, usage, cost).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,7 +40,7 @@ if TYPE_CHECKING:
     from memd.state import Run
 
 Handler = Callable[[Any], tuple[str, bool]]
-MAX_TOOL_CALLS = 200  # per run: a model looping on tool calls stops here
+MAX_TOOL_CALLS = llm.MAX_TOOL_CALLS  # per run: a model looping on tool calls stops here
 MAX_TURN_RESULT_CHARS = 60_000  # tool results of one turn (about 15,000 tokens)
 
 
@@ -74,6 +82,7 @@ class LoopResult:
     tool_calls: int = 0
     refused: int = 0
     notes: list[str] = field(default_factory=list)
+    caps: list[str] = field(default_factory=list)  # the caps the conversation hit (a partial run)
 
 
 def _mark_last(messages: list[dict[str, Any]]) -> None:
@@ -96,7 +105,10 @@ def _mark_last(messages: list[dict[str, Any]]) -> None:
 
 def tool_loop(client: llm.Client, *, model: str, system: list[dict[str, Any]], user: str,
               tools: list[dict[str, Any]], handlers: dict[str, Handler], max_turns: int,
-              stop: Any = None, betas: tuple[str, ...] = (llm.MEMORY_BETA,)) -> LoopResult:
+              stop: Any = None, betas: tuple[str, ...] = (llm.MEMORY_BETA,),
+              token_cap: int | None = None) -> LoopResult:
+    """One conversation (see the module doc). ``token_cap``: the input tokens the client's calls may
+    reach in all (``Usage.total_input``); a call whose estimate would pass it is not made."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": user}]}]
     res = LoopResult()
     budget, extra = llm.thinking_params(client.config, model)
@@ -104,6 +116,13 @@ def tool_loop(client: llm.Client, *, model: str, system: list[dict[str, Any]], u
         if stop is not None and stop.is_set():
             res.notes.append("stopped (shutdown)")
             break
+        if token_cap is not None:
+            need = llm.estimate_tokens(system, tools, messages)
+            if client.usage.total_input + need > token_cap:
+                res.caps.append(f"the run's {token_cap:,} input tokens")
+                res.notes.append(f"stopped before a call of about {need:,} tokens: the run's input-token cap "
+                                 f"({token_cap:,}) would be passed")
+                return res
         _mark_last(messages)
         msg = client.create(model=model, system=system, messages=messages, tools=tools, betas=betas,
                             max_tokens=budget, **extra)
@@ -137,6 +156,9 @@ def tool_loop(client: llm.Client, *, model: str, system: list[dict[str, Any]], u
             handler = handlers.get(u.name)
             if res.tool_calls > MAX_TOOL_CALLS:
                 text, is_error = f"Error: at most {MAX_TOOL_CALLS} tool calls per run; finish now.", True
+                cap = f"the run's {MAX_TOOL_CALLS} tool calls"
+                if cap not in res.caps:
+                    res.caps.append(cap)
             elif turn_chars > MAX_TURN_RESULT_CHARS:
                 # every result is re-sent with each later call: one greedy turn must not inflate them all
                 text, is_error = "Error: too much output in one turn; ask again for fewer files.", True
@@ -151,10 +173,48 @@ def tool_loop(client: llm.Client, *, model: str, system: list[dict[str, Any]], u
                 block["is_error"] = True
             results.append(block)
         messages.append({"role": "user", "content": results})
-    res.hit_turn_cap = res.turns >= max_turns
+    res.hit_turn_cap = res.turns - res.max_tokens_retries >= max_turns
     if res.hit_turn_cap:
+        res.caps.append(f"{max_turns} model calls")
         res.notes.append(f"stopped at the cap of {max_turns} model calls")
     return res
+
+
+def consistency(st: ap.Staging) -> str | None:
+    """Why a run stopped at a cap left the staging copy half-way through a change (None: it is
+    consistent and may go on to the guards, which judge the rest): the model rewrote MEMORY.md and
+    its index links a file the run deleted or has not written yet. An index the model left alone is
+    reconciled by the rebuild (lines to deleted files dropped, new files added), so a deletion alone
+    is a whole change; a link that was dangling before the run is the folder's, not the run's."""
+    from memd.core import index as mindex
+    from memd.core.links import link_target
+    from memd.core.paths import INDEX_NAME
+
+    def dangling(text: str, exists: Callable[[str], bool]) -> set[str]:
+        out: set[str] = set()
+        for e in mindex.parse(text).entries:
+            t, leaves = link_target(e.target, "")
+            if t is not None and not leaves and t.lower().endswith(".md") and not exists(t):
+                out.add(t)
+        return out
+
+    live = st.project.memory_dir
+    base = st.baseline.get(INDEX_NAME)
+    before = dangling(base.data.decode("utf-8", "replace"), lambda t: t in st.baseline
+                      or (live / t).exists()) if base is not None else set()
+    try:
+        raw = (st.root / INDEX_NAME).read_bytes()
+    except OSError:
+        raw = b""
+    if base is not None and raw == base.data:
+        return None
+    now = raw.decode("utf-8", "replace")
+    after = dangling(now, lambda t: (st.root / t).is_file() or (t not in st.baseline and (live / t).exists()))
+    new = sorted(after - before)
+    if new:
+        return (f"the run stopped half-way: MEMORY.md links {', '.join(n[:60] for n in new[:3])}"
+                f"{' ...' if len(new) > 3 else ''}, which the run deleted or never wrote")
+    return None
 
 
 def _block_param(b: Any) -> dict[str, Any]:
@@ -186,9 +246,35 @@ def add_usage(out: ProjectOutcome, usage: llm.Usage) -> None:
         out.details["usage_rejected"] = list(usage.rejected)
 
 
-def record(out: ProjectOutcome, res: ap.RunResult) -> None:
+def record(out: ProjectOutcome, res: ap.RunResult, caps: list[str] | None = None) -> None:
     """Fill ``out`` from a staged run's result (``memd.apply.run``): outcome, message, counts, usage,
-    details. An abandoned run, or one that never staged, is the job's to describe."""
+    details. An abandoned run, or one that never staged, is the job's to describe. ``caps``: the caps
+    the run hit; the outcome is then ``partial`` whatever was applied (``partial``)."""
+    _record(out, res)
+    if caps:
+        partial(out, caps, applied=res.verdict is ap.Verdict.APPLIED)
+
+
+def partial(out: ProjectOutcome, caps: list[str], *, applied: bool = False, why: str = "") -> None:
+    """Make ``out`` a ``partial`` outcome: the caps hit, and what became of the run's changes (applied
+    because they passed the guards and were consistent; else nothing, with the reason)."""
+    head = f"partial: stopped at {' and '.join(dict.fromkeys(caps))}"
+    if applied:
+        done = f"applied what passed the guards: {out.message}"
+    elif why:
+        done = f"nothing applied ({why})"
+    elif out.outcome == "refused":
+        done = f"nothing applied ({out.message})"
+    elif out.outcome == "proposed":
+        done = out.message
+    else:
+        done = "nothing to apply"
+    out.outcome = "partial"
+    out.message = f"{head}; {done}"
+    out.details["caps"] = list(dict.fromkeys(caps))
+
+
+def _record(out: ProjectOutcome, res: ap.RunResult) -> None:
     if res.usage is not None:
         add_usage(out, res.usage)
     out.model_called = out.model_called or res.model_called
@@ -253,3 +339,82 @@ def note_idle(jc: JobContext, job: str, out: ProjectOutcome) -> None:
         jc.state.set_warning(out.project, IDLE_WARNING, "warning",
                              {"job": job, "runs": streak,
                               "message": f"the last {streak} {job} runs called the model and changed nothing"})
+
+
+# --------------------------------------------------------------------------- CLAUDE.md handed in
+
+CLAUDE_MD_MAX_CHARS = 12_000  # all CLAUDE.md text handed to one run (about 3,000 tokens)
+CLAUDE_MD_FILE_BYTES = 64_000  # read of one file
+_CLAUDE_MD_NAMES = ("CLAUDE.md", "CLAUDE.local.md", ".claude/CLAUDE.md")
+
+
+def claude_md_files(cwd: str | None, claude_dir: Path) -> list[Path]:
+    """The CLAUDE.md files a session started in ``cwd`` loads at start, in Claude Code's order: the
+    user's (``~/.claude/CLAUDE.md`` and its unconditional rules), then from the file system's root down
+    to ``cwd``: ``CLAUDE.md``, ``CLAUDE.local.md``, ``.claude/CLAUDE.md`` and the rules in
+    ``.claude/rules/`` without ``paths:`` (those load only when a matching file is read). CLAUDE.md
+    files below ``cwd`` load on demand and are not included; ``@`` imports are not followed."""
+    out: list[Path] = [claude_dir / "CLAUDE.md", *_rules(claude_dir / "rules")]
+    if cwd and cwd.startswith("/"):
+        here = Path(cwd)
+        for d in [*reversed(here.parents), here]:
+            out.extend(d / n for n in _CLAUDE_MD_NAMES)
+            out.extend(_rules(d / ".claude" / "rules"))
+    seen: set[Path] = set()
+    found: list[Path] = []
+    for p in out:
+        if p not in seen and p.is_file():
+            seen.add(p)
+            found.append(p)
+    return found
+
+
+def _rules(folder: Path) -> list[Path]:
+    try:
+        names = sorted(p for p in folder.iterdir() if p.suffix == ".md")
+    except OSError:
+        return []
+    return [p for p in names if not _conditional(p)]
+
+
+def _conditional(p: Path) -> bool:
+    head = _read(p, 4000)
+    if not head.startswith("---"):
+        return False
+    end = head.find("\n---", 3)
+    return any(line.startswith("paths:") for line in head[: end if end > 0 else len(head)].splitlines())
+
+
+def _read(p: Path, limit: int) -> str:
+    try:
+        with p.open("rb") as f:  # CLAUDE.md is often a symlink (to AGENTS.md): followed, as Claude Code does
+            return f.read(limit).decode("utf-8", "ignore")
+    except OSError:
+        return ""
+
+
+def claude_md(cwd: str | None, claude_dir: Path, details: dict[str, Any] | None = None,
+              max_chars: int = CLAUDE_MD_MAX_CHARS, *, skip: Collection[Path] = ()) -> str:
+    """The CLAUDE.md text a session in ``cwd`` loads (``claude_md_files``), bounded to ``max_chars``
+    and redacted (``redacted``: counted in ``details``), as a section of the project's material; ""
+    when there is none. The model is told it is in every session already, so it does not save it again."""
+    parts: list[str] = []
+    left = max_chars
+    for p in claude_md_files(cwd, claude_dir):
+        if p in skip:  # handed in already (the run's system prompt)
+            continue
+        text = _read(p, CLAUDE_MD_FILE_BYTES).strip()
+        if not text:
+            continue
+        if left <= 200:
+            parts.append(f'<file path="{p}">(left out: the CLAUDE.md budget of {max_chars:,} characters is used)'
+                         "</file>")
+            continue
+        if len(text) > left:
+            text = text[:left] + f"\n... (cut: {len(text) - left:,} more characters)"
+        left -= len(text)
+        parts.append(f'<file path="{p}">\n{text}\n</file>')
+    if not parts:
+        return ""
+    return redacted("## CLAUDE.md loaded by the sessions (already in every session: never save it again)\n"
+                    + "\n".join(parts), details)

@@ -2,7 +2,8 @@
 
 The daemon and the foreground commands (``memd dream``, ``memd catchup``) both come through
 ``run_job``, so a run looks the same in the log and the run log wherever it started:
-``job.start`` / ``job.finish`` (job, project, outcome, duration_s, counts) per project,
+``job.start`` / ``job.finish`` (job, project, outcome, duration_s, counts, the four token kinds
+``tokens_in``/``tokens_out``/``cache_read``/``cache_write`` and ``tokens_total``, cost) per project,
 ``job.skip`` with the gate that stopped a project, and one row per project run in the state store.
 
 The per-project work comes from ``memd.jobs.dream`` / ``memd.jobs.catchup``, imported when a job
@@ -159,6 +160,7 @@ def run_project(job: str, jc: JobContext, project: Project, work: ProjectJob,
     getattr(log, level)("job.finish", job=job, project=project.name, outcome=out.outcome,
                         duration_s=round(duration, 3), added=out.added, changed=out.changed,
                         deleted=out.deleted, tokens_in=out.tokens_in, tokens_out=out.tokens_out,
+                        cache_read=out.cache_read, cache_write=out.cache_write, tokens_total=out.tokens_total,
                         cost_usd=round(out.cost_usd, 6), message=out.message, error=out.error)
     return out
 

@@ -9,7 +9,8 @@ API (also used by the hooks' recall)::
     msg = c.create(model=config.model.extract_model, system=[...], messages=[...], tools=[...])
     llm.text_of(msg); llm.tool_uses(msg)           # reading a reply
     c.usage.input_tokens, c.usage.cost_usd         # what the calls cost so far
-    llm.cached_system("instructions", "manifest")  # system blocks with a cache breakpoint
+    llm.cached_system("instructions", "manifest")  # system blocks, a cache breakpoint on each
+    llm.estimate_tokens(system, tools, messages)   # an upper estimate, before sending
 
 Errors: ``ModelError`` (with ``.reason``, a short text safe for logs) for any failure that ends a
 call: HTTP errors after retries, timeouts, connection errors, malformed replies, the deadline.
@@ -66,6 +67,7 @@ MODEL_OFF = ("model work is off: no API key or other credential (set ANTHROPIC_A
 # Models that think when no ``thinking`` is sent (facts.md section 7); matched as prefixes (dated ids).
 THINKS_BY_DEFAULT = ("claude-sonnet-5-5", "claude-haiku-5-5")
 MAX_TOKENS_CEILING = 128_000  # a retry after max_tokens doubles the budget up to this
+MAX_TOOL_CALLS = 200  # tool calls per run: a model looping on tool calls is refused past this (a cap)
 USAGE_CAP = 10_000_000  # tokens of one kind in one reply: more is not a real count
 
 STOP_END_TURN = "end_turn"
@@ -437,11 +439,28 @@ def tool_uses(message: Any) -> list[Any]:
 
 
 def cached_system(*parts: str) -> list[dict[str, Any]]:
-    """System blocks with a cache breakpoint on the last one: tools + system become one cached prefix."""
-    out: list[dict[str, Any]] = [{"type": "text", "text": p} for p in parts if p]
-    if out:
-        out[-1]["cache_control"] = dict(CACHE)
-    return out
+    """System blocks, each with its own cache breakpoint. The jobs pass two: the shared instructions
+    (the same bytes for every project, so tools + instructions are one prefix every project's runs
+    read from the cache) and the project's material (the manifest, CLAUDE.md), cached per project.
+    With the moving breakpoint on the newest user turn that is three of the API's four."""
+    return [{"type": "text", "text": p, "cache_control": dict(CACHE)} for p in parts if p]
+
+
+def estimate_tokens(*parts: Any) -> int:
+    """A cheap upper estimate of the tokens of ``parts`` (strings, or JSON-able request pieces), made
+    before a request is sent (the token caps are enforced before sending; nothing is asked of the API).
+    English text and code run at about 4 characters per token; this counts 3, and every byte a
+    character takes past the first as half a token more (a CJK character, 3 bytes, counts 1.33), so
+    it errs high: a cap enforced with it is not passed."""
+    import json
+
+    n = 0
+    for p in parts:
+        text = p if isinstance(p, str) else json.dumps(p, ensure_ascii=False, default=str)
+        chars = len(text)
+        extra = len(text.encode("utf-8", "surrogatepass")) - chars
+        n += -(-chars // 3) + extra // 2
+    return n
 
 
 # --------------------------------------------------------------------------- the client

@@ -371,12 +371,14 @@ class TranscriptSearch:
     snippet_chars: int = 200
     calls: int = 0
     redactions: int = 0  # secrets replaced in the snippets returned
+    over_cap: int = 0  # searches refused because max_calls were made (the run hit its search cap)
 
     def handle(self, tool_input: Any) -> tuple[str, bool]:
         pattern = tool_input.get("pattern") if isinstance(tool_input, dict) else None
         if not isinstance(pattern, str) or not 3 <= len(pattern.strip()) <= 200:
             return "Error: pattern must be a string of 3 to 200 characters.", True
         if self.calls >= self.max_calls:
+            self.over_cap += 1
             return f"Error: at most {self.max_calls} searches per run; work with what you found.", True
         self.calls += 1
         limit = tool_input.get("max_results", self.max_results)

@@ -20,7 +20,9 @@ Scripting (responses are served in order, one per request; an empty queue answer
 - ``Reply(status, body, headers, delay=, raw=)``: anything else; ``raw`` bytes are sent verbatim
   (malformed bodies); ``delay`` seconds are slept before answering (timeouts); ``before`` is a
   callable run before answering (e.g. "Claude Code writes a file while the model works").
-- ``enqueue(reply)`` one, ``script(*replies)`` several; ``fallback`` answers when the queue is empty.
+- ``enqueue(reply)`` one, ``script(*replies)`` several; ``fallback`` answers when the queue is empty;
+  ``responder`` (a function of the request body returning a reply, or None) answers before
+  ``fallback``: a scripted model that reacts to what it is sent (benchmarks, before and after).
 
 Recording: ``requests`` is a list of ``Recorded(method, path, query, headers, body, raw, usage)``;
 headers are lower-cased; ``usage`` is what the stub answered with. ``/v1/messages`` is served with or
@@ -107,6 +109,7 @@ class StubAPI:
     def __init__(self, *, min_cache_tokens: int = 1024) -> None:
         self.requests: list[Recorded] = []
         self.fallback: Reply | None = None
+        self.responder: Callable[[dict[str, Any]], Reply | dict[str, Any] | None] | None = None
         self.min_cache_tokens = min_cache_tokens
         self._queue: list[Reply] = []
         self._lock = threading.Lock()
@@ -244,7 +247,12 @@ class StubAPI:
             self._send(h, self.error(404, f"stub: no route {parts.path}"))
             return
         with self._lock:
-            reply = self._queue.pop(0) if self._queue else self.fallback
+            reply = self._queue.pop(0) if self._queue else None
+        if reply is None and self.responder is not None and isinstance(body, dict):
+            r = self.responder(body)
+            reply = r if isinstance(r, Reply) or r is None else Reply(body=r)
+        if reply is None:
+            reply = self.fallback
         if reply is None:
             err = self.error(500, "stub: nothing scripted for this request")
             err.headers["x-should-retry"] = "false"
