@@ -136,7 +136,7 @@ def _sequence(p: str) -> list[frozenset[str]] | None:
             if end < 0:
                 return None
             optional = end < len(p) and p[end] in _QUANT
-            if p.startswith("(?:", i) and not optional:
+            if p.startswith(("(?:", "(?>"), i) and not optional:  # non-capturing or atomic: same literals
                 alts = [_literal_prefix(a) for a in _split_alternatives(p[i + 3:end - 1])]
                 if len(run) * len(alts) > MAX_PRODUCT:
                     close()
