@@ -27,7 +27,11 @@ class SecretHit(Record):
 
 SPECS: list[tuple[str, str]] = [
     ("private key block", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"),
+    ("private key block", r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"),  # the body's BEGIN cut off
     ("AWS access key", r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16}\b"),
+    # written in lower (or mixed) case: real ids are upper case, so a digit is required as well
+    ("AWS access key",
+        r"(?i)\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)(?=[A-Z]{0,15}\d)[A-Z0-9]{16}\b"),
     ("AWS secret key",
         r"(?i)aws_?secret_?(?:access_?)?key\s*[:=]\s*[\"']?[A-Za-z0-9/+=]{40}\b"),
     ("Anthropic API key", r"\bsk-ant-(?:api|admin|oat)\d{2}-[A-Za-z0-9_\-]{20,}"),
@@ -99,7 +103,7 @@ SPECS: list[tuple[str, str]] = [
         r"(?i)\b(?:password|passwd|passphrase|api[_-]?key|secret[_-]?key|access[_-]?token|auth[_-]?token|"
         r"client[_-]?secret|refresh[_-]?token|private[_-]?key)[\"']?\s*[:=]\s*[\"']?"
         r"(?!\$\{?|<|%|\*{3}|x{3}|your|example|placeholder)"
-        r"(?=[^\s\"'\d]{0,256}\d)(?=[^\s\"'A-Za-z]{0,256}[A-Za-z])[^\s\"',;]{8,}"),
+        r"(?=[^\s\"'\d]{0,64}\d)(?=[^\s\"'A-Za-z]{0,64}[A-Za-z])[^\s\"',;]{8,}"),
 ]
 
 PII_SPECS: list[tuple[str, str]] = [
@@ -131,23 +135,40 @@ def rules(strict: bool = False, pii: bool = True) -> list[tuple[str, re.Pattern[
     return [(kind, compiled(p)) for kind, p in specs(strict, pii)]
 
 
-def collect(text: str, ruleset: Iterable[tuple[str, re.Pattern[str]]]) -> list[SecretHit]:
-    """The hits of ruleset (in order) over text: a span already claimed by an earlier rule is not
-    reported again, allowed e-mail domains are skipped; sorted by position."""
-    hits: list[SecretHit] = []
-    seen: set[tuple[int, int]] = set()
+Span = tuple[str, int, int]  # (kind, start, end) of a secret in a text
+
+
+def collect_spans(text: str, ruleset: Iterable[tuple[str, re.Pattern[str]]]) -> list[Span]:
+    """The matches of ruleset (in order) over text as (kind, start, end): a span whose start an
+    earlier rule already claimed is not reported again, allowed e-mail domains are skipped; sorted
+    by position."""
+    spans: list[Span] = []  # sorted by start: what earlier rules claimed
     for kind, rx in ruleset:
+        new: list[Span] = []
+        j, reach = 0, -1  # spans[:j] start at or before the match; reach: the furthest end among them
         for m in rx.finditer(text):
             if kind == "e-mail address" and EMAIL_OK.search(m.group(0)):
                 continue
-            span = (m.start(), m.end())
-            if any(s <= span[0] < e for s, e in seen):
+            start = m.start()
+            while j < len(spans) and spans[j][1] <= start:
+                reach = max(reach, spans[j][2])
+                j += 1
+            if start < reach:
                 continue
-            seen.add(span)
-            line, col = _position(text, m.start())
-            hits.append(SecretHit(kind, line, col))
-    hits.sort(key=lambda h: (h.line, h.column))
-    return hits
+            new.append((kind, start, m.end()))
+        if new:
+            spans = sorted(spans + new, key=lambda s: s[1])  # (both sorted: timsort merges them)
+    spans.sort(key=lambda s: (s[1], s[2]))
+    return spans
+
+
+def collect(text: str, ruleset: Iterable[tuple[str, re.Pattern[str]]]) -> list[SecretHit]:
+    """``collect_spans`` as hits (kind, line, column)."""
+    return hits_of(text, collect_spans(text, ruleset))
+
+
+def hits_of(text: str, spans: Iterable[Span]) -> list[SecretHit]:
+    return [SecretHit(kind, *_position(text, start)) for kind, start, _ in spans]
 
 
 def _position(text: str, offset: int) -> tuple[int, int]:
