@@ -26,12 +26,15 @@ class SecretHit(Record):
 
 
 SPECS: list[tuple[str, str]] = [
-    ("private key block", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"),
+    # the BEGIN line and the body after it (base64 lines, "Proc-Type: ..." headers, blank lines) up
+    # to its END line, so that redaction takes the whole key (each line is one alternative: linear)
+    ("private key block",
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[ \t]*\r?\n(?:[ \t]*[A-Za-z0-9+/=]{1,100}"
+        r"|[A-Za-z][A-Za-z\-]{0,30}: [^\n]{0,100}|[ \t]*(?=\r?\n))){0,400}(?:[ \t]*\r?\n[ \t]*-----END [A-Z0-9 ]{0,40}-----)?"),
     ("private key block", r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"),  # the body's BEGIN cut off
     ("AWS access key", r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16}\b"),
-    # written in lower (or mixed) case: real ids are upper case, so a digit is required as well
-    ("AWS access key",
-        r"(?i)\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)(?=[A-Z]{0,15}\d)[A-Z0-9]{16}\b"),
+    # written in lower (or mixed) case (no English word of 20 letters starts with these prefixes)
+    ("AWS access key", r"(?i)\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16}\b"),
     ("AWS secret key",
         r"(?i)aws_?secret_?(?:access_?)?key\s*[:=]\s*[\"']?[A-Za-z0-9/+=]{40}\b"),
     ("Anthropic API key", r"\bsk-ant-(?:api|admin|oat)\d{2}-[A-Za-z0-9_\-]{20,}"),

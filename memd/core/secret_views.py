@@ -149,13 +149,12 @@ def looks_random(value: str) -> bool:
     return len(v) >= 16 and digit and h >= 3.5 and sum(c.isdigit() for c in v) >= 4
 
 
-# "the database password is …", "api key: …", "secret for staging = …": the word, up to four short
-# words, an optional connector, then the value (every piece bounded: linear)
+# "the database password is …", "api key: …", "secret for staging = …": the word, then a
+# random-looking value among the next six words on its line (bounded: linear)
 _CONTEXT = re.compile(
     r"\b(?:password|passwd|passphrase|passcode|pwd|secret|token|api[ _-]?key|access[ _-]?key|"
     r"secret[ _-]?key|private[ _-]?key|credentials?|auth[ _-]?code)\b"
-    r"(?:[^\S\n]+[^\s=:]{1,20}){0,4}?[^\S\n]*(?:\b(?:is|was|are|be|equals)\b|[:=]|->|=>|\u2014)?[^\S\n]*"
-    r"[\"'`]?([^\s\"'`]{8,128})")
+    r"([^\n]{0,160})")  # the rest of the line: the value is one of its first words
 _CONTEXT_WORDS = ("pass", "pwd", "secret", "token", "key", "credential", "auth")
 
 
@@ -165,8 +164,18 @@ def _context(text: str) -> list[tuple[str, int, int]]:
         return []
     if len(low) != len(text):  # a character whose lower case is longer: offsets would shift
         low = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
-    return [("secret next to its name", m.start(1), m.end(1)) for m in _CONTEXT.finditer(low)
-            if looks_random(text[m.start(1):m.end(1)])]
+    out = []
+    for m in _CONTEXT.finditer(low):
+        for n, w in enumerate(_WORD.finditer(text, m.start(1), m.end(1))):
+            if n == 6:
+                break
+            if looks_random(w.group()):
+                out.append(("secret next to its name", w.start(), w.end()))
+                break
+    return out
+
+
+_WORD = re.compile(r"[^\s\"'`]+")
 
 
 # --------------------------------------------------------------------------- bare AWS secret keys
@@ -227,6 +236,9 @@ def _base64(text: str, rule_spans: RuleSpans, depth: int) -> list[tuple[str, int
         if _UPPER_OR_DIGIT.search(run) is None or _LOWER.search(run) is None:
             continue  # a word or a hex digest, not base64 of text
         data = _decode(run)
+        if data and (is_private_key_der(data[:8]) or data.startswith(_OPENSSH)):
+            out.append(("private key body", m.start(), m.end()))
+            continue
         decoded = _as_text(data) if data else None
         if decoded is None:
             continue
@@ -285,7 +297,7 @@ _TOKENISH = re.compile(r"\d|[a-z][A-Z]")  # a digit, or a lower-upper step (Came
 
 
 def _token_like(piece: str) -> bool:
-    return len(piece) >= 10 or _TOKENISH.search(piece) is not None
+    return len(piece) >= 10 or _TOKENISH.search(piece) is not None or (len(piece) >= 6 and piece.isupper())
 
 
 def _split_tokens(text: str, rule_spans: RuleSpans) -> list[tuple[str, int, int]]:
@@ -315,8 +327,9 @@ def _joined(group: list[tuple[int, str]], rule_spans: RuleSpans, out: list[tuple
 
     for kind, a, b in rule_spans(joined):
         i, j = bisect_right(starts, a) - 1, bisect_right(starts, b - 1) - 1
-        if i == j or not any(c.isdigit() for c in joined[a:b]):
-            continue  # inside one piece (the text as written has it), or no digit: words joined
+        hit = joined[a:b]
+        if i == j or not (any(c.isdigit() for c in hit) or entropy(hit) >= 3.6):
+            continue  # inside one piece (the text as written has it), or words joined (no digit, few letters)
         out.append((kind, group[i][0] + a - starts[i], group[j][0] + b - starts[j]))
 
 
@@ -334,10 +347,10 @@ def find(text: str, rule_spans: RuleSpans, depth: int = 0) -> list[Span]:
     found = [rule_spans(vt)]
     if longest >= 16:
         found.append(_key_bodies(vt))
+        if depth < MAX_DEPTH:
+            found.append(_base64(vt, rule_spans, depth))
     if longest >= 40:
         found.append(_aws_secret(vt))
-    if longest >= 16 and depth < MAX_DEPTH:
-        found.append(_base64(vt, rule_spans, depth))
     if longest >= 4 and (" " in vt or "\t" in vt):
         found.append(_split_tokens(vt, rule_spans))
     found.append(_context(vt))
@@ -347,17 +360,23 @@ def find(text: str, rule_spans: RuleSpans, depth: int = 0) -> list[Span]:
 
 
 def merge(groups: list[list[Span]]) -> list[Span]:
-    """The spans of groups (each sorted by start; earlier groups first), sorted, without a span
-    that starts inside one already kept."""
-    kept: list[Span] = []
+    """The spans of groups (each sorted by start; earlier groups first), sorted: a span that starts
+    inside one already kept is not reported again, but the kept one grows to cover it (the second
+    half of a split key is redacted with the first)."""
+    kept: list[list[object]] = []  # [kind, start, end], sorted by start
     for group in groups:
-        new: list[Span] = []
-        j, reach = 0, -1
-        for span in group:
-            while j < len(kept) and kept[j][1] <= span[1]:
-                reach = max(reach, kept[j][2])
+        new: list[list[object]] = []
+        j, owner = 0, -1  # owner: the index in kept of the span reaching furthest among those started
+        for kind, start, end in group:
+            while j < len(kept) and kept[j][1] <= start:  # type: ignore[operator]
+                if owner < 0 or kept[j][2] > kept[owner][2]:  # type: ignore[operator]
+                    owner = j
                 j += 1
-            if span[1] >= reach and (not new or span[1] >= new[-1][2]):
-                new.append(span)
-        kept = sorted(kept + new, key=lambda s: s[1])
-    return kept
+            if owner >= 0 and start < kept[owner][2]:  # type: ignore[operator]
+                kept[owner][2] = max(kept[owner][2], end)  # type: ignore[call-overload]
+            elif new and start < new[-1][2]:  # type: ignore[operator]
+                new[-1][2] = max(new[-1][2], end)  # type: ignore[call-overload]
+            else:
+                new.append([kind, start, end])
+        kept = sorted(kept + new, key=lambda s: s[1])  # type: ignore[arg-type,return-value]
+    return [(str(k), int(a), int(b)) for k, a, b in kept]  # type: ignore[call-overload]
