@@ -90,36 +90,35 @@ def discover() -> list[Site]:
     uses = _uses()
     for path in _module_files():
         module = path.relative_to(ROOT).with_suffix("").as_posix()
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        seen: dict[str, int] = {}
-
-        def visit(node: ast.AST, owner: str) -> None:
-            for child in ast.iter_child_nodes(node):
-                name = owner
-                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    name = child.name if owner == "" else f"{owner}.{child.name}"
-                elif isinstance(child, (ast.Assign, ast.AnnAssign)):
-                    targets = child.targets if isinstance(child, ast.Assign) else [child.target]
-                    ids = [t.id for t in targets if isinstance(t, ast.Name)]
-                    if ids:
-                        name = ids[0] if owner == "" else f"{owner}.{ids[0]}"
-                if (isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute)
-                        and isinstance(child.func.value, ast.Name) and child.func.value.id == "re"
-                        and child.func.attr in _FUNCS and child.args):
-                    label = name or "<module>"
-                    seen[label] = seen.get(label, 0) + 1
-                    if seen[label] > 1:
-                        label = f"{label}#{seen[label]}"
-                    flags = _flags_arg(child)
-                    func = child.func.attr
-                    mode = _mode(uses.get(name.rsplit(".", 1)[-1], set())) if func == "compile" else (
-                        func if func in ("match", "fullmatch") else "finditer")
-                    sites.append(Site(module, label, ast.unparse(child.args[0]),
-                                      ast.unparse(flags) if flags is not None else None, mode))
-                visit(child, name)
-
-        visit(tree, "")
+        _visit(ast.parse(path.read_text(encoding="utf-8")), "", module, uses, {}, sites)
     return sites
+
+
+def _visit(node: ast.AST, owner: str, module: str, uses: dict[str, set[str]], seen: dict[str, int],
+           sites: list[Site]) -> None:
+    for child in ast.iter_child_nodes(node):
+        name = owner
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            name = child.name if owner == "" else f"{owner}.{child.name}"
+        elif isinstance(child, (ast.Assign, ast.AnnAssign)):
+            targets = child.targets if isinstance(child, ast.Assign) else [child.target]
+            ids = [t.id for t in targets if isinstance(t, ast.Name)]
+            if ids:
+                name = ids[0] if owner == "" else f"{owner}.{ids[0]}"
+        if (isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute)
+                and isinstance(child.func.value, ast.Name) and child.func.value.id == "re"
+                and child.func.attr in _FUNCS and child.args):
+            label = name or "<module>"
+            seen[label] = seen.get(label, 0) + 1
+            if seen[label] > 1:
+                label = f"{label}#{seen[label]}"
+            flags = _flags_arg(child)
+            func = child.func.attr
+            mode = _mode(uses.get(name.rsplit(".", 1)[-1], set())) if func == "compile" else (
+                func if func in ("match", "fullmatch") else "finditer")
+            sites.append(Site(module, label, ast.unparse(child.args[0]),
+                              ast.unparse(flags) if flags is not None else None, mode))
+        _visit(child, name, module, uses, seen, sites)
 
 
 def _module(name: str) -> dict[str, object]:

@@ -82,14 +82,16 @@ def _keys() -> list[tuple[str, str]]:
 
 
 def _cases() -> list[Case]:
-    out = [Case(f"shape {i:02d}", kind, text, max(text.split(), key=len)[-16:]) for i, (kind, text) in enumerate(SHAPES)]
+    out = [Case(f"shape {i:02d}", kind, text, max(text.split(), key=len)[-16:])
+           for i, (kind, text) in enumerate(SHAPES)]
     for kind, key in _keys():
         out += [
             Case(f"{kind}: fullwidth", kind, f"the key is {fullwidth(key)} (prod)", fullwidth(key)[6:]),
             Case(f"{kind}: zero-width space inside", kind, f"key {zero_width(key)} here", zero_width(key)[6:]),
             Case(f"{kind}: zero-width joiner inside", kind, f"key {zero_width(key, chr(0x200d))}",
                  zero_width(key, chr(0x200d))[6:]),
-            Case(f"{kind}: soft hyphen inside", kind, f"key {zero_width(key, chr(0xad))}", zero_width(key, chr(0xad))[6:]),
+            Case(f"{kind}: soft hyphen inside", kind, f"key {zero_width(key, chr(0xad))}",
+                 zero_width(key, chr(0xad))[6:]),
             Case(f"{kind}: split by a space", kind, f"creds {split(key)} ok", split(key)[-8:]),
             Case(f"{kind}: base64-encoded", "base64", f"blob {b64('key=' + key)}", b64("key=" + key)[8:]),
         ]

@@ -18,7 +18,7 @@ import re
 from itertools import pairwise
 
 from memd.core import secret_rules
-from memd.core.secret_rules import SecretHit
+from memd.core.secret_rules import SecretHit, Span
 
 Needles = tuple[frozenset[str], ...]  # every set must have a member in the text (AND of ORs)
 
@@ -402,9 +402,22 @@ def active(rs: RuleSet, text: str) -> list[Rule]:
     return out
 
 
+def rule_spans(text: str, *, strict: bool = False, pii: bool = True) -> list[Span]:
+    """The matches of the rules (only those text can match) as (kind, start, end)."""
+    return secret_rules.collect_spans(text, ((rule.kind, rule.rx) for rule in active(ruleset(strict, pii), text)))
+
+
+def spans(text: str, *, strict: bool = False, pii: bool = True) -> list[Span]:
+    """Every secret of text: the rules through this module, with ``memd.core.secret_views``'s views
+    and detectors (``secrets.spans`` is this)."""
+    from memd.core import secret_views
+
+    return secret_views.find(text, lambda t: rule_spans(t, strict=strict, pii=pii))
+
+
 def scan(text: str, *, strict: bool = False, pii: bool = True) -> list[SecretHit]:
     """Exactly ``secrets.scan_all(text, strict=strict, pii=pii)``, faster (``secrets.scan`` is this)."""
-    return secret_rules.collect(text, ((rule.kind, rule.rx) for rule in active(ruleset(strict, pii), text)))
+    return secret_rules.hits_of(text, spans(text, strict=strict, pii=pii))
 
 
 def scan_many(texts: list[str], *, strict: bool = False, pii: bool = True) -> list[list[SecretHit]]:

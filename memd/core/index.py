@@ -104,7 +104,7 @@ _BLOCK_START = re.compile(r"^ {0,3}(?:<!--|#{1,6}(?:[ \t]|$)|>|`{3,}|~{3,}"
 
 def strip_comments(text: str) -> str:
     """text without its ``<!-- ... -->`` comments (each closes at the first ``-->`` after it), as
-    ``re.sub(r"<!--[\s\S]*?-->", "", text)`` does, in one pass: that pattern rescanned the rest of
+    ``re.sub(r"<!--[\\s\\S]*?-->", "", text)`` does, in one pass: that pattern rescanned the rest of
     the text from every ``<!--`` when no ``-->`` followed."""
     out: list[str] = []
     at = 0

@@ -30,7 +30,8 @@ SPECS: list[tuple[str, str]] = [
     # to its END line, so that redaction takes the whole key (each line is one alternative: linear)
     ("private key block",
         r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[ \t]*\r?\n(?:[ \t]*[A-Za-z0-9+/=]{1,100}"
-        r"|[A-Za-z][A-Za-z\-]{0,30}: [^\n]{0,100}|[ \t]*(?=\r?\n))){0,400}(?:[ \t]*\r?\n[ \t]*-----END [A-Z0-9 ]{0,40}-----)?"),
+        r"|[A-Za-z][A-Za-z\-]{0,30}: [^\n]{0,100}|[ \t]*(?=\r?\n))){0,400}"
+        r"(?:[ \t]*\r?\n[ \t]*-----END [A-Z0-9 ]{0,40}-----)?"),
     ("private key block", r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"),  # the body's BEGIN cut off
     ("AWS access key", r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16}\b"),
     # written in lower (or mixed) case (no English word of 20 letters starts with these prefixes)

@@ -12,6 +12,13 @@ UPPER_CASE .env/shell variable named like a secret with a real value, or a lower
 ``changeme``) never count. The rules themselves live in ``memd.core.secret_rules`` (pattern
 strings compiled on first use), read by both scanners: ``scan_all`` here runs every rule (the
 reference), ``memd.core.fastscan`` only those a text can match (what ``scan`` uses).
+
+A secret written to get past a pattern is caught too (``memd.core.secret_views``): the rules run
+over the text normalised (NFKC: fullwidth letters; zero-width and other format characters removed),
+over a key split by a space, inside base64 that decodes to text; and detectors find a random-looking
+value next to the word that names it ("the database password is ..."), a bare AWS secret key and a
+private key's body without its BEGIN line. ``spans`` is the one answer: ``scan`` (the hooks, the
+memory tool) and ``redact`` (logs, and ``[REDACTED:<kind>]`` in what is sent) read it.
 """
 
 from __future__ import annotations
@@ -27,14 +34,9 @@ def spans(text: str, *, strict: bool = False, pii: bool = True) -> list[Span]:
     see (``memd.core.secret_views``: split, fullwidth, zero-width, base64-encoded, bare, a value
     next to its name, a key body without its BEGIN line). ``scan``, ``redact``, the hooks and the
     memory tool all go through here."""
-    from memd.core import fastscan, secret_views
+    from memd.core import fastscan  # not at import: the logs' redact callers rarely need it
 
-    rs = fastscan.ruleset(strict, pii)
-
-    def rule_spans(t: str) -> list[Span]:
-        return collect_spans(t, ((rule.kind, rule.rx) for rule in fastscan.active(rs, t)))
-
-    return secret_views.find(text, rule_spans)
+    return fastscan.spans(text, strict=strict, pii=pii)
 
 
 def scan(text: str, *, strict: bool = False, pii: bool = True) -> list[SecretHit]:
