@@ -76,6 +76,7 @@ TABLE: dict[str, str] = {
     "memd/core/secret_views:_B64_LINE": "per line start, one run",
     "memd/core/secret_views:_PIECES": "from a run's start, possessive pieces",
     "memd/core/secret_views:_TOKENISH": "one character or a two-character step",
+    "memd/core/secret_views:_WORD": "one run, within a bounded stretch",
     "memd/hooks/context:_CLAUDE_DIR": "fullmatch of one config line",
     "memd/hooks/context:_RECALL_FALSE": "fullmatch of one config line",
     "memd/hooks/context:_RECALL_OTHER": "fullmatch of one config line",
