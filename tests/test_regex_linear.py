@@ -74,9 +74,10 @@ TABLE: dict[str, str] = {
     "memd/core/secret_views:_UPPER_OR_DIGIT": "one character class",
     "memd/core/secret_views:_LOWER": "one character class",
     "memd/core/secret_views:_B64_LINE": "per line start, one run",
-    "memd/core/secret_views:_PIECES": "from a run's start, possessive pieces",
-    "memd/core/secret_views:_TOKENISH": "one character or a two-character step",
+    "memd/core/secret_views:_PIECE": "from a run's start (lookbehind): a lazy look within the run, then the "
+                                     "whole run possessively",
     "memd/core/secret_views:_WORD": "one run, within a bounded stretch",
+    "memd/core/secret_views:_DIGIT": "one character class",
     "memd/hooks/context:_CLAUDE_DIR": "fullmatch of one config line",
     "memd/hooks/context:_RECALL_FALSE": "fullmatch of one config line",
     "memd/hooks/context:_RECALL_OTHER": "fullmatch of one config line",

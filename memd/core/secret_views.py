@@ -289,35 +289,35 @@ def _key_block(first: str, start: int, end: int, out: list[tuple[str, int, int]]
 
 # --------------------------------------------------------------------------- split tokens
 
-# from a run's start only, each piece taken whole (what follows a piece is never in it): linear
-_PIECES = re.compile(r"(?<![A-Za-z0-9_+/=.\-])[A-Za-z0-9_+/=.\-]{4,}+(?:[ \t][A-Za-z0-9_+/=.\-]{4,}+)+")
-
-
-_TOKENISH = re.compile(r"\d|[a-z][A-Z]")  # a digit, or a lower-upper step (CamelCase, random case)
-
-
-def _token_like(piece: str) -> bool:
-    return len(piece) >= 10 or _TOKENISH.search(piece) is not None or (len(piece) >= 6 and piece.isupper())
+# A token-like piece: a whole run of token characters (from the run's start: linear) that holds a
+# digit or a lower-upper step (CamelCase, random case), or an upper-case run of six or more.
+_T = r"A-Za-z0-9_+/=.\-"
+_PIECE = re.compile(rf"(?<![{_T}])(?:(?=[{_T}]*?(?:\d|[a-z][A-Z]))[{_T}]{{4,}}+|[A-Z0-9_+/=.\-]{{6,}}+(?![{_T}]))")
+_DIGIT = re.compile(r"\d")
 
 
 def _split_tokens(text: str, rule_spans: RuleSpans) -> list[tuple[str, int, int]]:
+    """Rule matches across runs of token-like pieces one space or tab apart, joined."""
     out: list[tuple[str, int, int]] = []
-    for m in _PIECES.finditer(text):
-        at = m.start()
-        group: list[tuple[int, str]] = []
-        for piece in [*m.group().replace("\t", " ").split(" "), ""]:
-            if piece and _token_like(piece):
-                group.append((at, piece))
-            else:
-                if len(group) >= 2:
-                    _joined(group, rule_spans, out)
-                group = []
-            at += len(piece) + 1
+    group: list[tuple[int, str]] = []
+    prev_end = -2
+    for m in _PIECE.finditer(text):
+        if group and m.start() == prev_end + 1 and text[prev_end] in " \t":
+            group.append((m.start(), m.group()))
+        else:
+            if len(group) >= 2:
+                _joined(group, rule_spans, out)
+            group = [(m.start(), m.group())]
+        prev_end = m.end()
+    if len(group) >= 2:
+        _joined(group, rule_spans, out)
     return out
 
 
 def _joined(group: list[tuple[int, str]], rule_spans: RuleSpans, out: list[tuple[str, int, int]]) -> None:
     joined = "".join(p for _, p in group)
+    if _DIGIT.search(joined) is None and entropy(joined) < 3.6:
+        return  # words joined: no hit of theirs would count (below)
     starts: list[int] = []  # offset in joined of each piece
     n = 0
     for _, p in group:
