@@ -109,11 +109,13 @@ def parse_selection(text: str) -> list[str]:
     try:
         data = json.loads(text)
     except ValueError:
-        m = re.search(r"\{.*\}", text, re.S)  # tolerate prose around the object
-        if not m:
+        # tolerate prose around the object: from the first "{" to the last "}" (what r"\{.*\}" with
+        # re.S matched, without its quadratic retries from every "{" when no "}" follows)
+        start, end = text.find("{"), text.rfind("}")
+        if start < 0 or end < start:
             return []
         try:
-            data = json.loads(m.group(0))
+            data = json.loads(text[start:end + 1])
         except ValueError:
             return []
     files = data.get("files") if isinstance(data, dict) else None

@@ -18,7 +18,7 @@ import re
 from itertools import pairwise
 
 from memd.core import secret_rules
-from memd.core.secret_rules import SecretHit
+from memd.core.secret_rules import SecretHit, Span
 
 Needles = tuple[frozenset[str], ...]  # every set must have a member in the text (AND of ORs)
 
@@ -136,7 +136,7 @@ def _sequence(p: str) -> list[frozenset[str]] | None:
             if end < 0:
                 return None
             optional = end < len(p) and p[end] in _QUANT
-            if p.startswith("(?:", i) and not optional:
+            if p.startswith(("(?:", "(?>"), i) and not optional:  # non-capturing or atomic: same literals
                 alts = [_literal_prefix(a) for a in _split_alternatives(p[i + 3:end - 1])]
                 if len(run) * len(alts) > MAX_PRODUCT:
                     close()
@@ -402,9 +402,22 @@ def active(rs: RuleSet, text: str) -> list[Rule]:
     return out
 
 
+def rule_spans(text: str, *, strict: bool = False, pii: bool = True) -> list[Span]:
+    """The matches of the rules (only those text can match) as (kind, start, end)."""
+    return secret_rules.collect_spans(text, ((rule.kind, rule.rx) for rule in active(ruleset(strict, pii), text)))
+
+
+def spans(text: str, *, strict: bool = False, pii: bool = True) -> list[Span]:
+    """Every secret of text: the rules through this module, with ``memd.core.secret_views``'s views
+    and detectors (``secrets.spans`` is this)."""
+    from memd.core import secret_views
+
+    return secret_views.find(text, lambda t: rule_spans(t, strict=strict, pii=pii))
+
+
 def scan(text: str, *, strict: bool = False, pii: bool = True) -> list[SecretHit]:
     """Exactly ``secrets.scan_all(text, strict=strict, pii=pii)``, faster (``secrets.scan`` is this)."""
-    return secret_rules.collect(text, ((rule.kind, rule.rx) for rule in active(ruleset(strict, pii), text)))
+    return secret_rules.hits_of(text, spans(text, strict=strict, pii=pii))
 
 
 def scan_many(texts: list[str], *, strict: bool = False, pii: bool = True) -> list[list[SecretHit]]:

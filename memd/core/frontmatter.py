@@ -167,8 +167,10 @@ def _fast_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
     # Not at import: the PostToolUse hook imports this module for split() and parse_lenient() only.
     global _FAST
     if _FAST is None:
-        _FAST = (re.compile(r"^([A-Za-z_][A-Za-z0-9_]*):(?:[ ]+(.*?))?[ ]*$"),
-                 re.compile(r"^([ ]+)([A-Za-z_][A-Za-z0-9_]*):(?:[ ]+(.*?))?[ ]*$"))
+        # the value ends at its last non-space (spaces then one other character, repeated, taken
+        # possessively): the lazy ``(.*?)[ ]*$`` it replaces retried the trailing spaces at every step
+        _FAST = (re.compile(r"^([A-Za-z_][A-Za-z0-9_]*+):(?:[ ]++((?:[ ]*+[^ \n])*+))?[ ]*+$"),
+                 re.compile(r"^([ ]++)([A-Za-z_][A-Za-z0-9_]*+):(?:[ ]++((?:[ ]*+[^ \n])*+))?[ ]*+$"))
     return _FAST
 
 

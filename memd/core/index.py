@@ -96,11 +96,26 @@ _JS_S = f"[{JS_SPACE}]"
 # Claude Code's frontmatter regex, /^---\s*\n([\s\S]*?)---\s*\n?/: it closes at the first "---"
 # anywhere after the opening line, and eats the blank space after it.
 _FRONTMATTER = re.compile(f"---{_JS_S}*\n[\\s\\S]*?---{_JS_S}*\n?")
-_COMMENT = re.compile(r"<!--[\s\S]*?-->")
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 _LIST_ITEM = re.compile(r"^( {0,3})([*+-]|\d{1,9}[.)])( {1,4}(?! )|[ \t]*$)")
 _BLOCK_START = re.compile(r"^ {0,3}(?:<!--|#{1,6}(?:[ \t]|$)|>|`{3,}|~{3,}"
                           r"|(?:(?:\*[ \t]*){3,}|(?:-[ \t]*){3,}|(?:_[ \t]*){3,})$)")
+
+
+def strip_comments(text: str) -> str:
+    """text without its ``<!-- ... -->`` comments (each closes at the first ``-->`` after it), as
+    ``re.sub(r"<!--[\\s\\S]*?-->", "", text)`` does, in one pass: that pattern rescanned the rest of
+    the text from every ``<!--`` when no ``-->`` followed."""
+    out: list[str] = []
+    at = 0
+    while (start := text.find("<!--", at)) >= 0:
+        end = text.find("-->", start + 4)
+        if end < 0:
+            break  # nor does any later "<!--" close
+        out.append(text[at:start])
+        at = end + 3
+    out.append(text[at:])
+    return "".join(out)
 
 
 def js_string(text: str) -> str:
@@ -240,7 +255,7 @@ def _strip_comments(pieces: list[tuple[int, str]], masked: set[int]) -> tuple[li
                 k = j + 1
                 while k < len(pieces) and pieces[k][1] == "\n":
                     k += 1
-                residue = _COMMENT.sub("", "".join(p[1] for p in pieces[i - 1:k]))
+                residue = strip_comments("".join(p[1] for p in pieces[i - 1:k]))
                 masked.update(p[0] for p in pieces[i - 1:j])
                 if residue.strip(JS_SPACE):
                     out.append((pieces[j][0], residue))

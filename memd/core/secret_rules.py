@@ -26,12 +26,20 @@ class SecretHit(Record):
 
 
 SPECS: list[tuple[str, str]] = [
-    ("private key block", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"),
+    # the BEGIN line and the body after it (base64 lines, "Proc-Type: ..." headers, blank lines) up
+    # to its END line, so that redaction takes the whole key (each line is one alternative: linear)
+    ("private key block",
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[ \t]*\r?\n(?:[ \t]*[A-Za-z0-9+/=]{1,100}"
+        r"|[A-Za-z][A-Za-z\-]{0,30}: [^\n]{0,100}|[ \t]*(?=\r?\n))){0,400}"
+        r"(?:[ \t]*\r?\n[ \t]*-----END [A-Z0-9 ]{0,40}-----)?"),
+    ("private key block", r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"),  # the body's BEGIN cut off
     ("AWS access key", r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16}\b"),
+    # written in lower (or mixed) case (no English word of 20 letters starts with these prefixes)
+    ("AWS access key", r"(?i)\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16}\b"),
     ("AWS secret key",
         r"(?i)aws_?secret_?(?:access_?)?key\s*[:=]\s*[\"']?[A-Za-z0-9/+=]{40}\b"),
     ("Anthropic API key", r"\bsk-ant-(?:api|admin|oat)\d{2}-[A-Za-z0-9_\-]{20,}"),
-    ("OpenAI API key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}T3BlbkFJ[A-Za-z0-9_\-]{20,}"),
+    ("OpenAI API key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,200}T3BlbkFJ[A-Za-z0-9_\-]{20,}"),
     ("OpenAI API key", r"\bsk-(?:proj|svcacct|admin)-[A-Za-z0-9_\-]{40,}"),
     ("GitHub token", r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,}\b"),
     ("GitHub fine-grained token", r"\bgithub_pat_[A-Za-z0-9_]{60,}\b"),
@@ -55,13 +63,13 @@ SPECS: list[tuple[str, str]] = [
     ("Mailgun key", r"\bkey-[0-9a-zA-Z]{32}\b"),
     ("Discord bot token", r"\b[MN][A-Za-z\d]{23,25}\.[\w-]{6}\.[\w-]{27,38}\b"),
     ("Telegram bot token", r"\b\d{8,10}:AA[A-Za-z0-9_\-]{33}\b"),
-    ("JSON web token", r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{10,}"),
+    ("JSON web token", r"\beyJ[A-Za-z0-9_\-]{8,1024}+\.eyJ[A-Za-z0-9_\-]{8,16384}+\.[A-Za-z0-9_\-]{10,}"),
     ("Google OAuth token", r"\bya29\.[A-Za-z0-9_\-]{30,}"),
     ("Google OAuth refresh token", r"\b1//0[A-Za-z0-9_\-]{40,}"),
     ("Azure AD client secret",
         r"(?<![A-Za-z0-9_~.\-])[A-Za-z0-9_~.\-]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}(?![A-Za-z0-9_~.\-])"),
     ("Azure shared access key", r"(?i)SharedAccess(?:Key|Signature)=[A-Za-z0-9+/%=]{30,}"),
-    ("Azure SAS token", r"[?&]sv=\d{4}-\d{2}-\d{2}&[^\s\"']*?\bsig=[A-Za-z0-9%+/=]{30,}"),
+    ("Azure SAS token", r"[?&]sv=\d{4}-\d{2}-\d{2}&[^\s\"']{0,1024}?\bsig=[A-Za-z0-9%+/=]{30,}"),
     ("Stripe webhook secret", r"\bwhsec_[A-Za-z0-9]{24,}\b"),
     ("Slack app token", r"\bxapp-\d-[A-Z0-9]+-\d+-[a-z0-9]{32,}\b"),
     ("Atlassian API token", r"\bATATT3[A-Za-z0-9_\-=]{100,}"),
@@ -86,11 +94,11 @@ SPECS: list[tuple[str, str]] = [
     ("authorization header",
         r"(?i)\bauthorization\s*[:=]\s*[\"']?(?:basic|bearer|token)\s+(?!\$\{?|<|\*{3}|x{3})[A-Za-z0-9._~+/\-]{16,}=*"),
     ("password in URL", r"\b[a-zA-Z][a-zA-Z0-9+.\-]{1,20}://[^\s:/@]{1,64}:(?!\*+@)([^\s/@]{3,128})@[^\s/@]+"),
-    ("netrc password", r"(?im)^\s*machine\s+\S+\s+login\s+\S+\s+password\s+\S{4,}"),
+    ("netrc password", r"(?im)^[^\S\n]*machine\s+\S+\s+login\s+\S+\s+password\s+\S{4,}"),
     # .env and shell lines: an UPPER_CASE variable whose name says it holds a secret, any real value
     ("password assignment",
-        r"(?m)^[ \t]*(?:export[ \t]+)?[A-Z0-9_]*(?:PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKEN|API_?KEY|PRIVATE_KEY|"
-        r"ACCESS_KEY|AUTH_KEY|CREDENTIALS?)[A-Z0-9_]*[ \t]*=[ \t]*[\"']?"
+        r"(?m)^[ \t]*(?:export[ \t]+)?(?>[A-Z0-9_]*?(?:PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKEN|API_?KEY|PRIVATE_KEY|"
+        r"ACCESS_KEY|AUTH_KEY|CREDENTIALS?))[A-Z0-9_]*+[ \t]*=[ \t]*[\"']?"
         r"(?!\$\{?|<|%|\*{3}|x{3}|X{3}|changeme\b|your|example|placeholder|None\b|null\b|true\b|false\b)"
         r"[^\s\"'#]{6,}"),
     # config and prose (YAML, JSON, TOML, "password: ..."): only values that look machine-made,
@@ -99,11 +107,11 @@ SPECS: list[tuple[str, str]] = [
         r"(?i)\b(?:password|passwd|passphrase|api[_-]?key|secret[_-]?key|access[_-]?token|auth[_-]?token|"
         r"client[_-]?secret|refresh[_-]?token|private[_-]?key)[\"']?\s*[:=]\s*[\"']?"
         r"(?!\$\{?|<|%|\*{3}|x{3}|your|example|placeholder)"
-        r"(?=[^\s\"']*\d)(?=[^\s\"']*[A-Za-z])[^\s\"',;]{8,}"),
+        r"(?=[^\s\"'\d]{0,64}\d)(?=[^\s\"'A-Za-z]{0,64}[A-Za-z])[^\s\"',;]{8,}"),
 ]
 
 PII_SPECS: list[tuple[str, str]] = [
-    ("e-mail address", r"\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}\b"),
+    ("e-mail address", r"\b[A-Za-z0-9._%+\-]{1,64}@[A-Za-z0-9.\-]{1,255}\.[A-Za-z]{2,63}\b"),
     ("phone number", r"(?<![\w.])\+?\d{1,3}[\s.\-]?\(?\d{2,4}\)?[\s.\-]\d{3,4}[\s.\-]\d{3,4}(?!\w|\.\d)"),
 ]
 
@@ -131,23 +139,40 @@ def rules(strict: bool = False, pii: bool = True) -> list[tuple[str, re.Pattern[
     return [(kind, compiled(p)) for kind, p in specs(strict, pii)]
 
 
-def collect(text: str, ruleset: Iterable[tuple[str, re.Pattern[str]]]) -> list[SecretHit]:
-    """The hits of ruleset (in order) over text: a span already claimed by an earlier rule is not
-    reported again, allowed e-mail domains are skipped; sorted by position."""
-    hits: list[SecretHit] = []
-    seen: set[tuple[int, int]] = set()
+Span = tuple[str, int, int]  # (kind, start, end) of a secret in a text
+
+
+def collect_spans(text: str, ruleset: Iterable[tuple[str, re.Pattern[str]]]) -> list[Span]:
+    """The matches of ruleset (in order) over text as (kind, start, end): a span whose start an
+    earlier rule already claimed is not reported again, allowed e-mail domains are skipped; sorted
+    by position."""
+    spans: list[Span] = []  # sorted by start: what earlier rules claimed
     for kind, rx in ruleset:
+        new: list[Span] = []
+        j, reach = 0, -1  # spans[:j] start at or before the match; reach: the furthest end among them
         for m in rx.finditer(text):
             if kind == "e-mail address" and EMAIL_OK.search(m.group(0)):
                 continue
-            span = (m.start(), m.end())
-            if any(s <= span[0] < e for s, e in seen):
+            start = m.start()
+            while j < len(spans) and spans[j][1] <= start:
+                reach = max(reach, spans[j][2])
+                j += 1
+            if start < reach:
                 continue
-            seen.add(span)
-            line, col = _position(text, m.start())
-            hits.append(SecretHit(kind, line, col))
-    hits.sort(key=lambda h: (h.line, h.column))
-    return hits
+            new.append((kind, start, m.end()))
+        if new:
+            spans = sorted(spans + new, key=lambda s: s[1])  # (both sorted: timsort merges them)
+    spans.sort(key=lambda s: (s[1], s[2]))
+    return spans
+
+
+def collect(text: str, ruleset: Iterable[tuple[str, re.Pattern[str]]]) -> list[SecretHit]:
+    """``collect_spans`` as hits (kind, line, column)."""
+    return hits_of(text, collect_spans(text, ruleset))
+
+
+def hits_of(text: str, spans: Iterable[Span]) -> list[SecretHit]:
+    return [SecretHit(kind, *_position(text, start)) for kind, start, _ in spans]
 
 
 def _position(text: str, offset: int) -> tuple[int, int]:

@@ -12,61 +12,64 @@ UPPER_CASE .env/shell variable named like a secret with a real value, or a lower
 ``changeme``) never count. The rules themselves live in ``memd.core.secret_rules`` (pattern
 strings compiled on first use), read by both scanners: ``scan_all`` here runs every rule (the
 reference), ``memd.core.fastscan`` only those a text can match (what ``scan`` uses).
+
+A secret written to get past a pattern is caught too (``memd.core.secret_views``): the rules run
+over the text normalised (NFKC: fullwidth letters; zero-width and other format characters removed),
+over a key split by a space, inside base64 that decodes to text; and detectors find a random-looking
+value next to the word that names it ("the database password is ..."), a bare AWS secret key and a
+private key's body without its BEGIN line. ``spans`` is the one answer: ``scan`` (the hooks, the
+memory tool) and ``redact`` (logs, and ``[REDACTED:<kind>]`` in what is sent) read it.
 """
 
 from __future__ import annotations
 
-from memd.core.secret_rules import SecretHit, collect, rules
+from memd.core.secret_rules import SecretHit, Span, collect_spans, hits_of, rules
 
-__all__ = ["SecretHit", "redact", "scan", "scan_all"]
+__all__ = ["SecretHit", "redact", "scan", "scan_all", "spans"]
+
+
+def spans(text: str, *, strict: bool = False, pii: bool = True) -> list[Span]:
+    """Every secret of text as (kind, start, end), sorted, none starting inside another: the rules
+    over the text as written and over its normalised view, and the detectors of what a rule cannot
+    see (``memd.core.secret_views``: split, fullwidth, zero-width, base64-encoded, bare, a value
+    next to its name, a key body without its BEGIN line). ``scan``, ``redact``, the hooks and the
+    memory tool all go through here."""
+    from memd.core import fastscan  # not at import: the logs' redact callers rarely need it
+
+    return fastscan.spans(text, strict=strict, pii=pii)
 
 
 def scan(text: str, *, strict: bool = False, pii: bool = True) -> list[SecretHit]:
-    """Every secret-looking span of text (and, with strict and pii, personal data).
-
-    The same hits as ``scan_all``, through ``memd.core.fastscan``: only the rules a text can match
-    (by length and required literals) are compiled and run, so a hook scanning one memory write
-    does not compile all 60+ rules."""
-    from memd.core import fastscan  # not at import: redact's callers (the logs) never need it
-
-    return fastscan.scan(text, strict=strict, pii=pii)
+    """Every secret-looking span of text (and, with strict and pii, personal data) as (kind, line,
+    column) of its start: ``spans``. The rules run through ``memd.core.fastscan``: only those a
+    text can match (by length and required literals) are compiled and run, so a hook scanning one
+    memory write does not compile all 60+ rules."""
+    return hits_of(text, spans(text, strict=strict, pii=pii))
 
 
 def scan_all(text: str, *, strict: bool = False, pii: bool = True) -> list[SecretHit]:
-    """``scan`` by its definition: every rule compiled and run over the whole text (the reference
-    the fast path is tested against)."""
-    return collect(text, rules(strict, pii))
+    """``scan`` by its definition: every rule compiled and run (the reference the fast path is
+    tested against), with the same views and detectors."""
+    from memd.core import secret_views
 
-
-_GAP = 64  # a whitespace run this long ends what any rule can match (see ``redact``)
+    ruleset = rules(strict, pii)
+    return hits_of(text, secret_views.find(text, lambda t: collect_spans(t, ruleset)))
 
 
 def redact(text: str, *, marker: str = "[{kind} redacted]", counts: dict[str, int] | None = None) -> str:
-    """text with every secret replaced by ``marker`` naming its kind (for logs and messages; what is
-    sent to the API uses ``[REDACTED:{kind}]``). ``counts``, when given, gets the hits per kind added.
-
-    Linear in the text: only the rules the text can match run (``memd.core.fastscan``'s selection,
-    as ``scan``), and over the stretches between whitespace runs of ``_GAP`` characters or more, each
-    on its own. Run over a whole text, a rule starting ``^\\s*`` (netrc) scanned a run of blank
-    lines again from every line start: 56 KB took seconds. No secret holds such a run; a key and its
-    value ``_GAP`` blank characters apart are not taken for one."""
-    import re
-
-    from memd.core import fastscan
-
-    active = [(rule.rx, marker.format(kind=rule.kind), rule.kind)
-              for rule in fastscan.active(fastscan.ruleset(), text)]
-    if not active:
+    """text with every secret (``spans``) replaced by ``marker`` naming its kind (for logs and
+    messages; what is sent to the API uses ``[REDACTED:{kind}]``). ``counts``, when given, gets
+    the hits per kind added. Linear in the text: every pattern is (tests/test_regex_linear.py)."""
+    found = spans(text)
+    if not found:
         return text
-    parts = re.split(rf"(\s{{{_GAP},}})", text) if len(text) > _GAP else [text]
-    for i in range(0, len(parts), 2):  # the odd parts are the long whitespace runs
-        part = parts[i]
-        for rx, rep, kind in active:
-            if counts is None:
-                part = rx.sub(rep, part)
-                continue
-            part, n = rx.subn(rep, part)
-            if n:
-                counts[kind] = counts.get(kind, 0) + n
-        parts[i] = part
+    parts: list[str] = []
+    at = 0
+    for kind, start, end in found:
+        parts.append(text[at:start])
+        parts.append(marker.format(kind=kind))
+        at = end
+        if counts is not None:
+            counts[kind] = counts.get(kind, 0) + 1
+    parts.append(text[at:])
     return "".join(parts)
