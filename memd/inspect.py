@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     from memd.config import BudgetConfig, Config
@@ -112,10 +113,14 @@ class CheckReport:
 
 
 def check_projects(projects: list[Project], config: Config, *, cache_dir: Path | None = None,
-                   skip_missing: bool = False) -> CheckReport:
-    """Check each project (``skip_missing``: leave out, and count, those without a memory folder)."""
-    results = [check_project(p, config.budget, team_pii=config.hooks.team_pii, cache_dir=cache_dir)
-               for p in projects]
+                   skip_missing: bool = False, step: Callable[[str], None] | None = None) -> CheckReport:
+    """Check each project (``skip_missing``: leave out, and count, those without a memory folder;
+    ``step``: told each project's name as it starts, for a progress bar)."""
+    results = []
+    for p in projects:
+        if step is not None:
+            step(p.name)
+        results.append(check_project(p, config.budget, team_pii=config.hooks.team_pii, cache_dir=cache_dir))
     if not skip_missing:
         return CheckReport(results, 0)
     kept = [r for r in results if r.exists]

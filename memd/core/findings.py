@@ -69,6 +69,7 @@ class Finding(NamedTuple):
     path: str
     line: int
     message: str
+    col: int = 1  # 1-based, in characters of the line (1 when the finding is about the whole line or file)
 
     def to_json(self) -> dict[str, Any]:
         return self._asdict()
@@ -77,9 +78,9 @@ class Finding(NamedTuple):
         return f"{self.path}:{self.line}: {self.code} {self.severity}: {self.message}"
 
 
-def finding(code: str, path: str, line: int, message: str) -> Finding:
+def finding(code: str, path: str, line: int, message: str, col: int = 1) -> Finding:
     """A finding of code, with the severity the code has."""
-    return Finding(code, CODES[code].severity, path, line, message)
+    return Finding(code, CODES[code].severity, path, line, message, col)
 
 
 def sort_key(f: Finding) -> tuple[int, str, int, str]:

@@ -124,10 +124,9 @@ def _index_checks(snap: FolderSnapshot, b: Limits, idx: index.Index,
                                                    "never reaches a session")
     elif budget.level == "near":
         yield _f("MEM002", INDEX_NAME, 1, f"near budget: {figures}; condense it before entries fall off the end")
-    for n, ln in enumerate(idx.lines, 1):
-        if n not in idx.masked and len(ln) > b.max_index_line:
-            yield _f("MEM004", INDEX_NAME, n, f"line is {len(ln)} characters (limit {b.max_index_line}); "
-                                              "an index line is a title and a short hook")
+    for n, length in index.long_lines(idx, b.max_index_line):
+        yield _f("MEM004", INDEX_NAME, n, f"line is {length} characters (limit {b.max_index_line}); "
+                                          "an index line is a title and a short hook", b.max_index_line + 1)
     if idx.open_comment and idx.src is not None:
         # Claude Code strips only closed comments: this one, and all that follows it, is loaded as text
         start = idx.src.open_comment
@@ -144,18 +143,19 @@ def _index_checks(snap: FolderSnapshot, b: Limits, idx: index.Index,
     for n, raw, target, leaves in index_links(idx):
         if target is None:
             continue
+        col = idx.lines[n - 1].find(raw) + 1 or 1
         if leaves:
-            yield _f("MEM007", INDEX_NAME, n, f"link to {raw} leaves the memory folder")
+            yield _f("MEM007", INDEX_NAME, n, f"link to {raw} leaves the memory folder", col)
             continue
         rel, inexact = resolve_link(target, existing, folded)
         if rel is None:
             if not is_folder(target, existing) and target.lower().endswith(".md"):
                 # memd lists only .md files: other targets are not judged
-                yield _f("MEM005", INDEX_NAME, n, f"link to {raw}: no such file in the memory folder")
+                yield _f("MEM005", INDEX_NAME, n, f"link to {raw}: no such file in the memory folder", col)
             continue
         if inexact:
             yield _f("MEM009", INDEX_NAME, n, f"link to {raw} finds {rel} only when case is ignored; "
-                                              "it breaks on case-sensitive file systems")
+                                              "it breaks on case-sensitive file systems", col)
         linked.add(rel)
         ent = entry_lines.get(n)
         if ent is not None and ent.is_local:
@@ -185,9 +185,9 @@ def _topic_links(rec: FileRecord, snap: FolderSnapshot) -> Iterable[Finding]:
             if rel is None:
                 continue
             if leaves:
-                yield _f("MEM007", rec.rel, n, f"link to {raw} leaves the memory folder")
+                yield _f("MEM007", rec.rel, n, f"link to {raw} leaves the memory folder", m.start(1) + 1)
             elif rel.endswith(".md") and resolve_link(rel, existing, folded)[0] is None:
-                yield _f("MEM006", rec.rel, n, f"link to {raw}: no such file in the memory folder")
+                yield _f("MEM006", rec.rel, n, f"link to {raw}: no such file in the memory folder", m.start(1) + 1)
 
 
 # --------------------------------------------------------------------------- frontmatter
@@ -335,4 +335,4 @@ def _secret_findings(rec: FileRecord, hits: list[secrets.SecretHit]) -> Iterable
     where = "team memory (shared with others)" if rec.team else "memory"
     for hit in hits:
         yield _f("MEM050", rec.rel, hit.line, f"{hit.kind} at column {hit.column} (value not shown): "
-                                              f"secrets must not be kept in {where}")
+                                              f"secrets must not be kept in {where}", hit.column)
