@@ -14,10 +14,13 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any
 
 from memd import __version__
 from memd.config import BudgetConfig, astuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _MODULES = ("core/lint.py", "core/links.py", "core/dates.py", "core/fastscan.py", "core/secrets.py",
             "core/secret_rules.py", "core/budget.py", "core/signature.py",

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
-from typing import TYPE_CHECKING
-
 from memd.cli import select_projects
 
+TYPE_CHECKING = False  # typing is not imported at run time: check and status start through here
 if TYPE_CHECKING:
+    import argparse
+
     from memd.cli import Context
     from memd.layout import Project
 

@@ -6,19 +6,39 @@ shown without loading the linter.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, NamedTuple
-
 from memd.core.paths import INDEX_NAME
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any, NamedTuple
+
+    class _Code(NamedTuple):
+        severity: str
+        name: str
+        summary: str
+
+    class _Finding(NamedTuple):
+        code: str
+        severity: str
+        path: str
+        line: int
+        message: str
+        col: int = 1  # 1-based, in characters of the line (1 when the finding is about the whole line or file)
+else:
+    # The same tuples built by collections.namedtuple: typing.NamedTuple would import typing (~4 ms),
+    # and `memd check` shows cached findings through this module.
+    from collections import namedtuple
+
+    _Code = namedtuple("Code", "severity name summary")
+    _Finding = namedtuple("Finding", "code severity path line message col", defaults=(1,))
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 SEVERITIES = (ERROR, WARNING, INFO)
 
 
-class Code(NamedTuple):
-    severity: str
-    name: str
-    summary: str
+class Code(_Code):
+    __slots__ = ()
 
 
 CODES: dict[str, Code] = {
@@ -63,13 +83,8 @@ CODES: dict[str, Code] = {
 }
 
 
-class Finding(NamedTuple):
-    code: str
-    severity: str
-    path: str
-    line: int
-    message: str
-    col: int = 1  # 1-based, in characters of the line (1 when the finding is about the whole line or file)
+class Finding(_Finding):
+    __slots__ = ()
 
     def to_json(self) -> dict[str, Any]:
         return self._asdict()
