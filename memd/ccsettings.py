@@ -88,6 +88,27 @@ def env_switch() -> str | None:
     return "off" if v in TRUTHY else "on" if v in FALSY else None
 
 
+def memory_off(claude: str, settings: dict[str, Any]) -> str | None:
+    """Why auto memory is off, or None when it is on (``memd.layout.memory_disabled``, which reads
+    the settings). ``CLAUDE_CODE_DISABLE_AUTO_MEMORY`` decides first (1/true/yes/on in any case: off;
+    0/false/no/off: on whatever the settings say)."""
+    switch = env_switch()
+    if switch == "off":
+        return "CLAUDE_CODE_DISABLE_AUTO_MEMORY is set"
+    if switch == "on":
+        return None
+    if settings.get("autoMemoryEnabled") is False:
+        where = settings.get(SOURCES_KEY, {}).get("autoMemoryEnabled") or os.path.join(claude, "settings.json")
+        return f"autoMemoryEnabled is false in {where}"
+    return None
+
+
+def memory_override(settings: dict[str, Any]) -> str | None:
+    """The memory folder the settings' ``autoMemoryDirectory`` names, or None (see ``memory_dir``)."""
+    value = settings.get("autoMemoryDirectory")
+    return memory_dir(value.strip() if isinstance(value, str) else value)
+
+
 def memory_dir(value: Any, home: str | None = None) -> str | None:
     """``autoMemoryDirectory`` as Claude Code takes it, or None (the default folder is used): an
     absolute path or one under ``~/``; a relative path is ignored; ``~/`` itself, ``/``, the home

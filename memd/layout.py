@@ -86,16 +86,9 @@ def memory_disabled(claude: Path, settings: dict[str, Any] | None = None) -> str
     first (1/true/yes/on in any case: off; 0/false/no/off: on whatever the settings say)."""
     from memd import ccsettings
 
-    switch = ccsettings.env_switch()
-    if switch == "off":
-        return "CLAUDE_CODE_DISABLE_AUTO_MEMORY is set"
-    if switch == "on":
-        return None
-    s = read_settings(claude) if settings is None else settings
-    if s.get("autoMemoryEnabled") is False:
-        where = s.get(ccsettings.SOURCES_KEY, {}).get("autoMemoryEnabled") or claude / "settings.json"
-        return f"autoMemoryEnabled is false in {where}"
-    return None
+    if ccsettings.env_switch() is not None:
+        return ccsettings.memory_off(os.fspath(claude), {})
+    return ccsettings.memory_off(os.fspath(claude), read_settings(claude) if settings is None else settings)
 
 
 def memory_override(claude: Path, settings: dict[str, Any] | None = None) -> Path | None:
@@ -103,9 +96,7 @@ def memory_override(claude: Path, settings: dict[str, Any] | None = None) -> Pat
     or rejected as Claude Code rejects it: ``~/``, ``/``, the home folder or above)."""
     from memd import ccsettings
 
-    s = read_settings(claude) if settings is None else settings
-    value = s.get("autoMemoryDirectory")
-    chosen = ccsettings.memory_dir(value.strip() if isinstance(value, str) else value)
+    chosen = ccsettings.memory_override(read_settings(claude) if settings is None else settings)
     return Path(chosen) if chosen is not None else None
 
 

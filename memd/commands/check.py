@@ -50,19 +50,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
+    keep = code_filter(args.select, args.ignore)  # a bad selector is a usage error before any work
+    cached = None if args.all or args.no_cache or not args.projects else from_cache(args)
+    if cached is not None:
+        return _report(args, cached[1], cached[0], 0, keep)
     from memd.commands._projects import preamble
     from memd.inspect import check_projects
 
-    keep = code_filter(args.select, args.ignore)  # a bad selector is a usage error before any work
     projects, notes = preamble(args, ctx)
-    as_json = args.format == "json"
-    note_stream = sys.stderr if as_json else sys.stdout
-    for n in notes:
-        print(n, file=note_stream)
     if projects is None:
-        if as_json:
-            print("[]")
-        return 0
+        return _report(args, notes, None, 0, keep)
     cache_dir = None if args.no_cache else ctx.state_dir
     if args.all and len(projects) > 1:
         from memd.commands._progress import progress
@@ -71,7 +68,19 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             report = check_projects(projects, ctx.config, cache_dir=cache_dir, skip_missing=True, step=step)
     else:
         report = check_projects(projects, ctx.config, cache_dir=cache_dir, skip_missing=bool(args.all))
-    results = [(r, [f for f in r.findings if keep(f.code)]) for r in report.results]
+    return _report(args, notes, report.results, report.skipped, keep)
+
+
+def _report(args: argparse.Namespace, notes: list[str], checked: list[ProjectCheck] | None, skipped: int,
+            keep: Callable[[str], bool]) -> int:
+    as_json = args.format == "json"
+    for n in notes:
+        print(n, file=sys.stderr if as_json else sys.stdout)
+    if checked is None:
+        if as_json:
+            print("[]")
+        return 0
+    results = [(r, [f for f in r.findings if keep(f.code)]) for r in checked]
     if as_json:
         import json
 
@@ -80,8 +89,56 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     elif args.statistics:
         sys.stdout.write(format_statistics(results, colour=use_colour(sys.stdout)))
     else:
-        sys.stdout.write(format_text(results, report.skipped, colour=use_colour(sys.stdout)))
+        sys.stdout.write(format_text(results, skipped, colour=use_colour(sys.stdout)))
     return 1 if any(f.severity == "error" for _, kept in results for f in kept) else 0
+
+
+class _Named:
+    """Where a project is, as the output needs it (``memd.layout.Project`` without pathlib)."""
+
+    __slots__ = ("dir", "memory_dir", "name")
+
+    def __init__(self, name: str, folder: str, memory_dir: str) -> None:
+        self.name, self.dir, self.memory_dir = name, folder, memory_dir
+
+
+def from_cache(args: argparse.Namespace) -> tuple[list[ProjectCheck], list[str]] | None:
+    """The checks of projects named by their folder under projects/, when the check cache holds every
+    one (each folder unchanged since): the full path's answer without memd.layout and pathlib (its
+    start-up is most of a cached check). None whenever only the full path can tell: a working
+    folder or path, a name that is not a folder, a cache miss. tests/test_check_output.py holds
+    the two to the same output."""
+    names = args.projects
+    if any(n in (".", "..") or "/" in n or os.sep in n or n.startswith("~") for n in names):
+        return None
+    from memd import ccsettings, checkcache
+    from memd.hooks.context import HookContext  # the Claude and state folders with os.path, as the hooks find them
+    from memd.inspect import ProjectCheck
+
+    hc = HookContext(getattr(args, "config", None), getattr(args, "claude_dir", None))
+    cfg = hc.config  # a bad config fails here as on the full path
+    claude = hc.claude_dir()
+    settings = ccsettings.merged(claude)
+    override = ccsettings.memory_override(settings)
+    out = []
+    for name in names:
+        folder = os.path.join(claude, "projects", name)
+        if not os.path.isdir(folder):
+            return None
+        mem = override or os.path.join(folder, "memory")
+        hit = checkcache.lookup(hc.state_dir, mem, cfg.budget, cfg.hooks.team_pii)[1]
+        if hit is None:
+            return None
+        try:
+            out.append(ProjectCheck.from_cache(_Named(name, folder, mem), cfg.budget, hit))  # type: ignore[arg-type]
+        except (KeyError, TypeError, ValueError):
+            return None
+    why = ccsettings.memory_off(claude, settings)
+    if not why:
+        return out, []
+    from memd.commands._projects import memory_off_note
+
+    return out, [memory_off_note(why)]
 
 
 # --------------------------------------------------------------------------- selecting codes

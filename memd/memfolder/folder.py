@@ -106,7 +106,7 @@ def _record(entry: os.DirEntry[str], rel: str, rr: str, max_bytes: int, signatur
                       kind=kind)
 
 
-def fingerprint(memory_dir: Path) -> tuple[object, ...] | None:
+def fingerprint(memory_dir: str | os.PathLike[str]) -> tuple[object, ...] | None:
     """What the folder's files are, by their metadata only (no reads); None when it cannot be told.
 
     Equal fingerprints mean the same files with the same size, times and inodes (symlinks by
