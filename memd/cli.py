@@ -138,7 +138,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _looks_like_folder(tok: str) -> bool:
+def looks_like_folder(tok: str) -> bool:
     """"-home-dev-app", "-tmp": shaped like a folder name under projects/ (they start with "-")."""
     return (len(tok) > 2 and tok[0] == "-" and tok[1] != "-"
             and all(c.isascii() and (c.isalnum() or c == "-") for c in tok[1:]))
@@ -158,7 +158,7 @@ def protect_folder_names(argv: Sequence[str], known: set[str],
             rest = True
             out.append(tok)
             continue
-        folder_like = _looks_like_folder(tok) and tok not in known
+        folder_like = looks_like_folder(tok) and tok not in known
         if folder_like and tok[:2] in known and "-" not in tok[2:]:
             folder_like = is_project is not None and is_project(tok)
         out.append(PROJECT_ARG_MARK + tok if folder_like else tok)
@@ -222,6 +222,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if invoked is None and "--version" in args_list and not {"-h", "--help"} & set(args_list):
         print(f"memd {__version__}")  # what argparse's version action prints, without argparse
         return 0
+    if invoked == "check":
+        # `memd check NAME...` answered from the check cache, before argparse is even imported;
+        # None: anything else, or a cache miss, takes the full path below
+        from memd.commands.check import quick
+
+        answer = _guarded("check", lambda: quick(args_list))
+        if answer is not None:
+            return answer
     parser = build_parser(invoked)
     args = parser.parse_args(protect_folder_names(args_list, _known_options(parser), _project_folder_test(args_list)))
     _unmark(args)
@@ -230,12 +238,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     ctx = Context(args)
+    return _guarded(args.command, lambda: int(mod.run(args, ctx))) or 0
+
+
+def _guarded(command: str, work: Callable[[], int | None]) -> int | None:
+    """The one boundary where errors become messages (and exit codes), not tracebacks."""
     from memd.errors import MemdError
 
     try:
-        return int(mod.run(args, ctx))
+        return work()
     except MemdError as e:
-        print(f"memd {args.command}: {e}", file=sys.stderr)
+        print(f"memd {command}: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         return 130
@@ -248,12 +261,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except OSError as e:
         where = f"{e.filename}: " if e.filename else ""
-        print(f"memd {args.command}: {where}{e.strerror or e}", file=sys.stderr)
+        print(f"memd {command}: {where}{e.strerror or e}", file=sys.stderr)
         return 1
-    except Exception as e:  # the one boundary where anything left becomes a message, not a traceback
+    except Exception as e:  # anything left becomes a message, not a traceback
         if os.environ.get("MEMD_DEBUG"):
             raise
-        print(f"memd {args.command}: unexpected error: {type(e).__name__}: {e} "
+        print(f"memd {command}: unexpected error: {type(e).__name__}: {e} "
               "(set MEMD_DEBUG=1 for the traceback)", file=sys.stderr)
         return 1
 

@@ -21,6 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable, Iterable, Sequence
+    from types import SimpleNamespace
     from typing import TextIO
 
     from memd.cli import Context
@@ -71,8 +72,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     return _report(args, notes, report.results, report.skipped, keep)
 
 
-def _report(args: argparse.Namespace, notes: list[str], checked: list[ProjectCheck] | None, skipped: int,
-            keep: Callable[[str], bool]) -> int:
+def _report(args: argparse.Namespace | SimpleNamespace, notes: list[str], checked: list[ProjectCheck] | None,
+            skipped: int, keep: Callable[[str], bool]) -> int:
     as_json = args.format == "json"
     for n in notes:
         print(n, file=sys.stderr if as_json else sys.stdout)
@@ -93,6 +94,51 @@ def _report(args: argparse.Namespace, notes: list[str], checked: list[ProjectChe
     return 1 if any(f.severity == "error" for _, kept in results for f in kept) else 0
 
 
+def quick(argv: Sequence[str]) -> int | None:
+    """``memd [--claude-dir DIR] [--config FILE] check NAME... [--format text|json]`` answered from the
+    check cache (``from_cache``) before argparse is imported: the most common repeated check costs
+    little more than starting Python. None for any other command line and on a cache miss: the
+    full path parses it. A token that looks like an option is a NAME only where a project folder
+    of that name exists (``from_cache`` checks), as on the full path."""
+    from types import SimpleNamespace
+
+    from memd.cli import looks_like_folder
+
+    glob: dict[str, str | None] = {"claude_dir": None, "config": None}
+    names: list[str] = []
+    fmt = "text"
+    command = False
+    it = iter(argv)
+    for tok in it:
+        opt, eq, value = tok.partition("=")
+        if opt in ("--claude-dir", "--config", "--format") and (command or opt != "--format"):
+            val = value if eq else next(it, None)
+            if val is None:
+                return None
+            if opt == "--format":
+                if val not in ("text", "json"):
+                    return None
+                fmt = val
+            else:
+                glob[opt[2:].replace("-", "_")] = val
+        elif not command:
+            if tok != "check":
+                return None
+            command = True
+        elif tok.startswith("-") and not looks_like_folder(tok):
+            return None
+        else:
+            names.append(tok)
+    if not names:
+        return None
+    args = SimpleNamespace(projects=names, all=False, no_cache=False, format=fmt, select=[], ignore=[],
+                           statistics=False, **glob)
+    cached = from_cache(args)
+    if cached is None:
+        return None
+    return _report(args, cached[1], cached[0], 0, code_filter([], []))
+
+
 class _Named:
     """Where a project is, as the output needs it (``memd.layout.Project`` without pathlib)."""
 
@@ -102,7 +148,7 @@ class _Named:
         self.name, self.dir, self.memory_dir = name, folder, memory_dir
 
 
-def from_cache(args: argparse.Namespace) -> tuple[list[ProjectCheck], list[str]] | None:
+def from_cache(args: argparse.Namespace | SimpleNamespace) -> tuple[list[ProjectCheck], list[str]] | None:
     """The checks of projects named by their folder under projects/, when the check cache holds every
     one (each folder unchanged since): the full path's answer without memd.layout and pathlib (its
     start-up is most of a cached check). None whenever only the full path can tell: a working
