@@ -34,8 +34,16 @@ SOURCES_KEY = "_memd_sources"  # in a merged settings dict: which file set each 
 # CLAUDE_CODE_DISABLE_AUTO_MEMORY: truthy turns memory off, falsy forces it on (any case)
 TRUTHY = frozenset({"1", "true", "yes", "on"})
 FALSY = frozenset({"0", "false", "no", "off"})
-_DIR_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_RESERVED = re.compile(r"^(?:con|prn|aux|nul|com[0-9]|lpt[0-9])$", re.IGNORECASE)
+# patterns compiled on first use (re caches them): `memd check` imports this module on its quick path
+_DIR_NAME = r"^[A-Za-z0-9_-]{1,64}$"
+_RESERVED = r"(?i)^(?:con|prn|aux|nul|com[0-9]|lpt[0-9])$"
+
+
+def claude_folder(explicit: str | os.PathLike[str] | None = None, configured: str = "") -> str:
+    """--claude-dir, else the config's paths.claude_dir, else $CLAUDE_CONFIG_DIR, else ~/.claude
+    (``memd.layout.claude_dir`` makes it a Path)."""
+    chosen = explicit or configured or os.environ.get("CLAUDE_CONFIG_DIR")
+    return os.path.expanduser(chosen) if chosen else os.path.join(os.path.expanduser("~"), ".claude")
 
 
 def managed_settings_path() -> str:
@@ -138,6 +146,6 @@ def project_dir_name() -> str | None:
     if not (os.environ.get("CLAUDE_CONFIG_DIR") or "").strip():
         return None
     name = (os.environ.get("CLAUDE_CODE_PROJECT_DIR_NAME") or "").strip()
-    if not name or not _DIR_NAME.match(name) or _RESERVED.match(name):
+    if not name or not re.match(_DIR_NAME, name) or re.match(_RESERVED, name):
         return None
     return name

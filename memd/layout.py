@@ -28,14 +28,9 @@ PROJECT_ARG_MARK = "\x00"
 
 def claude_dir(explicit: str | os.PathLike[str] | None = None, configured: str = "") -> Path:
     """--claude-dir, else the config's paths.claude_dir, else $CLAUDE_CONFIG_DIR, else ~/.claude."""
-    if explicit:
-        return Path(explicit).expanduser()
-    if configured:
-        return Path(configured).expanduser()
-    env = os.environ.get("CLAUDE_CONFIG_DIR")
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".claude"
+    from memd.ccsettings import claude_folder
+
+    return Path(claude_folder(explicit, configured))
 
 
 def projects_root(claude: Path) -> Path:

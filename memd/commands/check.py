@@ -157,13 +157,15 @@ def from_cache(args: argparse.Namespace | SimpleNamespace) -> tuple[list[Project
     names = args.projects
     if any(n in (".", "..") or "/" in n or os.sep in n or n.startswith("~") for n in names):
         return None
-    from memd import ccsettings, checkcache
-    from memd.hooks.context import HookContext  # the Claude and state folders with os.path, as the hooks find them
+    from memd import ccsettings, checkcache, config
+    from memd.hooks.log import default_state_dir  # memd's state folder with os.path, as the hooks find it
     from memd.inspect import ProjectCheck
 
-    hc = HookContext(getattr(args, "config", None), getattr(args, "claude_dir", None))
-    cfg = hc.config  # a bad config fails here as on the full path
-    claude = hc.claude_dir()
+    cfg = config.load(getattr(args, "config", None))  # a bad config fails here as on the full path
+    claude = ccsettings.claude_folder(getattr(args, "claude_dir", None), cfg.paths.claude_dir)
+    if os.path.normpath(claude) != claude:
+        return None  # shown as pathlib would show it ("./x/" as "x"): the full path's business
+    state = os.path.expanduser(cfg.paths.state_dir) if cfg.paths.state_dir else default_state_dir()
     settings = ccsettings.merged(claude)
     override = ccsettings.memory_override(settings)
     out = []
@@ -172,7 +174,7 @@ def from_cache(args: argparse.Namespace | SimpleNamespace) -> tuple[list[Project
         if not os.path.isdir(folder):
             return None
         mem = override or os.path.join(folder, "memory")
-        hit = checkcache.lookup(hc.state_dir, mem, cfg.budget, cfg.hooks.team_pii)[1]
+        hit = checkcache.lookup(state, mem, cfg.budget, cfg.hooks.team_pii)[1]
         if hit is None:
             return None
         try:
@@ -251,9 +253,11 @@ def display_path(path: str, cwd: str | None = None) -> str:
     return full
 
 
-def format_finding(r: ProjectCheck, f: Finding, *, colour: bool = False, cwd: str | None = None) -> str:
-    base = str(r.project.memory_dir)
-    where = display_path(base if f.path == "." else os.path.join(base, f.path), cwd)
+def format_finding(r: ProjectCheck, f: Finding, *, colour: bool = False, cwd: str | None = None,
+                   shown: str | None = None) -> str:
+    """One finding's line; ``shown``: the memory folder as ``display_path`` shows it (computed once)."""
+    base = display_path(str(r.project.memory_dir), cwd) if shown is None else shown
+    where = base if f.path == "." else f.path if base == "." else os.path.join(base, f.path)
     fix = _paint("[*]", "fix", colour) + " " if f.code in FIXABLE else ""
     sev = f.severity
     return (f"{_paint(where, 'path', colour)}:{f.line}:{f.col}: {_paint(f.code, sev, colour)} {fix}"
@@ -280,7 +284,8 @@ def format_text(results: list[tuple[ProjectCheck, list[Finding]]], skipped: int 
             out.append(f"{r.project.name}: no memory folder ({display_path(str(r.project.memory_dir), cwd)}): "
                        "nothing to check")
     rows = _ordered(results)
-    out.extend(format_finding(r, f, colour=colour, cwd=cwd) for r, f in rows)
+    shown = {id(r): display_path(str(r.project.memory_dir), cwd) for r, _ in results}
+    out.extend(format_finding(r, f, colour=colour, cwd=cwd, shown=shown[id(r)]) for r, f in rows)
     out.append(_summary(results, skipped, counts(f for _, f in rows)))
     fixable = sum(1 for _, f in rows if f.code in FIXABLE)
     if fixable:
