@@ -220,3 +220,40 @@ def test_rebuild_shortens_to_the_limit_in_the_same_units() -> None:
     plan = plan_rebuild(f"# Memory\n{line}\n", {"emoji.md": TopicInfo("emoji.md", "Emoji", "e", "user")},
                         Limits())
     assert plan.changed and max(index.line_length(ln) for ln in plan.text.splitlines()) <= 150
+
+
+# --------------------------------------------------------------------------- the quick path agrees
+
+
+@pytest.mark.parametrize("extra", [[], ["--format", "json"], ["--format=json"]])
+def test_the_cached_answer_is_the_full_answer(make_project: Callable[..., Path], memd_cli: Run,
+                                              claude_home: Path, extra: list[str]) -> None:
+    """`memd check NAME...` answered from the cache (memd.commands.check.quick) prints what the full
+    path prints: findings, paths, notes, exit code; also for names like options and memory turned off."""
+    import time
+
+    for name in ("-home-u-noisy", "-home"):
+        mem = make_project(name, NOISY)
+        past = time.time() - 60
+        for p in mem.rglob("*"):
+            os.utime(p, (past, past))
+    (claude_home / "settings.json").write_text('{"autoMemoryEnabled": false}')
+    args = ("check", "-home-u-noisy", "-home", *extra)
+    full = memd_cli(*args, "--no-cache", cwd=claude_home)
+    memd_cli(*args, cwd=claude_home)  # stores both results
+    quick = memd_cli(*args, cwd=claude_home)
+    assert (quick.returncode, quick.stdout, quick.stderr) == (full.returncode, full.stdout, full.stderr)
+    assert "auto memory is off" in (full.stdout + full.stderr) and full.returncode == 1
+
+
+def test_the_quick_path_declines_what_it_cannot_tell(make_project: Callable[..., Path], claude_home: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from memd.commands.check import quick
+
+    make_project("-home-u-app", {"MEMORY.md": "- [A](a.md) — a\n"})
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(claude_home))
+    for argv in (["check"], ["check", "."], ["check", "--all"], ["check", "-home-u-app", "--select", "MEM005"],
+                 ["check", "-home-u-app", "--no-cache"], ["check", "/tmp"], ["status"], ["check", "-h"],
+                 ["check", "-home-u-app", "--format", "yaml"], ["check", "no-such-project"],
+                 ["check", "-home-u-app"]):  # the last: not cached yet
+        assert quick(argv) is None, argv

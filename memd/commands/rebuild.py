@@ -7,13 +7,14 @@ with --dry-run it writes nothing. Exit status: 0 when every index fits (or alrea
 
 from __future__ import annotations
 
-import argparse
 import sys
-from typing import TYPE_CHECKING
 
 from memd.cli import project_args
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import argparse
+
     from memd.cli import Context
     from memd.layout import Project
     from memd.maintenance import RebuildResult
