@@ -47,7 +47,7 @@ def test_errors_exit_1_and_json_has_the_contract(make_project: Callable[..., Pat
     assert p["budget"] == {"lines": 4, "chars": p["budget"]["chars"], "max_lines": 200, "max_chars": 25000,
                            "hidden_entries": 0}
     for f in p["findings"]:
-        assert set(f) == {"code", "severity", "path", "line", "col", "message"}
+        assert set(f) == {"code", "severity", "path", "line", "col", "fixable", "message"}
     got = {(f["code"], f["path"], f["severity"]) for f in p["findings"]}
     assert {("MEM005", "MEMORY.md", "error"), ("MEM060", "binary.md", "error"),
             ("MEM022", "bad_yaml.md", "warning"), ("MEM022", "bomb.md", "warning")} <= got

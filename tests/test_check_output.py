@@ -68,7 +68,7 @@ def test_select_ignore_and_statistics(make_project: Callable[..., Path], memd_cl
     assert codes == {"MEM005", "MEM050"} and some.returncode == 1
     js = json.loads(memd_cli("check", "-home-u-noisy", "--ignore", "MEM004", "--format", "json").stdout)
     assert js[0]["findings"] and all(f["code"] != "MEM004" for f in js[0]["findings"])
-    assert {"code", "severity", "path", "line", "col", "message"} == set(js[0]["findings"][0])
+    assert {"code", "severity", "path", "line", "col", "fixable", "message"} == set(js[0]["findings"][0])
     bad = memd_cli("check", "-home-u-noisy", "--select", "E501")
     assert bad.returncode == 2 and "--select E501" in bad.stderr
     stats = memd_cli("check", "-home-u-noisy", "--statistics")
@@ -257,3 +257,25 @@ def test_the_quick_path_declines_what_it_cannot_tell(make_project: Callable[...,
                  ["check", "-home-u-app", "--format", "yaml"], ["check", "no-such-project"],
                  ["check", "-home-u-app"]):  # the last: not cached yet
         assert quick(argv) is None, argv
+
+
+def test_fix_marks_are_what_rebuild_does(claude_data: Path) -> None:
+    """[*] only where `memd rebuild` acts: on the real folders, the over-long lines check marks are the
+    entries rebuild shortens (a long prose line is reported, unmarked, and left alone by both)."""
+    from memd.core.budget import Limits
+    from memd.core.lint import lint
+    from memd.core.rebuild import plan_rebuild, topics_of
+    from memd.memfolder.folder import read_folder
+
+    marked_total = 0
+    for mem in sorted(claude_data.glob("projects/*/memory")):
+        snap = read_folder(mem, Limits())
+        if snap.index is None or snap.index.text is None:
+            continue
+        long = [f for f in lint(snap) if f.code == "MEM004"]
+        plan = plan_rebuild(snap.index.text, topics_of(snap), Limits())
+        shortened = sorted(int(m.group(1)) for a in plan.actions if (m := re.search(r"^shortened .* at line (\d+)", a)))
+        assert sorted(f.line for f in long if f.fixable) == shortened, mem
+        marked_total += len(shortened)
+        assert all(not f.fixable for f in long if f.line not in shortened)
+    assert marked_total >= 30

@@ -6,7 +6,7 @@ summary); a project named explicitly that has none is reported as "no memory fol
 
 Text output reads like ruff's: ``path:line:col: CODE [*] severity: message``, paths relative to the
 current folder when they lie under it, errors first (then warnings, then info) so a hundred long-line
-warnings never bury an error, ``[*]`` on the kinds of finding `memd rebuild` fixes, colour on a
+warnings never bury an error, ``[*]`` on findings `memd rebuild` fixes (``Finding.fixable``), colour on a
 terminal (``NO_COLOR`` turns it off, ``FORCE_COLOR`` on). Codes: docs/check.md.
 """
 
@@ -30,10 +30,6 @@ if TYPE_CHECKING:
 
 HELP = "lint memory folders: budget, links, duplicates, frontmatter, relative dates, secrets"
 
-# The kinds of finding `memd rebuild` fixes (docs/check.md): dangling entries are dropped, over-long entry
-# lines shortened, orphans indexed, repeated entries merged, a missing index written. A rebuild that
-# cannot fit the budget writes nothing: then it says why.
-FIXABLE = frozenset({"MEM004", "MEM005", "MEM010", "MEM011", "MEM070"})
 _RANK = {"error": 0, "warning": 1, "info": 2}
 _COLOURS = {"error": "31", "warning": "33", "info": "36", "path": "1", "fix": "36", "dim": "2"}
 
@@ -258,7 +254,7 @@ def format_finding(r: ProjectCheck, f: Finding, *, colour: bool = False, cwd: st
     """One finding's line; ``shown``: the memory folder as ``display_path`` shows it (computed once)."""
     base = display_path(str(r.project.memory_dir), cwd) if shown is None else shown
     where = base if f.path == "." else f.path if base == "." else os.path.join(base, f.path)
-    fix = _paint("[*]", "fix", colour) + " " if f.code in FIXABLE else ""
+    fix = _paint("[*]", "fix", colour) + " " if f.fixable else ""
     sev = f.severity
     return (f"{_paint(where, 'path', colour)}:{f.line}:{f.col}: {_paint(f.code, sev, colour)} {fix}"
             f"{_paint(sev, sev, colour)}: {f.message}")
@@ -287,7 +283,7 @@ def format_text(results: list[tuple[ProjectCheck, list[Finding]]], skipped: int 
     shown = {id(r): display_path(str(r.project.memory_dir), cwd) for r, _ in results}
     out.extend(format_finding(r, f, colour=colour, cwd=cwd, shown=shown[id(r)]) for r, f in rows)
     out.append(_summary(results, skipped, counts(f for _, f in rows)))
-    fixable = sum(1 for _, f in rows if f.code in FIXABLE)
+    fixable = sum(1 for _, f in rows if f.fixable)
     if fixable:
         out.append(f"{_paint('[*]', 'fix', colour)} {fixable} fixable with `memd rebuild`")
     return "\n".join(out) + "\n"
@@ -310,11 +306,12 @@ def format_statistics(results: list[tuple[ProjectCheck, list[Finding]]], *, colo
     from memd.core.findings import CODES
 
     seen = Counter(f.code for _, kept in results for f in kept)
+    fixable = {f.code for _, kept in results for f in kept if f.fixable}
     width = max((len(str(n)) for n in seen.values()), default=1)
     out = []
     for code, n in sorted(seen.items(), key=lambda kv: (-kv[1], kv[0])):
         sev = CODES[code].severity if code in CODES else "info"
-        mark = "[*]" if code in FIXABLE else "[ ]"
+        mark = "[*]" if code in fixable else "[ ]"
         name = CODES[code].name if code in CODES else ""
         out.append(f"{n:>{width}}\t{_paint(code, sev, colour)}\t{mark} {name}")
     if not out:

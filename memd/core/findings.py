@@ -25,13 +25,14 @@ if TYPE_CHECKING:
         line: int
         message: str
         col: int = 1  # 1-based, in characters of the line (1 when the finding is about the whole line or file)
+        fixable: bool = False  # `memd rebuild` fixes it (when the rebuilt index fits the budget)
 else:
     # The same tuples built by collections.namedtuple: typing.NamedTuple would import typing (~4 ms),
     # and `memd check` shows cached findings through this module.
     from collections import namedtuple
 
     _Code = namedtuple("Code", "severity name summary")
-    _Finding = namedtuple("Finding", "code severity path line message col", defaults=(1,))
+    _Finding = namedtuple("Finding", "code severity path line message col fixable", defaults=(1, False))
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 SEVERITIES = (ERROR, WARNING, INFO)
@@ -93,9 +94,9 @@ class Finding(_Finding):
         return f"{self.path}:{self.line}: {self.code} {self.severity}: {self.message}"
 
 
-def finding(code: str, path: str, line: int, message: str, col: int = 1) -> Finding:
+def finding(code: str, path: str, line: int, message: str, col: int = 1, *, fixable: bool = False) -> Finding:
     """A finding of code, with the severity the code has."""
-    return Finding(code, CODES[code].severity, path, line, message, col)
+    return Finding(code, CODES[code].severity, path, line, message, col, fixable)
 
 
 def sort_key(f: Finding) -> tuple[int, str, int, str]:
