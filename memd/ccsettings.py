@@ -34,8 +34,16 @@ SOURCES_KEY = "_memd_sources"  # in a merged settings dict: which file set each 
 # CLAUDE_CODE_DISABLE_AUTO_MEMORY: truthy turns memory off, falsy forces it on (any case)
 TRUTHY = frozenset({"1", "true", "yes", "on"})
 FALSY = frozenset({"0", "false", "no", "off"})
-_DIR_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_RESERVED = re.compile(r"^(?:con|prn|aux|nul|com[0-9]|lpt[0-9])$", re.IGNORECASE)
+# patterns compiled on first use (re caches them): `memd check` imports this module on its quick path
+_DIR_NAME = r"^[A-Za-z0-9_-]{1,64}$"
+_RESERVED = r"(?i)^(?:con|prn|aux|nul|com[0-9]|lpt[0-9])$"
+
+
+def claude_folder(explicit: str | os.PathLike[str] | None = None, configured: str = "") -> str:
+    """--claude-dir, else the config's paths.claude_dir, else $CLAUDE_CONFIG_DIR, else ~/.claude
+    (``memd.layout.claude_dir`` makes it a Path)."""
+    chosen = explicit or configured or os.environ.get("CLAUDE_CONFIG_DIR")
+    return os.path.expanduser(chosen) if chosen else os.path.join(os.path.expanduser("~"), ".claude")
 
 
 def managed_settings_path() -> str:
@@ -88,6 +96,27 @@ def env_switch() -> str | None:
     return "off" if v in TRUTHY else "on" if v in FALSY else None
 
 
+def memory_off(claude: str, settings: dict[str, Any]) -> str | None:
+    """Why auto memory is off, or None when it is on (``memd.layout.memory_disabled``, which reads
+    the settings). ``CLAUDE_CODE_DISABLE_AUTO_MEMORY`` decides first (1/true/yes/on in any case: off;
+    0/false/no/off: on whatever the settings say)."""
+    switch = env_switch()
+    if switch == "off":
+        return "CLAUDE_CODE_DISABLE_AUTO_MEMORY is set"
+    if switch == "on":
+        return None
+    if settings.get("autoMemoryEnabled") is False:
+        where = settings.get(SOURCES_KEY, {}).get("autoMemoryEnabled") or os.path.join(claude, "settings.json")
+        return f"autoMemoryEnabled is false in {where}"
+    return None
+
+
+def memory_override(settings: dict[str, Any]) -> str | None:
+    """The memory folder the settings' ``autoMemoryDirectory`` names, or None (see ``memory_dir``)."""
+    value = settings.get("autoMemoryDirectory")
+    return memory_dir(value.strip() if isinstance(value, str) else value)
+
+
 def memory_dir(value: Any, home: str | None = None) -> str | None:
     """``autoMemoryDirectory`` as Claude Code takes it, or None (the default folder is used): an
     absolute path or one under ``~/``; a relative path is ignored; ``~/`` itself, ``/``, the home
@@ -117,6 +146,6 @@ def project_dir_name() -> str | None:
     if not (os.environ.get("CLAUDE_CONFIG_DIR") or "").strip():
         return None
     name = (os.environ.get("CLAUDE_CODE_PROJECT_DIR_NAME") or "").strip()
-    if not name or not _DIR_NAME.match(name) or _RESERVED.match(name):
+    if not name or not re.match(_DIR_NAME, name) or re.match(_RESERVED, name):
         return None
     return name

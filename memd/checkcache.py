@@ -13,11 +13,15 @@ import json
 import os
 import re
 import time
-from pathlib import Path
-from typing import Any
 
 from memd import __version__
 from memd.config import BudgetConfig, astuple
+
+TYPE_CHECKING = False  # os.path only, no pathlib or typing: a cached `memd check` answers through here
+if TYPE_CHECKING:
+    from typing import Any
+
+    Pathish = str | os.PathLike[str]
 
 _MODULES = ("core/lint.py", "core/links.py", "core/dates.py", "core/fastscan.py", "core/secrets.py",
             "core/secret_rules.py", "core/budget.py", "core/signature.py",
@@ -31,11 +35,11 @@ _CODE_KEY: str | None = None
 def _code_key() -> str:
     global _CODE_KEY
     if _CODE_KEY is None:
-        base = Path(__file__).resolve().parent
+        base = os.path.dirname(os.path.realpath(__file__))
         parts: list[object] = [__version__]
         for m in _MODULES:
             try:
-                st = (base / m).stat()
+                st = os.stat(os.path.join(base, m))
                 parts.append((m, st.st_size, st.st_mtime_ns))
             except OSError:
                 parts.append((m, None))
@@ -43,19 +47,19 @@ def _code_key() -> str:
     return _CODE_KEY
 
 
-def _path(state_dir: Path, memory_dir: Path) -> Path:
+def _path(state_dir: Pathish, memory_dir: Pathish) -> str:
     # A readable name; two folders whose names collide here only evict each other (the key inside
     # holds the full path), they never share a result.
     name = re.sub(r"[^A-Za-z0-9]", "-", os.path.abspath(memory_dir))[-150:]
-    return state_dir / "cache" / "check" / f"{name}.json"
+    return os.path.join(state_dir, "cache", "check", f"{name}.json")
 
 
-def _key(memory_dir: Path, fp: tuple[object, ...], budget: BudgetConfig, team_pii: bool) -> str:
+def _key(memory_dir: Pathish, fp: tuple[object, ...], budget: BudgetConfig, team_pii: bool) -> str:
     # The key is the whole description, not a digest of it: no hashing to import, no collisions.
     return repr((_code_key(), os.path.abspath(memory_dir), fp, astuple(budget), team_pii))
 
 
-def lookup(state_dir: Path, memory_dir: Path, budget: BudgetConfig,
+def lookup(state_dir: Pathish, memory_dir: Pathish, budget: BudgetConfig,
            team_pii: bool) -> tuple[str | None, dict[str, Any] | None]:
     """(key, cached result) — the key is None when the folder cannot be fingerprinted."""
     from memd.memfolder.folder import fingerprint
@@ -65,7 +69,8 @@ def lookup(state_dir: Path, memory_dir: Path, budget: BudgetConfig,
         return None, None
     key = _key(memory_dir, fp, budget, team_pii)
     try:
-        data = json.loads(_path(state_dir, memory_dir).read_bytes())
+        with open(_path(state_dir, memory_dir), "rb") as f:
+            data = json.loads(f.read())
     except (OSError, ValueError):
         return key, None
     if not isinstance(data, dict) or data.get("key") != key or not isinstance(data.get("result"), dict):
@@ -73,17 +78,19 @@ def lookup(state_dir: Path, memory_dir: Path, budget: BudgetConfig,
     return key, data["result"]
 
 
-def store(state_dir: Path, memory_dir: Path, key: str | None, result: dict[str, Any],
+def store(state_dir: Pathish, memory_dir: Pathish, key: str | None, result: dict[str, Any],
           newest_mtime: float | None) -> None:
     """Remember result under key (quietly does nothing when it cannot)."""
     if key is None or (newest_mtime is not None and newest_mtime > time.time() - RACY_SECONDS):
         return
     path = _path(state_dir, memory_dir)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    folder, name = os.path.split(path)
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
     try:
-        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        for d in (state_dir / "cache", path.parent):
-            d.mkdir(exist_ok=True, mode=0o700)
+        os.makedirs(state_dir, mode=0o700, exist_ok=True)
+        for d in (os.path.join(state_dir, "cache"), folder):
+            if not os.path.isdir(d):
+                os.mkdir(d, mode=0o700)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump({"key": key, "result": result}, f, ensure_ascii=False)

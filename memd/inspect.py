@@ -9,11 +9,14 @@ arguments, call one of these and print. Reads through memd.memfolder; decides no
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
+from memd.record import Record, field
+
+TYPE_CHECKING = False  # (typing and dataclasses are not imported: `memd check` starts through here)
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
+    from typing import Any
 
     from memd.config import BudgetConfig, Config
     from memd.core.files import FolderSnapshot
@@ -21,8 +24,7 @@ if TYPE_CHECKING:
     from memd.layout import Project
 
 
-@dataclass
-class ProjectCheck:
+class ProjectCheck(Record):
     project: Project
     exists: bool
     lines: int = 0
@@ -62,18 +64,14 @@ def check_snapshot(project: Project, snap: FolderSnapshot, budget: BudgetConfig,
     """Lint one read folder and measure its index (also used by `memd status`)."""
     from memd.core import lint
 
-    res = ProjectCheck(project, snap.exists, max_lines=budget.max_lines, max_chars=budget.max_chars)
     if not snap.exists:
-        return res
-    import time
-
+        return ProjectCheck(project, snap.exists, max_lines=budget.max_lines, max_chars=budget.max_chars)
     report = lint.check(snap, budget, team_pii=team_pii, today=time.strftime("%Y-%m-%d"))
-    res.findings = report.findings
-    res.topic_files = sum(1 for _ in snap.topics())
-    if report.budget is not None:
-        b = report.budget
-        res.lines, res.chars, res.hidden_entries, res.level = b.lines, b.chars, len(b.hidden), b.level
-    return res
+    b = report.budget
+    figures = (b.lines, b.chars, len(b.hidden), b.level) if b is not None else (0, 0, 0, "ok")
+    lines, chars, hidden, level = figures
+    return ProjectCheck(project, True, lines, chars, budget.max_lines, budget.max_chars, hidden, level,
+                        sum(1 for _ in snap.topics()), report.findings)
 
 
 def check_project(project: Project, budget: BudgetConfig, *, team_pii: bool = True,
@@ -101,8 +99,7 @@ def check_project(project: Project, budget: BudgetConfig, *, team_pii: bool = Tr
     return res
 
 
-@dataclass(frozen=True)
-class CheckReport:
+class CheckReport(Record):
     results: list[ProjectCheck]
     skipped: int  # projects without a memory folder left out of ``results``
 
@@ -112,18 +109,21 @@ class CheckReport:
 
 
 def check_projects(projects: list[Project], config: Config, *, cache_dir: Path | None = None,
-                   skip_missing: bool = False) -> CheckReport:
-    """Check each project (``skip_missing``: leave out, and count, those without a memory folder)."""
-    results = [check_project(p, config.budget, team_pii=config.hooks.team_pii, cache_dir=cache_dir)
-               for p in projects]
+                   skip_missing: bool = False, step: Callable[[str], None] | None = None) -> CheckReport:
+    """Check each project (``skip_missing``: leave out, and count, those without a memory folder;
+    ``step``: told each project's name as it starts, for a progress bar)."""
+    results = []
+    for p in projects:
+        if step is not None:
+            step(p.name)
+        results.append(check_project(p, config.budget, team_pii=config.hooks.team_pii, cache_dir=cache_dir))
     if not skip_missing:
         return CheckReport(results, 0)
     kept = [r for r in results if r.exists]
     return CheckReport(kept, len(results) - len(kept))
 
 
-@dataclass
-class StatusRow:
+class StatusRow(Record):
     project: str
     memory_dir: str
     has_memory: bool

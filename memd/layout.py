@@ -28,14 +28,9 @@ PROJECT_ARG_MARK = "\x00"
 
 def claude_dir(explicit: str | os.PathLike[str] | None = None, configured: str = "") -> Path:
     """--claude-dir, else the config's paths.claude_dir, else $CLAUDE_CONFIG_DIR, else ~/.claude."""
-    if explicit:
-        return Path(explicit).expanduser()
-    if configured:
-        return Path(configured).expanduser()
-    env = os.environ.get("CLAUDE_CONFIG_DIR")
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".claude"
+    from memd.ccsettings import claude_folder
+
+    return Path(claude_folder(explicit, configured))
 
 
 def projects_root(claude: Path) -> Path:
@@ -86,16 +81,9 @@ def memory_disabled(claude: Path, settings: dict[str, Any] | None = None) -> str
     first (1/true/yes/on in any case: off; 0/false/no/off: on whatever the settings say)."""
     from memd import ccsettings
 
-    switch = ccsettings.env_switch()
-    if switch == "off":
-        return "CLAUDE_CODE_DISABLE_AUTO_MEMORY is set"
-    if switch == "on":
-        return None
-    s = read_settings(claude) if settings is None else settings
-    if s.get("autoMemoryEnabled") is False:
-        where = s.get(ccsettings.SOURCES_KEY, {}).get("autoMemoryEnabled") or claude / "settings.json"
-        return f"autoMemoryEnabled is false in {where}"
-    return None
+    if ccsettings.env_switch() is not None:
+        return ccsettings.memory_off(os.fspath(claude), {})
+    return ccsettings.memory_off(os.fspath(claude), read_settings(claude) if settings is None else settings)
 
 
 def memory_override(claude: Path, settings: dict[str, Any] | None = None) -> Path | None:
@@ -103,9 +91,7 @@ def memory_override(claude: Path, settings: dict[str, Any] | None = None) -> Pat
     or rejected as Claude Code rejects it: ``~/``, ``/``, the home folder or above)."""
     from memd import ccsettings
 
-    s = read_settings(claude) if settings is None else settings
-    value = s.get("autoMemoryDirectory")
-    chosen = ccsettings.memory_dir(value.strip() if isinstance(value, str) else value)
+    chosen = ccsettings.memory_override(read_settings(claude) if settings is None else settings)
     return Path(chosen) if chosen is not None else None
 
 

@@ -86,7 +86,7 @@ def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_ru
         return RebuildResult("", False, False, [f"{INDEX_NAME} cannot be read: {rec.problem}"])
     old = rec.text if rec is not None else None
     plan = plan_rebuild(old, topics_of(snap), config.budget)
-    diff = unified_diff(old or "", plan.text, INDEX_NAME) if plan.changed else ""
+    diff = unified_diff(old or "", plan.text, f"{project.name}/{INDEX_NAME}") if plan.changed else ""
     reasons = list(plan.reasons)
     if plan.changed and max_drop_share is not None:
         dropped, total = dropped_entries(old, plan.text)

@@ -47,12 +47,12 @@ def test_errors_exit_1_and_json_has_the_contract(make_project: Callable[..., Pat
     assert p["budget"] == {"lines": 4, "chars": p["budget"]["chars"], "max_lines": 200, "max_chars": 25000,
                            "hidden_entries": 0}
     for f in p["findings"]:
-        assert set(f) == {"code", "severity", "path", "line", "message"}
+        assert set(f) == {"code", "severity", "path", "line", "col", "fixable", "message"}
     got = {(f["code"], f["path"], f["severity"]) for f in p["findings"]}
     assert {("MEM005", "MEMORY.md", "error"), ("MEM060", "binary.md", "error"),
             ("MEM022", "bad_yaml.md", "warning"), ("MEM022", "bomb.md", "warning")} <= got
     text = memd_cli("check", str(mem))
-    assert text.returncode == 1 and f"{mem}/MEMORY.md:3: MEM005 error: link to gone.md" in text.stdout
+    assert text.returncode == 1 and f"{mem}/MEMORY.md:3:10: MEM005 [*] error: link to gone.md" in text.stdout
 
 
 def test_all_without_a_claude_folder_says_so(tmp_path: Path, memd_cli: Run) -> None:

@@ -140,7 +140,7 @@ def test_rebuild_writes_index_only_after_a_snapshot(project: Project, tmp_path: 
     assert snap["MEMORY.md"].decode() == old and "team/t.md" in snap
     run = history.find_run(state, "-p", None)  # the rebuild is a run: listed, and undoable
     assert run.job == "rebuild" and run.before == res.snapshot
-    assert res.diff.startswith("--- a/MEMORY.md\n+++ b/MEMORY.md\n") and "-- [Gone](gone.md)" in res.diff
+    assert res.diff.startswith("--- a/-p/MEMORY.md\n+++ b/-p/MEMORY.md\n") and "-- [Gone](gone.md)" in res.diff
     assert not [p for p in project.memory_dir.iterdir() if p.name.startswith(".memd-")]
     second = rebuild_project(project, Config(), state, dry_run=False)
     assert not second.written and second.diff == "" and second.fits

@@ -28,7 +28,10 @@ def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: b
     with job_lock(state_dir), StateStore.open(state_dir) as state:
         jc = JobContext(config=cfg, claude_dir=ctx.claude_dir, state_dir=state_dir, state=state,
                         force=force, dry_run=args.dry_run, log=log)
-        result = run_job(job, jc, projects)
+        from memd.commands._progress import progress  # a bar on a terminal only
+
+        with progress(len(projects), job) as step:
+            result = run_job(job, jc, projects, before_project=lambda p: step(p.name))
     from memd.llm.client import model_off_reason
 
     off = model_off_reason(cfg) if job in ("dream", "catchup") else None

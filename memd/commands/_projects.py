@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
-from typing import TYPE_CHECKING
-
 from memd.cli import select_projects
 
+TYPE_CHECKING = False  # typing is not imported at run time: check and status start through here
 if TYPE_CHECKING:
+    import argparse
+
     from memd.cli import Context
     from memd.layout import Project
 
@@ -23,9 +23,12 @@ def preamble(args: argparse.Namespace, ctx: Context) -> tuple[list[Project] | No
         return None, [f"no Claude Code folder at {claude} (no projects yet): nothing to check"]
     why = layout.memory_disabled(claude)
     if why:
-        notes.append(f"note: Claude Code's auto memory is off ({why}); existing memory folders are "
-                     "checked anyway")
+        notes.append(memory_off_note(why))
     projects = select_projects(args, ctx)
     if wants_all and not projects:
         notes.append(f"no projects under {layout.projects_root(claude)}: nothing to check")
     return projects, notes
+
+
+def memory_off_note(why: str) -> str:
+    return f"note: Claude Code's auto memory is off ({why}); existing memory folders are checked anyway"

@@ -7,14 +7,17 @@ with --dry-run it writes nothing. Exit status: 0 when every index fits (or alrea
 
 from __future__ import annotations
 
-import argparse
 import sys
-from typing import TYPE_CHECKING
 
 from memd.cli import project_args
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import argparse
+
     from memd.cli import Context
+    from memd.layout import Project
+    from memd.maintenance import RebuildResult
 
 HELP = "rebuild MEMORY.md deterministically: drop dangling, merge repeats, shorten, index orphans, fit"
 
@@ -39,18 +42,25 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         if args.all and not project.memory_dir.is_dir():
             continue
         res = rebuild_project(project, ctx.config, ctx.state_dir, dry_run=args.dry_run)
-        if res.diff:
-            out.write(res.diff)
-        for a in res.actions:
-            out.write(f"# {project.name}: {a}\n")
-        for r in res.reasons:
-            out.write(f"# {project.name}: {r}\n")
+        out.write(format_result(project, res, dry_run=args.dry_run))
         if not res.fits or (res.changed and not res.written and not args.dry_run):
             status = 1
-        if res.written:
-            out.write(f"# {project.name}: MEMORY.md written (snapshot: {res.snapshot})\n")
-        elif not res.changed and not res.reasons:
-            out.write(f"# {project.name}: MEMORY.md is already in order\n")
-        elif res.changed and args.dry_run:
-            out.write(f"# {project.name}: dry run, nothing written\n")
     return status
+
+
+def format_result(project: Project, res: RebuildResult, *, dry_run: bool) -> str:
+    """One project's part: a heading naming the project and its memory folder, the reasons it cannot
+    fit (read before the diff, not after it), the diff (``--- a/<project>/MEMORY.md``), what was done."""
+    name = project.name
+    out = [f"# {name} ({project.memory_dir})\n"]
+    out.extend(f"# {name}: {r}\n" for r in res.reasons)
+    if res.diff:
+        out.append(res.diff)
+    out.extend(f"# {name}: {a}\n" for a in res.actions)
+    if res.written:
+        out.append(f"# {name}: MEMORY.md written (snapshot: {res.snapshot})\n")
+    elif not res.changed and not res.reasons:
+        out.append(f"# {name}: MEMORY.md is already in order\n")
+    elif res.changed and dry_run:
+        out.append(f"# {name}: dry run, nothing written\n")
+    return "".join(out)

@@ -41,8 +41,12 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     results: list[ProjectScan] = []
     store = StateStore.open(ctx.state_dir)
     try:
-        for project in projects:
-            results.append(scan_project(project, store, ctx.config, now=now, dry_run=args.dry_run))
+        from memd.commands._progress import progress  # a bar on a terminal only
+
+        with progress(len(projects), "scanning") as step:
+            for project in projects:
+                step(project.name)
+                results.append(scan_project(project, store, ctx.config, now=now, dry_run=args.dry_run))
     finally:
         store.close()
     if args.format == "json":

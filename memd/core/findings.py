@@ -6,19 +6,40 @@ shown without loading the linter.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, NamedTuple
-
 from memd.core.paths import INDEX_NAME
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any, NamedTuple
+
+    class _Code(NamedTuple):
+        severity: str
+        name: str
+        summary: str
+
+    class _Finding(NamedTuple):
+        code: str
+        severity: str
+        path: str
+        line: int
+        message: str
+        col: int = 1  # 1-based, in characters of the line (1 when the finding is about the whole line or file)
+        fixable: bool = False  # `memd rebuild` fixes it (when the rebuilt index fits the budget)
+else:
+    # The same tuples built by collections.namedtuple: typing.NamedTuple would import typing (~4 ms),
+    # and `memd check` shows cached findings through this module.
+    from collections import namedtuple
+
+    _Code = namedtuple("Code", "severity name summary")
+    _Finding = namedtuple("Finding", "code severity path line message col fixable", defaults=(1, False))
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 SEVERITIES = (ERROR, WARNING, INFO)
 
 
-class Code(NamedTuple):
-    severity: str
-    name: str
-    summary: str
+class Code(_Code):
+    __slots__ = ()
 
 
 CODES: dict[str, Code] = {
@@ -63,12 +84,8 @@ CODES: dict[str, Code] = {
 }
 
 
-class Finding(NamedTuple):
-    code: str
-    severity: str
-    path: str
-    line: int
-    message: str
+class Finding(_Finding):
+    __slots__ = ()
 
     def to_json(self) -> dict[str, Any]:
         return self._asdict()
@@ -77,9 +94,9 @@ class Finding(NamedTuple):
         return f"{self.path}:{self.line}: {self.code} {self.severity}: {self.message}"
 
 
-def finding(code: str, path: str, line: int, message: str) -> Finding:
+def finding(code: str, path: str, line: int, message: str, col: int = 1, *, fixable: bool = False) -> Finding:
     """A finding of code, with the severity the code has."""
-    return Finding(code, CODES[code].severity, path, line, message)
+    return Finding(code, CODES[code].severity, path, line, message, col, fixable)
 
 
 def sort_key(f: Finding) -> tuple[int, str, int, str]:

@@ -42,6 +42,20 @@ def utf16_len(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
+def line_length(line: str) -> int:
+    """The length of one index line as memd reports and limits it everywhere (check's MEM004, the
+    PostToolUse note, rebuild's shortening): UTF-16 units, as Claude Code counts, of the line
+    without its line end (a CRLF's "\r" is the line end, not text); trailing spaces count."""
+    return utf16_len(line[:-1] if line.endswith("\r") else line)
+
+
+def long_lines(idx: Index, limit: int) -> list[tuple[int, int]]:
+    """(line number, length) of every index line longer than ``limit`` (frontmatter and comments,
+    which Claude Code strips, are not index lines)."""
+    return [(n, length) for n, ln in enumerate(idx.lines, 1)
+            if n not in idx.masked and (length := line_length(ln)) > limit]
+
+
 class Entry(Record):
     line: int  # 1-based line in the file
     title: str

@@ -106,7 +106,7 @@ def _no_index(snap: FolderSnapshot) -> Iterable[Finding]:
     root_topics = [t for t in snap.topics() if not t.team]
     if root_topics:
         yield _f("MEM070", ".", 1, f"no {INDEX_NAME}: {len(root_topics)} topic file(s) are not indexed; "
-                                   "run `memd rebuild` to write one")
+                                   "run `memd rebuild` to write one", fixable=True)
 
 
 def _index_checks(snap: FolderSnapshot, b: Limits, idx: index.Index,
@@ -124,10 +124,11 @@ def _index_checks(snap: FolderSnapshot, b: Limits, idx: index.Index,
                                                    "never reaches a session")
     elif budget.level == "near":
         yield _f("MEM002", INDEX_NAME, 1, f"near budget: {figures}; condense it before entries fall off the end")
-    for n, ln in enumerate(idx.lines, 1):
-        if n not in idx.masked and len(ln) > b.max_index_line:
-            yield _f("MEM004", INDEX_NAME, n, f"line is {len(ln)} characters (limit {b.max_index_line}); "
-                                              "an index line is a title and a short hook")
+    entry_lines = {e.line: e for e in idx.entries}  # rebuild shortens entries, never prose
+    for n, length in index.long_lines(idx, b.max_index_line):
+        yield _f("MEM004", INDEX_NAME, n, f"line is {length} characters (limit {b.max_index_line}); "
+                                          "an index line is a title and a short hook", b.max_index_line + 1,
+                 fixable=n in entry_lines)
     if idx.open_comment and idx.src is not None:
         # Claude Code strips only closed comments: this one, and all that follows it, is loaded as text
         start = idx.src.open_comment
@@ -140,33 +141,35 @@ def _index_checks(snap: FolderSnapshot, b: Limits, idx: index.Index,
     folded = snap.folded
     linked: set[str] = set()
     first_entry: dict[str, int] = {}
-    entry_lines = {e.line: e for e in idx.entries}
     for n, raw, target, leaves in index_links(idx):
         if target is None:
             continue
+        col = idx.lines[n - 1].find(raw) + 1 or 1
         if leaves:
-            yield _f("MEM007", INDEX_NAME, n, f"link to {raw} leaves the memory folder")
+            yield _f("MEM007", INDEX_NAME, n, f"link to {raw} leaves the memory folder", col)
             continue
         rel, inexact = resolve_link(target, existing, folded)
         if rel is None:
             if not is_folder(target, existing) and target.lower().endswith(".md"):
                 # memd lists only .md files: other targets are not judged
-                yield _f("MEM005", INDEX_NAME, n, f"link to {raw}: no such file in the memory folder")
+                yield _f("MEM005", INDEX_NAME, n, f"link to {raw}: no such file in the memory folder", col,
+                         fixable=n in entry_lines and entry_lines[n].target == raw)  # the entry is dropped
             continue
         if inexact:
             yield _f("MEM009", INDEX_NAME, n, f"link to {raw} finds {rel} only when case is ignored; "
-                                              "it breaks on case-sensitive file systems")
+                                              "it breaks on case-sensitive file systems", col)
         linked.add(rel)
         ent = entry_lines.get(n)
         if ent is not None and ent.is_local:
             if rel in first_entry:
                 yield _f("MEM011", INDEX_NAME, n, f"entry {ent.title!r} links to {rel}, already linked at "
-                                                  f"line {first_entry[rel]}")
+                                                  f"line {first_entry[rel]}", fixable=True)
             else:
                 first_entry[rel] = n
     for t in root_topics:
         if t.rel not in linked:
-            yield _f("MEM010", t.rel, 1, f"not linked from {INDEX_NAME}; a session never learns it exists")
+            yield _f("MEM010", t.rel, 1, f"not linked from {INDEX_NAME}; a session never learns it exists",
+                     fixable=True)
 
 
 def _topic_links(rec: FileRecord, snap: FolderSnapshot) -> Iterable[Finding]:
@@ -185,9 +188,9 @@ def _topic_links(rec: FileRecord, snap: FolderSnapshot) -> Iterable[Finding]:
             if rel is None:
                 continue
             if leaves:
-                yield _f("MEM007", rec.rel, n, f"link to {raw} leaves the memory folder")
+                yield _f("MEM007", rec.rel, n, f"link to {raw} leaves the memory folder", m.start(1) + 1)
             elif rel.endswith(".md") and resolve_link(rel, existing, folded)[0] is None:
-                yield _f("MEM006", rec.rel, n, f"link to {raw}: no such file in the memory folder")
+                yield _f("MEM006", rec.rel, n, f"link to {raw}: no such file in the memory folder", m.start(1) + 1)
 
 
 # --------------------------------------------------------------------------- frontmatter
@@ -335,4 +338,4 @@ def _secret_findings(rec: FileRecord, hits: list[secrets.SecretHit]) -> Iterable
     where = "team memory (shared with others)" if rec.team else "memory"
     for hit in hits:
         yield _f("MEM050", rec.rel, hit.line, f"{hit.kind} at column {hit.column} (value not shown): "
-                                              f"secrets must not be kept in {where}")
+                                              f"secrets must not be kept in {where}", hit.column)

@@ -200,15 +200,18 @@ def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo],
         if e.line in drop:
             continue
         cur = lines[e.line - 1].text
-        if len(cur) <= b.max_index_line:
+        length = index.line_length(cur)
+        if length <= b.max_index_line:
             continue
-        short = shorten(cur, b.max_index_line)
+        # shorten counts code points: leave room for the units a character past U+FFFF adds
+        short = shorten(cur, b.max_index_line - (length - len(cur)))
         if short is None:
             reasons.append(f"line {e.line}: the link of {e.title!r} alone is longer than "
                            f"{b.max_index_line} characters; left as it is")
             continue
         lines[e.line - 1].text = short
-        actions.append(f"shortened entry {e.title!r} at line {e.line} from {len(cur)} to {len(short)} characters")
+        actions.append(f"shortened entry {e.title!r} at line {e.line} from {length} to "
+                       f"{index.line_length(short)} characters")
 
     orphans = [t for rel, t in sorted(topics.items())
                if not t.team and rel not in live_links and rel != INDEX_NAME]

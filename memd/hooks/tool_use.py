@@ -277,8 +277,7 @@ def long_lines_note(text: str, cfg: Config) -> str | None:
 
     limit = cfg.budget.max_index_line
     idx = index.parse(text)
-    long = [(n, index.utf16_len(ln)) for n, ln in enumerate(idx.lines, 1)
-            if n not in idx.masked and index.utf16_len(ln.rstrip()) > limit]
+    long = index.long_lines(idx, limit)
     if not long:
         return None
     shown = ", ".join(f"line {n} ({length} chars)" for n, length in long[:10])

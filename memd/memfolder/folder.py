@@ -15,14 +15,15 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from memd.core import paths as P
 from memd.memfolder.read import ReadResult, read_bounded
 from memd.memfolder.walk import DEFAULT_MAX_BYTES, classify, inside, list_files, real_root, walk
 
+TYPE_CHECKING = False  # neither typing nor pathlib at run time: a cached `memd check` fingerprints through here
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from memd.config import BudgetConfig
     from memd.core.files import FileRecord, FolderSnapshot
 
@@ -105,7 +106,7 @@ def _record(entry: os.DirEntry[str], rel: str, rr: str, max_bytes: int, signatur
                       kind=kind)
 
 
-def fingerprint(memory_dir: Path) -> tuple[object, ...] | None:
+def fingerprint(memory_dir: str | os.PathLike[str]) -> tuple[object, ...] | None:
     """What the folder's files are, by their metadata only (no reads); None when it cannot be told.
 
     Equal fingerprints mean the same files with the same size, times and inodes (symlinks by
