@@ -34,6 +34,7 @@ class RebuildResult:
     snapshot: str | None = None  # the history commit taken before writing
     actions: list[str] = field(default_factory=list)
     refused: bool = False  # an unattended rebuild refused to drop too many entries
+    error: str = ""  # MEMORY.md could not be written: the true reason ("no space left on device", ...)
 
     @property
     def changed(self) -> bool:
@@ -72,7 +73,7 @@ def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_ru
     from memd import history
     from memd.core.rebuild import plan_rebuild, topics_of
     from memd.memfolder.folder import read_folder
-    from memd.store import atomic_write
+    from memd.store import atomic_write, os_reason, sweep_temps
 
     snap = read_folder(project.memory_dir, config.budget)
     if not snap.exists:
@@ -100,6 +101,7 @@ def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_ru
             reasons.append(f"{INDEX_NAME} was not written")
         return RebuildResult(diff, False, plan.fits, reasons, None, plan.actions)
     run = f"rebuild-{time.strftime('%Y%m%dT%H%M%S', time.localtime(clock.time()))}-{os.urandom(2).hex()}"
+    sweep_temps(project.memory_dir)  # a crashed write's leftovers (memd's own temp names only)
     snap_id = history.snapshot_before(state_dir, project.name, project.memory_dir, "rebuild", run=run)
     expect = rec.signature if rec is not None else None
     try:
@@ -107,6 +109,9 @@ def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_ru
     except ConflictError:
         reasons.append(f"{INDEX_NAME} changed since it was read; not overwritten (run rebuild again)")
         return RebuildResult(diff, False, plan.fits, reasons, snap_id, plan.actions)
+    except OSError as e:
+        why = f"{INDEX_NAME} was not written: {os_reason(e)}"
+        return RebuildResult(diff, False, plan.fits, [*reasons, why], snap_id, plan.actions, error=why)
     summary = f"rebuild {INDEX_NAME}: " + ("; ".join(plan.actions) or "reformatted")
     history.record_after(state_dir, project.name, project.memory_dir, "rebuild", run, summary[:300])
     return RebuildResult(diff, True, plan.fits, reasons, snap_id, plan.actions)
