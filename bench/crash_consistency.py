@@ -141,11 +141,16 @@ class Campaign:
                 self.violations.append(f"trial {n} ({spec or 'random'}): undo did not give back {differ[:3]}")
                 C.write_tree(mem, before)
             self.stats["undone"] += 1
-        # the next run completes, exactly as an uninterrupted one, and leaves nothing behind: after every
-        # kill that left a trace (a history run, a changed file, a temp file), and every 5th other one
-        if not (new or state != "before" or left or n % 5 == 0):
+        # the next run completes and leaves nothing behind: a dream, exactly as an uninterrupted one, after
+        # every third kill that left a trace (a history run, a changed file, a temp file) and every tenth
+        # other one; a rebuild of the index (which sweeps memd's temp files too) after the other traces
+        trace = bool(new or state != "before" or left)
+        if trace and n % 3:
+            self._next_rebuild(n, name, mem)
             return
-        self.stats["next runs"] += 1
+        if not trace and n % 10:
+            return
+        self.stats["next runs (dream)"] += 1
         C.clear(self.stub)
         self.stub.script(*C.dream_script(self.stub, before, seed))
         d = self.claude / "projects" / name
@@ -165,8 +170,20 @@ class Campaign:
             self.violations.append(f"trial {n}: a staging copy was left behind")
 
 
+    def _next_rebuild(self, n: int, name: str, mem: Path) -> None:
+        from memd.layout import Project
+        from memd.maintenance import rebuild_project
+
+        self.stats["next runs (rebuild)"] += 1
+        d = self.claude / "projects" / name
+        r = rebuild_project(Project(name, d, mem), self.cfg, self.state_dir, dry_run=False)
+        if r.error or r.conflict or C.temps(mem) or C.dangling(mem):
+            self.violations.append(f"trial {n}: the next rebuild left {r.reasons} {C.temps(mem)} {C.dangling(mem)}")
+
+
 def run(trials: int, seed: int = 1, folders: list[Path] | None = None, work: Path | None = None, *,
-        scripts: int = 6, points: tuple[str, ...] = POINTS, named_share: float = 0.5) -> dict[str, Any]:
+        scripts: int = 4, points: tuple[str, ...] = POINTS, named_share: float = 0.5,
+        progress: bool = False, minutes: float = 0.0) -> dict[str, Any]:
     """Run the campaign; returns its figures (``violations`` empty when nothing was lost). ``scripts``
     consolidations per folder (each one's uninterrupted result measured once), ``named_share`` of the
     trials killed at one of ``points``, the rest at a random moment."""
@@ -181,10 +198,22 @@ def run(trials: int, seed: int = 1, folders: list[Path] | None = None, work: Pat
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="memd-crash-", dir=work) as tmp:
         c = Campaign(Path(tmp), stub, srcs, seed, scripts=scripts, points=points, named_share=named_share)
+        done = 0
         for n in range(trials):
+            if minutes and time.monotonic() - t0 > minutes * 60:
+                break  # the time budget is spent: the figures say how many trials ran
+            done += 1
+            seen = len(c.violations)
             c.trial(n)
+            if progress:
+                for v in c.violations[seen:]:
+                    print("violation:", v, file=sys.stderr, flush=True)
+            if progress and (n + 1) % 25 == 0:
+                print(f"{n + 1} trials, {len(c.violations)} violations, {time.monotonic() - t0:.0f} s",
+                      file=sys.stderr, flush=True)
     stub.close()
-    return {"trials": trials, "folders": [s.parent.name for s in srcs], "files_checked": c.files_checked,
+    return {"trials": done, "trials_asked": trials, "folders": [s.parent.name for s in srcs],
+            "files_checked": c.files_checked,
             "stats": dict(c.stats), "violations": c.violations, "seconds": round(time.monotonic() - t0, 1)}
 
 
@@ -192,9 +221,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--trials", type=int, default=500)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--scripts", type=int, default=6, help="consolidations scripted per folder")
+    ap.add_argument("--scripts", type=int, default=4, help="consolidations scripted per folder")
+    ap.add_argument("--minutes", type=float, default=0.0, help="stop after this long (0: no limit)")
     args = ap.parse_args()
-    print(json.dumps(run(args.trials, args.seed, scripts=args.scripts), indent=2))
+    print(json.dumps(run(args.trials, args.seed, scripts=args.scripts, progress=True, minutes=args.minutes),
+                     indent=2))
 
 
 if __name__ == "__main__":

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from memd.history import UndoResult
 
 
+UNDO_REBUILD_TRIES = 5
+
+
 @dataclass(frozen=True)
 class RebuildResult:
     diff: str  # unified diff of MEMORY.md (empty when nothing changes)
@@ -35,6 +38,7 @@ class RebuildResult:
     actions: list[str] = field(default_factory=list)
     refused: bool = False  # an unattended rebuild refused to drop too many entries
     error: str = ""  # MEMORY.md could not be written: the true reason ("no space left on device", ...)
+    conflict: bool = False  # MEMORY.md changed while the rebuild was planned (Claude Code wrote it): not written
 
     @property
     def changed(self) -> bool:
@@ -108,7 +112,7 @@ def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_ru
         atomic_write(project.index_path, plan.text, expect=expect)
     except ConflictError:
         reasons.append(f"{INDEX_NAME} changed since it was read; not overwritten (run rebuild again)")
-        return RebuildResult(diff, False, plan.fits, reasons, snap_id, plan.actions)
+        return RebuildResult(diff, False, plan.fits, reasons, snap_id, plan.actions, conflict=True)
     except OSError as e:
         why = f"{INDEX_NAME} was not written: {os_reason(e)}"
         return RebuildResult(diff, False, plan.fits, [*reasons, why], snap_id, plan.actions, error=why)
@@ -127,4 +131,10 @@ def undo_project(project: Project, config: Config, state_dir: Path, run: str | N
     res = history.undo_run(state_dir, project.name, project.memory_dir, run, dry_run=dry_run)
     if dry_run or not (res.restored or res.removed) or not any(rel == INDEX_NAME for rel, _ in res.skipped):
         return res, None
-    return res, rebuild_project(project, config, state_dir, dry_run=False)
+    # A file the undo removed may still be linked: the index is rebuilt, read again when Claude Code
+    # wrote it meanwhile (a few times: a busy session appends often), so no link to it is left behind.
+    for _ in range(UNDO_REBUILD_TRIES):
+        rb = rebuild_project(project, config, state_dir, dry_run=False)
+        if not rb.conflict:
+            break
+    return res, rb

@@ -223,8 +223,11 @@ def _is_corruption(e: sqlite3.DatabaseError) -> bool:
 
 def _true_reason(e: sqlite3.DatabaseError, path: Path) -> str:
     """SQLite says "disk I/O error" for any failed write: name what the system refused (a full disk, a
-    read-only file system, the process's file-size limit) when that can be seen."""
+    read-only file system, the process's file-size limit, a folder where the file should be) when that
+    can be seen."""
     msg = str(e)
+    if path.is_dir():
+        return f"it is a folder, not a file (SQLite: {msg})"
     if (getattr(e, "sqlite_errorcode", 0) or 0) & 0xFF not in (_SQLITE_IOERR, _SQLITE_FULL, _SQLITE_CANTOPEN):
         return msg
     with contextlib.suppress(OSError):
