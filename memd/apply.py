@@ -20,8 +20,9 @@ part, a callback that edits the staging copy (``edit(workspace) -> Edits``):
    then the run's deletions are skipped as well (a deletion may be the other half of a merge whose
    write did not land). A write that fails (no space left, permission denied, an immutable file) is
    dropped the same way, with its true reason, and makes the run partial (``RunResult.faults``).
-   The index goes last: when any part was dropped, the planned index is rebuilt against the files
-   as they landed (``landed_index``), so it never links a file that was not written. After applying,
+   The index goes after the writes and before the deletions, so that a crash anywhere never leaves
+   it linking a missing file; when any part was dropped, the planned index is rebuilt against the
+   files as they landed (``landed_index``), so it never links a file that was not written. After applying,
    the history gets an "after" commit made of the before-snapshot plus exactly the changes applied,
    so ``memd undo`` reverts only those.
    Every write, delete and folder created is checked again right before it happens (no symlink on
@@ -346,8 +347,8 @@ def landed_index(mem: Path, planned: bytes, budget: BudgetConfig | None) -> byte
 
 def apply(st: Staging, chs: list[Change], summary: str, log: Any = None, *,
           budget: BudgetConfig | None = None) -> ApplyResult:
-    """Snapshot, then write each change atomically unless its file changed since staging; the index
-    last, rebuilt from what landed when a part was dropped (see the module doc)."""
+    """Snapshot, then write each change atomically unless its file changed since staging; then the
+    index (rebuilt from what landed when a part was dropped), then the deletions (see the module doc)."""
     mem = st.project.memory_dir
     res = ApplyResult()
     swept = sweep_temps(mem, TEMP_MAX_AGE_S) if mem.is_dir() else []
@@ -384,6 +385,11 @@ def apply(st: Staging, chs: list[Change], summary: str, log: Any = None, *,
         for c in deletes:
             res.dropped.append((c.rel, "deletion skipped: part of the run was dropped"))
         deletes = []
+    # The index after the files it links are written and before the files it stopped linking are
+    # deleted: killed at any point, it never links a file that is not there.
+    fault("apply.before_index")
+    if index is not None:
+        _apply_index(st, index, res, budget, log)
     for c in deletes:
         failed = _delete(mem, c, st.baseline[c.rel])
         if failed is not None:
@@ -391,9 +397,6 @@ def apply(st: Staging, chs: list[Change], summary: str, log: Any = None, *,
             continue
         res.applied.append(c)
         fault("apply.after_delete")
-    fault("apply.before_index")
-    if index is not None:
-        _apply_index(st, index, res, budget, log)
     after_files = _overlay(before_files, res.applied)
     try:
         res.after_commit = history.commit_files(st.state_dir, st.project.name, after_files, summary,

@@ -79,6 +79,8 @@ def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_ru
     from memd.memfolder.folder import read_folder
     from memd.store import atomic_write, os_reason, sweep_temps
 
+    if not dry_run and project.memory_dir.is_dir():
+        sweep_temps(project.memory_dir)  # a crashed write's leftovers (memd's own temp names only)
     snap = read_folder(project.memory_dir, config.budget)
     if not snap.exists:
         return RebuildResult("", False, True, ["no memory folder"])
@@ -105,7 +107,6 @@ def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_ru
             reasons.append(f"{INDEX_NAME} was not written")
         return RebuildResult(diff, False, plan.fits, reasons, None, plan.actions)
     run = f"rebuild-{time.strftime('%Y%m%dT%H%M%S', time.localtime(clock.time()))}-{os.urandom(2).hex()}"
-    sweep_temps(project.memory_dir)  # a crashed write's leftovers (memd's own temp names only)
     snap_id = history.snapshot_before(state_dir, project.name, project.memory_dir, "rebuild", run=run)
     expect = rec.signature if rec is not None else None
     try:
