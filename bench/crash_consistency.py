@@ -75,15 +75,19 @@ class Campaign:
 
     def _in_process(self, name: str, before: dict[str, bytes], seed: int) -> str:
         C.write_tree(self._mem(name), before)
+        return self._dream(name, before, seed)
+
+    def _dream(self, name: str, before: dict[str, bytes], seed: int) -> str:
+        """The scripted dream in this process, on the folder as it is; its outcome."""
+        from memd.layout import Project
+
         C.clear(self.stub)
         self.stub.script(*C.dream_script(self.stub, before, seed))
         d = self.claude / "projects" / name
-        from memd.layout import Project
-
         with StateStore.open(self.state_dir) as state:
             res = run_job("dream", C.job_context(self.cfg, self.claude, self.state_dir, state),
                           [Project(name, d, d / "memory")])
-        return res.outcomes[0].outcome if res.outcomes else "skipped"
+        return res.outcomes[0].outcome if res.outcomes else "skipped: " + json.dumps(res.skipped)
 
     def trial(self, n: int) -> None:
         name, _src, seed, before, after, took = self.rng.choice(self.cases)
@@ -151,15 +155,7 @@ class Campaign:
         if not trace and n % 10:
             return
         self.stats["next runs (dream)"] += 1
-        C.clear(self.stub)
-        self.stub.script(*C.dream_script(self.stub, before, seed))
-        d = self.claude / "projects" / name
-        from memd.layout import Project
-
-        with StateStore.open(self.state_dir) as st:
-            res = run_job("dream", C.job_context(self.cfg, self.claude, self.state_dir, st),
-                          [Project(name, d, d / "memory")])
-        out = res.outcomes[0].outcome if res.outcomes else "skipped: " + json.dumps(res.skipped)
+        out = self._dream(name, before, seed)
         if out != "changed" or C.tree(mem) != after:
             self.violations.append(f"trial {n} ({spec or 'random'}): the next run was {out}, "
                                    f"{'as' if C.tree(mem) == after else 'not as'} an uninterrupted one")

@@ -154,7 +154,8 @@ def scenario(env: Env, src: Path | None, fault: str, inject: Callable[[], Any], 
         hits = [ln for ln in out.splitlines() if any(w.lower() in ln.lower() for w in wanted)]
         row.reason = (hits[0] if hits else out.splitlines()[-1] if out else "")[:240]
         row.reason_ok = bool(hits)
-        during = C.tree(env.mem) if env.mem.is_dir() else {}
+        # a folder the fault itself removed (the projects root) is the user's doing, not a loss of memd's
+        during = C.tree(env.mem) if env.mem.is_dir() else dict(env.before)
     finally:
         clear()
     # the fault gone: the same command does the work
@@ -228,14 +229,17 @@ def run(work: Path | None = None, quick: bool = False) -> dict[str, Any]:
 
                 def on_full_tmpfs(sub: str = sub) -> str:
                     stack = contextlib.ExitStack()
+                    mounts.append(stack)
                     if sub == "mem":
                         files = C.tree(env.mem)
                         shutil.rmtree(env.mem)
                         if not stack.enter_context(_tmpfs(env.mem)):
                             env.fresh(src)
                             return "needs root to mount a tmpfs"
-                        C.write_tree(env.mem, files)
                         env.mem.chmod(0o755)
+                        for rel, data in files.items():  # into the mount point (write_tree would remove it)
+                            (env.mem / rel).parent.mkdir(parents=True, exist_ok=True)
+                            (env.mem / rel).write_bytes(data)
                         _fill(env.mem)
                     else:
                         env.memd("status")  # the state exists, then its disk fills up
@@ -247,7 +251,6 @@ def run(work: Path | None = None, quick: bool = False) -> dict[str, Any]:
                             return "needs root to mount a tmpfs"
                         shutil.copytree(saved, env.state, dirs_exist_ok=True)
                         _fill(env.state)
-                    mounts.append(stack)
                     return ""
 
                 def unmount(sub: str = sub) -> None:
@@ -307,7 +310,10 @@ def run(work: Path | None = None, quick: bool = False) -> dict[str, Any]:
             def no_root() -> None:
                 shutil.rmtree(env.claude / "projects")
 
-            rows.append(scenario(env, src, "the projects root is removed (then recreated)", no_root, nothing,
+            def recreate() -> None:
+                C.write_tree(env.mem, env.before)
+
+            rows.append(scenario(env, src, "the projects root is removed (then recreated)", no_root, recreate,
                                  ("no project", "not found", "no such", "does not exist"), expected_exit=(1, 2)))
 
         # -- the model API failing every way
