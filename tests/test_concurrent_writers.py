@@ -18,4 +18,4 @@ def test_no_write_of_claude_code_is_lost_while_memd_works(tmp_path: Path, monkey
     res = run(160, seed=3, work=tmp_path, pause_s=0.04)
     assert res["lost"] == [], res
     assert res["dangling_links_left_by_memd"] == [] and res["temp_files"] == [], res
-    assert res["writes"] >= 120 and sum(res["memd_jobs"].values()) >= 4, res
+    assert res["writes"] >= 100 and sum(res["memd_jobs"].values()) >= 4, res
