@@ -18,8 +18,13 @@ part, a callback that edits the staging copy (``edit(workspace) -> Edits``):
    atomically (``store.atomic_write``) only if it still has the content it had when staged. A file
    Claude Code wrote meanwhile is never clobbered: that part of the run is dropped and logged, and
    then the run's deletions are skipped as well (a deletion may be the other half of a merge whose
-   write did not land). The index goes last. After applying, the history gets an "after" commit made
-   of the before-snapshot plus exactly the changes applied, so ``memd undo`` reverts only those.
+   write did not land). A write that fails (no space left, permission denied, an immutable file) is
+   dropped the same way, with its true reason, and makes the run partial (``RunResult.faults``).
+   The index goes after the writes and before the deletions, so that a crash anywhere never leaves
+   it linking a missing file; when any part was dropped, the planned index is rebuilt against the
+   files as they landed (``landed_index``), so it never links a file that was not written. After applying,
+   the history gets an "after" commit made of the before-snapshot plus exactly the changes applied,
+   so ``memd undo`` reverts only those.
    Every write, delete and folder created is checked again right before it happens (no symlink on
    the way, nothing resolving outside the folder): a change that fails is dropped and logged.
 5. ``review``: instead of applying (``--dry-run``, ``dream.apply = "review"``), the proposed diff is
@@ -27,8 +32,9 @@ part, a callback that edits the staging copy (``edit(workspace) -> Edits``):
 
 A crash at any point leaves every file before or after (atomic replace per file); the staging copy
 is memd's own and is removed when the run ends, however it ends (``Workspace`` is a context
-manager). ``MEMD_FAULT=<point>`` (tests only) kills the process with SIGKILL at a named point:
-``apply.after-snapshot``, ``apply.mid``.
+manager). ``MEMD_FAULT`` (crash and fault campaigns only; ``memd.store`` reads it) kills the process,
+or raises an OSError, at a named point: ``apply.after_snapshot``, ``apply.after_rename[:n]`` (after
+the n-th file written), ``apply.after_delete``, ``apply.before_index``, and the store's own points.
 """
 
 from __future__ import annotations
@@ -38,7 +44,6 @@ import difflib
 import enum
 import os
 import shutil
-import signal
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -62,18 +67,19 @@ from memd.store import (
     atomic_write,
     check_confined,
     ensure_private_dir,
+    fault,
     make_parents_confined,
+    os_reason,
     sweep_temps,
     unchanged,
 )
 
 if TYPE_CHECKING:
-    from memd.config import Config
+    from memd.config import BudgetConfig, Config
     from memd.layout import Project
     from memd.llm.client import Usage
 
 INDEX = INDEX_NAME
-FAULT_ENV = "MEMD_FAULT"
 # A run may shrink the total characters of the topic files' bodies (deleted files count as lost) by
 # at most this share, and never by more than MIN_SHRINK_CHARS in a folder so small that the share is
 # less than that (tidying two short duplicates may cut half of a tiny folder). The share is the config
@@ -81,12 +87,6 @@ FAULT_ENV = "MEMD_FAULT"
 MAX_SHRINK_SHARE = 0.5
 MIN_SHRINK_CHARS = 200
 TEMP_MAX_AGE_S = 3600  # a memd temp file older than this is a crash's leftover even if its pid lives
-
-
-def fault(point: str) -> None:
-    """Fault injection for crash tests: SIGKILL this process at ``point`` when MEMD_FAULT names it."""
-    if os.environ.get(FAULT_ENV) == point:
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def new_run_id(job: str, now: float) -> str:
@@ -278,12 +278,77 @@ def keep_review(st: Staging, chs: list[Change], header: str) -> Path:
 class ApplyResult:
     applied: list[Change] = field(default_factory=list)
     dropped: list[tuple[str, str]] = field(default_factory=list)  # (file, why)
+    faults: list[str] = field(default_factory=list)  # files dropped for a fault (no space, permission, ...)
     before_commit: str = ""
     after_commit: str = ""
 
+    def drop(self, c: Change, why: str, *, fault: bool, st: Staging, log: Any) -> None:
+        self.dropped.append((c.rel, why))
+        if fault:
+            self.faults.append(c.rel)
+        if log is not None:
+            log.warning("apply.dropped", job=st.job, project=st.project.name, file=c.rel, reason=why)
 
-def apply(st: Staging, chs: list[Change], summary: str, log: Any = None) -> ApplyResult:
-    """Snapshot, then write each change atomically unless its file changed since staging."""
+
+CONFLICT = "written by someone else since staging; kept theirs"
+
+
+def _write(mem: Path, c: Change, base: Base | None) -> tuple[str, bool] | None:
+    """Write one change's file (the last line of defence: no symlink on the way, nothing outside the
+    folder, no clobbering). None when written, else (why not, whether it was a fault)."""
+    assert c.after is not None
+    try:
+        if base is None:
+            atomic_write(make_parents_confined(mem, c.rel), c.after, expect=None, mode=0o644)
+        else:
+            atomic_write(check_confined(mem, c.rel), c.after, expect=base.signature)
+    except ConflictError:
+        return CONFLICT, False
+    except UnsafePathError as e:
+        return f"not written: {e}", True
+    except OSError as e:
+        return f"not written: {os_reason(e)}", True
+    return None
+
+
+def _delete(mem: Path, c: Change, base: Base) -> tuple[str, bool] | None:
+    """Delete one change's file unless it changed since staging. None when deleted, else as ``_write``."""
+    path = mem / c.rel
+    problem = confined_problem(mem, c.rel)
+    if problem is not None:
+        return f"not deleted: {problem}", True
+    if not unchanged(path, base.signature):
+        return "changed by someone else since staging; not deleted", False
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        return f"not deleted: {os_reason(e)}", True
+    with contextlib.suppress(OSError):
+        if path.parent != mem and not any(path.parent.iterdir()):
+            path.parent.rmdir()
+    return None
+
+
+def landed_index(mem: Path, planned: bytes, budget: BudgetConfig | None) -> bytes | None:
+    """The planned index rebuilt against the folder as it is now, after part of a run was dropped:
+    no entry for a file that was not written, an entry for a file whose deletion was skipped.
+    None when the folder cannot be read (the index is then left alone)."""
+    from memd.core.rebuild import plan_rebuild, topics_of
+    from memd.memfolder.folder import read_folder
+
+    snap = read_folder(mem, budget)
+    if snap.problem or snap.truncated:
+        return None
+    plan = plan_rebuild(planned.decode("utf-8", "replace"), topics_of(snap), budget)
+    return plan.text.encode("utf-8")
+
+
+def apply(st: Staging, chs: list[Change], summary: str, log: Any = None, *,
+          budget: BudgetConfig | None = None) -> ApplyResult:
+    """Snapshot, then write each change atomically unless its file changed since staging; then the
+    index (rebuilt from what landed when a part was dropped), then the deletions (see the module doc)."""
     mem = st.project.memory_dir
     res = ApplyResult()
     swept = sweep_temps(mem, TEMP_MAX_AGE_S) if mem.is_dir() else []
@@ -298,66 +363,40 @@ def apply(st: Staging, chs: list[Change], summary: str, log: Any = None) -> Appl
     # still be undone file by file (``memd undo`` reverts files that hold the planned content).
     history.commit_files(st.state_dir, st.project.name, planned, f"planned {summary}", kind="planned",
                          run=st.run_id, job=st.job)
-    fault("apply.after-snapshot")
-    writes = sorted((c for c in chs if c.after is not None and not is_team(c.rel)),
-                    key=lambda c: (c.rel == INDEX, c.rel))
-    deletes = [c for c in chs if c.after is None and not is_team(c.rel)]
-    if writes and not mem.is_dir():
+    fault("apply.after_snapshot")
+    mine = [c for c in chs if not is_team(c.rel)]
+    index = next((c for c in mine if c.rel == INDEX), None)
+    writes = sorted((c for c in mine if c.after is not None and c is not index), key=lambda c: c.rel)
+    deletes = [c for c in mine if c.after is None and c is not index]
+    if (writes or index is not None) and not mem.is_dir():
         with contextlib.suppress(OSError):  # a project's first memory (a failure drops each write below)
             mem.mkdir(parents=True, exist_ok=True)
-    for n, c in enumerate(writes):
-        assert c.after is not None
-        base = st.baseline.get(c.rel)
-        try:
-            # the last line of defence: no symlink on the way, nothing outside the folder
-            if base is None:
-                path = make_parents_confined(mem, c.rel)
-                atomic_write(path, c.after, expect=None, mode=0o644)
-            else:
-                path = check_confined(mem, c.rel)
-                atomic_write(path, c.after, expect=base.signature)
-        except (ConflictError, UnsafePathError, OSError) as e:
-            if isinstance(e, ConflictError):
-                why = "written by someone else since staging; kept theirs"
-            elif isinstance(e, UnsafePathError):
-                why = f"not written: {e}"
-            else:
-                why = f"not written ({type(e).__name__})"
-            res.dropped.append((c.rel, why))
-            if log is not None:
-                log.warning("apply.dropped", job=st.job, project=st.project.name, file=c.rel, reason=why)
+    for c in writes:
+        failed = _write(mem, c, st.baseline.get(c.rel))
+        if failed is not None:
+            res.drop(c, failed[0], fault=failed[1], st=st, log=log)
             continue
         res.applied.append(c)
-        if n == 0:
+        fault("apply.after_rename")
+        if len(res.applied) == 1:
             fault("apply.mid")
     if res.dropped and deletes:
+        # a deletion may be the other half of a merge whose write did not land
         for c in deletes:
             res.dropped.append((c.rel, "deletion skipped: part of the run was dropped"))
         deletes = []
+    # The index after the files it links are written and before the files it stopped linking are
+    # deleted: killed at any point, it never links a file that is not there.
+    fault("apply.before_index")
+    if index is not None:
+        _apply_index(st, index, res, budget, log)
     for c in deletes:
-        path = mem / c.rel
-        base = st.baseline[c.rel]
-        problem = confined_problem(mem, c.rel)
-        if problem is not None:
-            res.dropped.append((c.rel, f"not deleted: {problem}"))
-            if log is not None:
-                log.warning("apply.dropped", job=st.job, project=st.project.name, file=c.rel,
-                            reason=f"not deleted: {problem}")
-            continue
-        if not unchanged(path, base.signature):
-            res.dropped.append((c.rel, "changed by someone else since staging; not deleted"))
-            continue
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            pass
-        except OSError as e:
-            res.dropped.append((c.rel, f"not deleted ({type(e).__name__})"))
+        failed = _delete(mem, c, st.baseline[c.rel])
+        if failed is not None:
+            res.drop(c, failed[0], fault=failed[1], st=st, log=log)
             continue
         res.applied.append(c)
-        with contextlib.suppress(OSError):
-            if path.parent != mem and not any(path.parent.iterdir()):
-                path.parent.rmdir()
+        fault("apply.after_delete")
     after_files = _overlay(before_files, res.applied)
     try:
         res.after_commit = history.commit_files(st.state_dir, st.project.name, after_files, summary,
@@ -366,6 +405,36 @@ def apply(st: Staging, chs: list[Change], summary: str, log: Any = None) -> Appl
         if log is not None:
             log.warning("history.failed", project=st.project.name, error=str(e))
     return res
+
+
+def _apply_index(st: Staging, c: Change, res: ApplyResult, budget: BudgetConfig | None, log: Any) -> None:
+    """The index, written last. When a part of the run was dropped, the planned index would link a file
+    that was not written (or miss one whose deletion was skipped): it is rebuilt from what landed."""
+    mem = st.project.memory_dir
+    base = st.baseline.get(INDEX)
+    if c.after is not None and res.dropped:
+        text = landed_index(mem, c.after, budget)
+        if text is None:
+            res.drop(c, "not written: the memory folder could not be read again after a part was dropped",
+                     fault=True, st=st, log=log)
+            return
+        if text == (base.data if base is not None else None):
+            return  # what landed needs no index change
+        c = Change(c.rel, c.kind, c.before, text)
+    failed = _write(mem, c, base) if c.after is not None else (
+        _delete(mem, c, base) if base is not None else None)
+    if failed is not None:
+        res.drop(c, failed[0], fault=failed[1], st=st, log=log)
+        return
+    res.applied.append(c)
+
+
+def dropped_note(dropped: Iterable[tuple[str, str]]) -> str:
+    """The dropped parts of a run in one line, each with its own reason: "user_lang.md: not written: no
+    space left on device; MEMORY.md: ..." (a note, not a log: at most five named)."""
+    items = list(dropped)
+    note = "; ".join(f"{rel}: {why}" for rel, why in items[:5])
+    return note + (f"; and {len(items) - 5} more" if len(items) > 5 else "")
 
 
 def summarize(chs: Iterable[Change], note: str = "") -> str:
@@ -421,6 +490,7 @@ class RunResult:
     deleted: tuple[str, ...] = ()
     index_updated: bool = False
     dropped: tuple[tuple[str, str], ...] = ()  # (file, why): parts that could not be applied
+    faults: tuple[str, ...] = ()  # dropped for a fault (no space, permission, ...), not a conflict: a partial run
     history: str = ""  # the history commit made after applying
     rebuild: tuple[str, ...] = ()  # what the deterministic index rebuild did on the staged folder
     review_path: Path | None = None
@@ -464,10 +534,10 @@ def run(project: Project, edit: Callable[[Workspace], Edits], *, state_dir: Path
             path = keep_review(st, chs, f"# {title}\n# proposed, not applied")
             return replace(base, verdict=Verdict.REVIEW, rebuild=actions, review_path=path,
                            diff=diff_text(chs, 20_000), note=note, summary=summarize(chs, note), **_files(chs))
-        res = apply(st, chs, title, log)
+        res = apply(st, chs, title, log, budget=config.budget)
         return replace(base, verdict=Verdict.APPLIED, rebuild=actions, dropped=tuple(res.dropped),
-                       history=res.after_commit, note=note, summary=summarize(res.applied, note),
-                       **_files(res.applied))
+                       faults=tuple(res.faults), history=res.after_commit, note=note,
+                       summary=summarize(res.applied, note), **_files(res.applied))
 
 
 def _files(chs: Iterable[Change]) -> dict[str, Any]:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     Pathish = str | os.PathLike[str]
 
 _MODULES = ("core/lint.py", "core/links.py", "core/dates.py", "core/fastscan.py", "core/secrets.py",
-            "core/secret_rules.py", "core/budget.py", "core/signature.py",
+            "core/secret_rules.py", "core/budget.py", "core/signature.py", "core/rebuild.py",
             "core/frontmatter.py", "core/index.py", "core/files.py", "core/findings.py", "core/paths.py",
             "memfolder/folder.py", "memfolder/walk.py", "memfolder/read.py", "store.py", "checkcache.py",
             "inspect.py", "config.py", "record.py")

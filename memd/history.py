@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from memd.core.paths import is_team
-from memd.errors import MemdError, UsageError
+from memd.errors import ConflictError, MemdError, UsageError
 from memd.memfolder.folder import file_map
 from memd.memfolder.read import read_bounded
 from memd.memfolder.walk import DEFAULT_MAX_BYTES, confined_problem
@@ -45,6 +45,7 @@ from memd.store import (
     check_confined,
     current_signature,
     make_parents_confined,
+    os_reason,
 )
 
 BRANCH = b"refs/heads/main"
@@ -128,7 +129,18 @@ def _message(summary: str, trailers: dict[str, str]) -> bytes:
 
 def commit_files(state_dir: Path, project: str, files: dict[str, bytes], summary: str, *,
                  kind: str = "snapshot", run: str = "", job: str = "") -> str:
-    """Commit a set of files (rel path -> bytes) as the project's newest snapshot; returns its id."""
+    """Commit a set of files (rel path -> bytes) as the project's newest snapshot; returns its id.
+    Raises HistoryError with the true reason when the history cannot be written (a full disk, ...):
+    a caller that snapshots before rewriting then rewrites nothing."""
+    try:
+        return _commit_files(state_dir, project, files, summary, kind=kind, run=run, job=job)
+    except OSError as e:
+        raise HistoryError(f"cannot write the history: {os_reason(e)}",
+                           path=str(repo_dir(state_dir, project))) from None
+
+
+def _commit_files(state_dir: Path, project: str, files: dict[str, bytes], summary: str, *,
+                  kind: str, run: str, job: str) -> str:
     from dulwich.objects import Commit
 
     repo = _open(state_dir, project, create=True)
@@ -335,8 +347,12 @@ def undo_run(state_dir: Path, project: str, memory_dir: Path, run: str | None = 
                 res.restored.append(rel)
         except UnsafePathError as e:
             res.skipped.append((rel, f"not written: {e}"))
-        except (OSError, MemdError) as e:
-            res.skipped.append((rel, f"not written ({type(e).__name__})"))
+        except ConflictError:
+            res.skipped.append((rel, "changed while undoing; left as it is"))
+        except OSError as e:
+            res.skipped.append((rel, f"not written: {os_reason(e)}"))
+        except MemdError as e:
+            res.skipped.append((rel, f"not written: {e}"))
     with contextlib.suppress(OSError):
         _remove_empty_dirs(memory_dir, res.removed)
     res.undo_commit = snapshot(

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from memd.history import UndoResult
 
 
+UNDO_REBUILD_TRIES = 5
+
+
 @dataclass(frozen=True)
 class RebuildResult:
     diff: str  # unified diff of MEMORY.md (empty when nothing changes)
@@ -34,6 +37,8 @@ class RebuildResult:
     snapshot: str | None = None  # the history commit taken before writing
     actions: list[str] = field(default_factory=list)
     refused: bool = False  # an unattended rebuild refused to drop too many entries
+    error: str = ""  # MEMORY.md could not be written: the true reason ("no space left on device", ...)
+    conflict: bool = False  # MEMORY.md changed while the rebuild was planned (Claude Code wrote it): not written
 
     @property
     def changed(self) -> bool:
@@ -72,8 +77,10 @@ def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_ru
     from memd import history
     from memd.core.rebuild import plan_rebuild, topics_of
     from memd.memfolder.folder import read_folder
-    from memd.store import atomic_write
+    from memd.store import atomic_write, os_reason, sweep_temps
 
+    if not dry_run and project.memory_dir.is_dir():
+        sweep_temps(project.memory_dir)  # a crashed write's leftovers (memd's own temp names only)
     snap = read_folder(project.memory_dir, config.budget)
     if not snap.exists:
         return RebuildResult("", False, True, ["no memory folder"])
@@ -106,7 +113,10 @@ def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_ru
         atomic_write(project.index_path, plan.text, expect=expect)
     except ConflictError:
         reasons.append(f"{INDEX_NAME} changed since it was read; not overwritten (run rebuild again)")
-        return RebuildResult(diff, False, plan.fits, reasons, snap_id, plan.actions)
+        return RebuildResult(diff, False, plan.fits, reasons, snap_id, plan.actions, conflict=True)
+    except OSError as e:
+        why = f"{INDEX_NAME} was not written: {os_reason(e)}"
+        return RebuildResult(diff, False, plan.fits, [*reasons, why], snap_id, plan.actions, error=why)
     summary = f"rebuild {INDEX_NAME}: " + ("; ".join(plan.actions) or "reformatted")
     history.record_after(state_dir, project.name, project.memory_dir, "rebuild", run, summary[:300])
     return RebuildResult(diff, True, plan.fits, reasons, snap_id, plan.actions)
@@ -122,4 +132,10 @@ def undo_project(project: Project, config: Config, state_dir: Path, run: str | N
     res = history.undo_run(state_dir, project.name, project.memory_dir, run, dry_run=dry_run)
     if dry_run or not (res.restored or res.removed) or not any(rel == INDEX_NAME for rel, _ in res.skipped):
         return res, None
-    return res, rebuild_project(project, config, state_dir, dry_run=False)
+    # A file the undo removed may still be linked: the index is rebuilt, read again when Claude Code
+    # wrote it meanwhile (a few times: a busy session appends often), so no link to it is left behind.
+    for _ in range(UNDO_REBUILD_TRIES):
+        rb = rebuild_project(project, config, state_dir, dry_run=False)
+        if not rb.conflict:
+            break
+    return res, rb

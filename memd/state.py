@@ -39,7 +39,7 @@ log = logging.getLogger("memd.state")
 FILENAME = "state.sqlite3"
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 # sqlite result codes that mean "this file is not a healthy database" (not "busy" or "locked").
-_SQLITE_CORRUPT = 11
+_SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN = 10, 11, 13, 14
 _SQLITE_NOTADB = 26
 
 # Each entry moves the schema from version i to i + 1. Append only.
@@ -221,6 +221,29 @@ def _is_corruption(e: sqlite3.DatabaseError) -> bool:
     return "not a database" in msg or "malformed" in msg
 
 
+def _true_reason(e: sqlite3.DatabaseError, path: Path) -> str:
+    """SQLite says "disk I/O error" for any failed write: name what the system refused (a full disk, a
+    read-only file system, the process's file-size limit, a folder where the file should be) when that
+    can be seen."""
+    msg = str(e)
+    if path.is_dir():
+        return f"it is a folder, not a file (SQLite: {msg})"
+    if (getattr(e, "sqlite_errorcode", 0) or 0) & 0xFF not in (_SQLITE_IOERR, _SQLITE_FULL, _SQLITE_CANTOPEN):
+        return msg
+    with contextlib.suppress(OSError):
+        vfs = os.statvfs(path.parent)
+        if vfs.f_bavail * vfs.f_frsize < 1 << 20:
+            return f"no space left on device (SQLite: {msg})"
+        if vfs.f_flag & os.ST_RDONLY:
+            return f"read-only file system (SQLite: {msg})"
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if soft != resource.RLIM_INFINITY:
+        return f"file too large for this process's file-size limit (ulimit -f: {soft:,} bytes; SQLite: {msg})"
+    return msg
+
+
 class _Corrupt(Exception):
     def __init__(self, why: str) -> None:
         super().__init__(why)
@@ -252,7 +275,7 @@ class StateStore:
                 conn = cls._connect(path, timeout)
             except sqlite3.DatabaseError as e:
                 if attempt == 2 or not _is_corruption(e):
-                    raise StateError(f"cannot open the state file: {e}", path=str(path)) from None
+                    raise StateError(f"cannot open the state file: {_true_reason(e, path)}", path=str(path)) from None
                 moved = _set_aside(path, str(e))
                 continue
             except _Corrupt as e:

@@ -10,8 +10,10 @@ changed since: the user's (or Claude Code's) newer words are never clobbered.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
+import signal
 import stat
 import time
 from pathlib import Path
@@ -24,6 +26,76 @@ from memd.memfolder.walk import confined_problem, walk
 
 TEMP_PREFIX = ".memd-"
 TEMP_SUFFIX = ".tmp"
+
+
+# --------------------------------------------------------------------------- fault injection
+# ``MEMD_FAULT`` (crash and fault campaigns only): comma-separated ``point[@file][:n][=action]``.
+# ``point`` is a name below, ``@file`` limits it to one file's write (its name), ``:n`` fires at the
+# n-th hit only (default: every hit), ``action`` is ``kill`` (SIGKILL, the default) or an errno name
+# (``ENOSPC``, ``EACCES``, ``EPERM``, ``EFBIG``, ...: an OSError is raised there). Read once, at import;
+# unset, a fault point costs one truth test of an empty dict.
+# Points: store.write (a temp file is open, nothing written), store.before_rename (the temp is complete),
+# store.after_rename (the file is replaced); apply.after_snapshot, apply.after_rename (after each file
+# a run writes), apply.before_index, apply.after_delete.
+FAULT_ENV = "MEMD_FAULT"
+
+
+def parse_faults(spec: str) -> dict[str, tuple[int, str]]:
+    """``MEMD_FAULT``'s value as {point or point@file: (n-th hit or 0 for every, action)}."""
+    out: dict[str, tuple[int, str]] = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        where, _, action = part.partition("=")
+        point, _, nth = where.partition(":")
+        out[point.replace("-", "_")] = (int(nth) if nth.isdigit() else 0, action.strip() or "kill")
+    return out
+
+
+_FAULTS: dict[str, tuple[int, str]] = parse_faults(os.environ.get(FAULT_ENV, ""))
+_FAULT_HITS: dict[str, int] = {}
+
+
+def set_faults(spec: str) -> None:
+    """Arm fault points in this process (tests); "" disarms them all."""
+    _FAULTS.clear()
+    _FAULTS.update(parse_faults(spec))
+    _FAULT_HITS.clear()
+
+
+def fault(point: str, file: str = "") -> None:
+    """Kill the process, or raise the armed OSError, when ``MEMD_FAULT`` arms ``point`` (see above)."""
+    if not _FAULTS:
+        return
+    for key in (f"{point}@{file}", point) if file else (point,):
+        armed = _FAULTS.get(key)
+        if armed is None:
+            continue
+        hits = _FAULT_HITS[key] = _FAULT_HITS.get(key, 0) + 1
+        nth, action = armed
+        if nth and hits != nth:
+            continue
+        if action == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        code = getattr(errno, action, errno.EIO)
+        raise OSError(code, os.strerror(code), file or point)
+
+
+# What a failed write means, in the words a user knows (the log keeps the errno too).
+_OS_REASONS = {
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted (the file or its folder is immutable or protected)",
+    errno.EROFS: "read-only file system",
+    errno.EFBIG: "file too large (the file-size limit was reached)",
+    errno.EIO: "I/O error",
+    errno.ENOENT: "the folder is gone",
+    errno.ENOTDIR: "a folder on the way is not a folder",
+}
+
+
+def os_reason(e: OSError) -> str:
+    """The true reason an I/O call failed: "no space left on device", "permission denied", ..."""
+    return _OS_REASONS.get(e.errno or 0) or (e.strerror or type(e).__name__).lower()
 
 
 def current_signature(path: Path) -> Signature | None:
@@ -69,6 +141,7 @@ def atomic_write(path: Path, data: str | bytes, *, expect: Signature | bool | No
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
         try:
+            fault("store.write", path.name)
             view = memoryview(raw)
             while view:
                 n = os.write(fd, view)
@@ -78,11 +151,13 @@ def atomic_write(path: Path, data: str | bytes, *, expect: Signature | bool | No
             os.close(fd)
         if expect is not False and not unchanged(path, expect if isinstance(expect, Signature) else None):
             raise ConflictError("changed while memd was writing; not overwritten", path=str(path))
+        fault("store.before_rename", path.name)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    fault("store.after_rename", path.name)
     fsync_dir(folder)
 
 

@@ -214,10 +214,11 @@ def test_runner_imports_without_the_jobs_and_dry_run_takes_no_lock(tmp_path: Pat
 def test_job_lock_is_exclusive(tmp_path: Path) -> None:
     with runner.job_lock(tmp_path):
         code = ("import sys; from pathlib import Path; from memd.jobs.runner import job_lock\n"
+                "from memd.errors import MemdError\n"
                 "try:\n    job_lock(Path(sys.argv[1])).__enter__()\nexcept Exception as e:\n"
-                "    print(type(e).__name__)\n")
+                "    print(isinstance(e, MemdError), e.exit_code)\n")
         out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True)
-        assert out.stdout.strip() == "MemdError"
+        assert out.stdout.strip() == "True 3"  # a MemdError (the daemon's worker waits on it), "not run"
     with runner.job_lock(tmp_path):  # free again once the holder has let go
         pass
 

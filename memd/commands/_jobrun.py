@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from memd.cli import Context
+    from memd.jobs.runner import JobResult
 
 
 def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: bool) -> int:
@@ -49,4 +50,14 @@ def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: b
         print(f"{name}: not run ({why})")
     if not projects:
         print("no projects", file=sys.stderr)
-    return 1 if result.failed else 0
+    return exit_code(result)
+
+
+def exit_code(result: JobResult) -> int:
+    """0 done; 1 a project refused, failed or partial, or its lock could not be written while others
+    ran; 3 not run: nothing could run because of a lock (held, or not writable). docs/daemon.md."""
+    if result.failed:
+        return 1
+    if result.not_run:
+        return 3
+    return 1 if any(result.locked.values()) else 0

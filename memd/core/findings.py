@@ -60,6 +60,8 @@ CODES: dict[str, Code] = {
     "MEM012": Code(WARNING, "duplicate-name", "Two topic files have the same name."),
     "MEM013": Code(WARNING, "duplicate-description", "Two topic files have the same description."),
     "MEM014": Code(WARNING, "duplicate-body", "Two topic files have identical or near-identical bodies."),
+    "MEM015": Code(WARNING, "orphan-not-memory",
+                   "An unlinked file that is no memory (no frontmatter, binary, encrypted, *.secret.*)."),
     "MEM020": Code(WARNING, "no-frontmatter", "A topic file has no frontmatter (recall sees no description)."),
     "MEM021": Code(ERROR, "invalid-frontmatter", "A topic file's frontmatter cannot be read at all."),
     "MEM022": Code(WARNING, "lenient-frontmatter", "Frontmatter is not valid YAML; its keys were read line by line."),

@@ -25,6 +25,7 @@ from memd.core.findings import CODES, ERROR, INFO, SEVERITIES, WARNING, Code, Fi
 from memd.core.findings import finding as _f
 from memd.core.links import LINK, index_links, is_folder, link_target, mask_code, resolve_link
 from memd.core.paths import INDEX_NAME
+from memd.core.rebuild import not_a_memory
 from memd.record import Record
 
 __all__ = ["CODES", "ERROR", "INFO", "SEVERITIES", "WARNING", "Code", "Finding", "Report", "check", "counts", "lint",
@@ -168,8 +169,13 @@ def _index_checks(snap: FolderSnapshot, b: Limits, idx: index.Index,
                 first_entry[rel] = n
     for t in root_topics:
         if t.rel not in linked:
-            yield _f("MEM010", t.rel, 1, f"not linked from {INDEX_NAME}; a session never learns it exists",
-                     fixable=True)
+            why = not_a_memory(t)
+            if why is not None:
+                yield _f("MEM015", t.rel, 1, f"not linked from {INDEX_NAME} and not a memory: {why}; "
+                                             "`memd rebuild` never indexes it: move it out of the memory folder")
+            else:
+                yield _f("MEM010", t.rel, 1, f"not linked from {INDEX_NAME}; a session never learns it exists",
+                         fixable=True)
 
 
 def _topic_links(rec: FileRecord, snap: FolderSnapshot) -> Iterable[Finding]:

@@ -1,11 +1,14 @@
 """A deterministic rebuild of MEMORY.md (no model): pure text and values in, a plan out.
 
-Safe moves only, in this order: drop entries whose file is gone, merge entries that link the
-same file twice, shorten over-long entry lines (the hook, at a word boundary, with "…"), and
-index orphan topic files from their frontmatter under the heading for their type. The user's
-headings, prose, comments and entry order are kept; every line not touched keeps its bytes and
-its line ending. When these moves cannot fit the budget the plan says so (``fits`` false, with
-``reasons``): no live entry is ever dropped to make room. Rebuilding a rebuilt index changes
+Safe moves only, in this order: drop entries whose file is gone, merge entries that link the same
+file twice (both texts kept, the later one appended unless one contains the other; first when
+together they are longer than an index line may be, so a cut never takes the newer words), shorten
+over-long entry lines (the hook, at a word boundary, with "…"), and index orphan topic files from
+their frontmatter under the heading for their type. An orphan that is no memory (``not_a_memory``:
+no frontmatter, binary, encrypted, named ``*.secret.*``) is never indexed; the plan's reasons name
+it. The user's headings, prose, comments and entry order are kept; every line not touched keeps its
+bytes and its line ending. When these moves cannot fit the budget the plan says so (``fits`` false,
+with ``reasons``): no live entry is ever dropped to make room. Rebuilding a rebuilt index changes
 nothing (``plan_rebuild(plan.text, ...)`` has no actions).
 """
 
@@ -37,14 +40,48 @@ class TopicInfo:
     description: str | None = None
     type: str | None = None
     team: bool = False  # in memory/team/: linked entries are live, but it is never indexed here
+    not_memory: str = ""  # why the file is no memory (``not_a_memory``): linked entries stay, none is added
 
     @classmethod
     def from_record(cls, rec: FileRecord) -> TopicInfo:
         tf = rec.topic
+        why = not_a_memory(rec) or ""
         if tf is None or not tf.has_frontmatter or tf.error:
-            return cls(rec.rel, team=rec.team)
+            return cls(rec.rel, team=rec.team, not_memory=why)
         t = tf.type if tf.type in MEMORY_TYPES else None
-        return cls(rec.rel, tf.name, tf.description, t, rec.team)
+        return cls(rec.rel, tf.name, tf.description, t, rec.team, why)
+
+
+# Files a user or a tool put beside the memories that are no memory: a rebuild never indexes them
+# (a session would be pointed at a secret, a blob or a binary), ``memd check`` reports them (MEM015).
+_SECRET_NAME = frozenset(("secret", "secrets", "enc", "encrypted", "gpg", "pgp", "age", "vault", "sops"))
+_ENCRYPTED = ("-----BEGIN PGP MESSAGE-----", "$ANSIBLE_VAULT;", "age-encryption.org/v1", "ENC[AES256_GCM,",
+              "-----BEGIN ENCRYPTED", "-----BEGIN AGE ENCRYPTED FILE-----", "U2FsdGVkX1")  # openssl's "Salted__"
+_BLOB_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_-")
+
+
+def not_a_memory(rec: FileRecord) -> str | None:
+    """Why a ``*.md`` file is not a memory, or None when it may be one: a name marked secret or
+    encrypted (``keys.secret.md``), no text (not UTF-8), binary-looking text, an encrypted body, a
+    blob (one run of base64-like characters), no frontmatter."""
+    name = rec.rel.rsplit("/", 1)[-1]
+    if _SECRET_NAME & {p.casefold() for p in name.split(".")[1:-1]}:
+        return "its name marks it secret or encrypted"
+    text = rec.text
+    if text is None:
+        return f"it is not text ({rec.problem or 'unreadable'})"
+    head = text[:4096]
+    if "\x00" in head or sum(1 for ch in head if ch < " " and ch not in "\t\n\r\f") > len(head) // 20:
+        return "it looks binary"
+    if any(m in head for m in _ENCRYPTED):
+        return "it looks encrypted"
+    body = "".join(head.split())
+    if len(body) >= 64 and all(ch in _BLOB_CHARS for ch in body):
+        return "it looks like an encoded blob"
+    tf = rec.topic
+    if tf is not None and not tf.has_frontmatter:
+        return "it has no frontmatter"
+    return None
 
 
 def topics_of(snap: FolderSnapshot) -> dict[str, TopicInfo]:
@@ -116,6 +153,35 @@ def shorten(line: str, limit: int) -> str | None:
     return new_head if len(new_head) <= limit else None
 
 
+def merge_entries(keep: index.Entry, later: index.Entry, limit: int) -> index.Entry | None:
+    """Two entries linking one file as one line at ``keep``'s place, keeping both texts: the later
+    entry's hook (and its title, when it says something the first title does not) is appended after
+    "; ", or replaces the first hook when it contains it; nothing is added when the first already
+    contains it. When both together are longer than ``limit`` the later text comes first, so that
+    shortening the line cuts the older words, never the newer. None when ``keep`` is no entry line."""
+    m = index.ENTRY.match(keep.text)
+    if m is None:
+        return None
+    a, extra = keep.hook.strip(), later.hook.strip()
+    t1, t2 = " ".join(keep.title.split()), " ".join(later.title.split())
+    if t2 and t2.casefold() not in t1.casefold() and t1.casefold() not in t2.casefold():
+        extra = f"{t2}: {extra}" if extra else t2
+    if not extra or extra.casefold() in a.casefold():
+        hook = a
+    elif not a or a.casefold() in extra.casefold():
+        hook = extra
+    else:
+        hook = f"{a}; {extra}"
+    if hook == a:
+        return keep
+    rest = m.group("rest")
+    head = keep.text[:len(keep.text) - len(rest)]
+    sep = rest[:rest.find(a)] if a and a in rest else " — "
+    if len(head + sep + hook) > limit and hook != extra:
+        hook = f"{extra}; {a}"
+    return index.Entry(keep.line, keep.title, keep.target, hook, head + sep + hook)
+
+
 def _cut(text: str, room: int) -> str:
     """text cut to at most room characters at a word boundary, ending in "…"."""
     if len(text) <= room:
@@ -182,12 +248,13 @@ def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo],
             actions.append(f"dropped entry {e.title!r} at line {e.line}: {rel} does not exist")
             continue
         if rel in first:
-            drop.add(e.line)
             keep = first[rel]
-            if not keep.hook and e.hook:
-                merged = keep.text.rstrip() + " — " + e.hook
-                lines[keep.line - 1].text = merged
-                first[rel] = index.Entry(keep.line, keep.title, keep.target, e.hook, merged)
+            merged = merge_entries(keep, e, b.max_index_line)
+            if merged is None:  # not an entry line after all: left as it is
+                continue
+            drop.add(e.line)
+            lines[keep.line - 1].text = merged.text
+            first[rel] = merged
             actions.append(f"merged entry {e.title!r} at line {e.line} into line {keep.line} (both link {rel})")
             continue
         first[rel] = e
@@ -214,7 +281,9 @@ def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo],
                        f"{index.line_length(short)} characters")
 
     orphans = [t for rel, t in sorted(topics.items())
-               if not t.team and rel not in live_links and rel != INDEX_NAME]
+               if not t.team and not t.not_memory and rel not in live_links and rel != INDEX_NAME]
+    reasons.extend(f"{rel} is not indexed: {t.not_memory}, so it is no memory" for rel, t in sorted(topics.items())
+                   if t.not_memory and not t.team and rel not in live_links and rel != INDEX_NAME)
     inserts = _place_orphans(lines, idx, orphans, b.max_index_line, nl, actions, reasons, fresh=not text.strip())
 
     out: list[_Line] = []

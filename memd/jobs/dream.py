@@ -162,6 +162,8 @@ def _deterministic(jc: JobContext, project: Project, off: str) -> ProjectOutcome
         outcome, done = "changed", "index rebuilt"
     elif r.changed and jc.dry_run and not r.refused:
         outcome, done = "proposed", "index rebuild proposed"
+    elif r.error:  # a fault (no space, permission): the rebuild could not be written
+        outcome, done = "failed", "index not rebuilt: " + r.error
     elif r.changed or r.refused:
         outcome = "refused"
         done = "index rebuild refused: " + ("; ".join(r.reasons) or "it cannot be written safely")

@@ -301,9 +301,11 @@ def _record(out: ProjectOutcome, res: ap.RunResult) -> None:
             if res.dropped:
                 out.details["dropped"] = list(res.dropped)
             out.outcome = "changed" if res.changed_anything else "unchanged"
+            if res.faults:  # a write failed (no space, permission): not what the run meant to do
+                out.outcome = "partial" if res.changed_anything else "failed"
             out.message = res.summary
             if res.dropped:
-                out.message += f" ({len(res.dropped)} part(s) dropped: changed meanwhile)"
+                out.message += f" ({len(res.dropped)} part(s) dropped: {ap.dropped_note(res.dropped)})"
 
 
 IDLE_WARNING = "model_runs_change_nothing"

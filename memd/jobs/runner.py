@@ -67,6 +67,12 @@ class JobResult:
     skipped: dict[str, str] = field(default_factory=dict)  # project -> gate
     abandoned: bool = False
     duration_s: float = 0.0
+    locked: dict[str, bool] = field(default_factory=dict)  # project not run for its lock -> it could not be written
+
+    @property
+    def not_run(self) -> bool:
+        """Nothing could run because of a lock (held by another consolidation, or not writable)."""
+        return not self.outcomes and bool(self.locked)
 
     def count(self, outcome: Outcome) -> int:
         return sum(1 for o in self.outcomes if o.outcome == outcome)
@@ -82,20 +88,43 @@ class _Silent:
         return lambda *a, **k: None
 
 
+class JobLockError(MemdError):
+    """Nothing could run: the job lock is held, or cannot be written (exit 3, "not run")."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, held: bool, path: str | None = None) -> None:
+        super().__init__(message, path=path)
+        self.held = held
+
+
 @contextlib.contextmanager
 def job_lock(state_dir: Path, *, wait: bool = False) -> Iterator[None]:
-    """One job at a time per user, whoever runs it (the daemon's worker or a foreground command)."""
-    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(state_dir / JOB_LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    """One job at a time per user, whoever runs it (the daemon's worker or a foreground command).
+    Raises JobLockError when it is held, or when it cannot be written (with the true reason)."""
+    from memd.store import os_reason
+
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(state_dir / JOB_LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        raise JobLockError(f"not run: cannot write the job lock ({os_reason(e)})", held=False,
+                           path=str(state_dir / JOB_LOCK_NAME)) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
-            raise MemdError("another memd job is running right now (the daemon's, or another command's); "
-                            "try again when it has finished") from None
+            raise JobLockError("not run: another memd job is running right now (the daemon's, or another "
+                               "command's); try again when it has finished", held=True) from None
         yield
     finally:
         os.close(fd)
+
+
+# ConsolidateLock.acquire's answers that mean "the lock", not "nothing to do" (no memory folder):
+# held by someone, lost a race for it, or it cannot be written (a fault: the run did not happen).
+_LOCK_HELD = ("held by", "lost the race")
+_LOCK_UNWRITABLE = "cannot write the lock"
 
 
 def _error_text(e: BaseException) -> str:
@@ -103,9 +132,10 @@ def _error_text(e: BaseException) -> str:
 
 
 def run_project(job: str, jc: JobContext, project: Project, work: ProjectJob,
-                skips: dict[str, str] | None = None) -> ProjectOutcome | None:
+                skips: dict[str, str] | None = None, locked: dict[str, bool] | None = None) -> ProjectOutcome | None:
     """One project: gates (dream), the lock (dream), the work, the events and the run-log row.
-    Returns None when a gate skipped the project (``skips`` then gets "gate: reason")."""
+    Returns None when a gate skipped the project (``skips`` then gets "gate: reason"; ``locked`` gets
+    the project when the lock stopped it, True when the lock could not be written)."""
     log = jc.log or _Silent()
     lock: G.ConsolidateLock | None = None
     if job == "dream":
@@ -122,6 +152,8 @@ def run_project(job: str, jc: JobContext, project: Project, work: ProjectJob,
                 log.info("job.skip", job=job, project=project.name, gate="lock", reason=why)
                 if skips is not None:
                     skips[project.name] = f"lock: {why}"
+                if locked is not None and why.startswith((*_LOCK_HELD, _LOCK_UNWRITABLE)):
+                    locked[project.name] = why.startswith(_LOCK_UNWRITABLE)
                 return None
     started = jc.clock.time()
     t0 = jc.clock.monotonic()
@@ -203,7 +235,7 @@ def run_job(job: str, jc: JobContext, projects: list[Project], work: ProjectJob 
             break
         if before_project is not None:
             before_project(project)
-        out = run_project(job, jc, project, fn, result.skipped)
+        out = run_project(job, jc, project, fn, result.skipped, result.locked)
         if out is None:
             result.skipped.setdefault(project.name, "gate")
         else:
