@@ -176,7 +176,11 @@ def test_kill_abandons_the_run_in_flight(env: Env) -> None:
     p = dup_folder(env)
     env.stub.fallback = Reply(200, env.stub.message(env.stub.text("late")), delay=60.0)
     child = child_for(env)
-    threading.Thread(target=lambda: (wait_requests(env), child.kill()), daemon=True).start()
+    def kill_when_the_model_works() -> None:
+        wait_requests(env)
+        child.kill()
+
+    threading.Thread(target=kill_when_the_model_works, daemon=True).start()
     result = run_job("dream", env.jc(force=True), [p], child)
     child.close()
     (out,) = result.outcomes
