@@ -144,7 +144,7 @@ def inotify_watches(pid: int) -> int:
     return n
 
 
-def make_projects(root: Path, n: int) -> None:
+def make_projects(root: Path, n: int, *, transcripts: bool = True) -> None:
     for i in range(n):
         d = root / f"-home-dev-project-{i:04d}"
         mem = d / "memory"
@@ -152,9 +152,10 @@ def make_projects(root: Path, n: int) -> None:
         (mem / "MEMORY.md").write_text(index(20))
         for j in range(5):
             (mem / f"entry_{j}.md").write_text(f"---\nname: e{j}\ndescription: d\ntype: project\n---\nbody {j}\n")
-        (d / f"0b5c3f4e-1111-2222-3333-{i:012d}.jsonl").write_text(
-            json.dumps({"type": "user", "cwd": f"/home/dev/project-{i}", "sessionId": "s",
-                        "timestamp": "2026-11-01T00:00:00Z", "message": {"role": "user", "content": "hi"}}) + "\n")
+        if transcripts:
+            (d / f"0b5c3f4e-1111-2222-3333-{i:012d}.jsonl").write_text(
+                json.dumps({"type": "user", "cwd": f"/home/dev/project-{i}", "sessionId": "s",
+                            "timestamp": "2026-11-01T00:00:00Z", "message": {"role": "user", "content": "hi"}}) + "\n")
 
 
 def bench_idle(minutes: float, projects: int, reconcile_s: float) -> dict[str, float]:

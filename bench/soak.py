@@ -12,8 +12,9 @@ ages. Model jobs run as configured by default (each in a child process) against 
 the Messages API (tests/plugins/stub_api.py), which answers "nothing to add" unless a scripted run
 asks for a memory file.
 
-The workload, over ``--projects`` projects (each a memory folder with an index, topic files and a
-transcript, as bench_daemon.py makes them):
+The workload, over ``--projects`` idle projects (each a memory folder with an index and topic files,
+as bench_daemon.py makes them; their old sessions count as extracted long ago: a first catch-up over
+1,000 unread sessions is the catch-up's own benchmark, not a steady state) and 50 active ones:
 
 - sessions appending: 30 projects (``--sessions``) get user/assistant records every few seconds, a new session now
   and then (5 old sessions each at the start, so the first night's dream gates pass);
@@ -134,7 +135,7 @@ class Workload:
         self.root = base / "claude" / "projects"
         self.r0, self.s0, self.scale = r0, s0, scale
         self.rng = random.Random(seed)
-        make_projects(self.root, projects)
+        make_projects(self.root, projects, transcripts=False)  # their sessions extracted long ago
         self.sessions = [f"-home-dev-soak-{i:03d}" for i in range(sessions)]
         self.budget = [f"-home-dev-budget-{i:03d}" for i in range(BUDGET_PROJECTS)]
         self.dreamers = [f"-home-dev-dreamer-{i:03d}" for i in range(DREAM_PROJECTS)]
@@ -461,6 +462,7 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="write the report here too")
     ap.add_argument("--keep-log", type=Path, help="copy the daemon's JSON log here")
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the daemon is stopped on the way out
     rep = run(args.minutes, args.projects, args.scale, args.seed, sessions=args.sessions, keep_log=args.keep_log)
     text = json.dumps(rep, indent=2)
     print(text)
