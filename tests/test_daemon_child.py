@@ -255,5 +255,7 @@ def test_inline_jobs_stay_available(env: Env) -> None:
     cfg = replace(env.config, daemon=replace(DaemonConfig(), isolate_jobs=False))
     w = Worker(cfg, env.claude, env.state_dir, SYSTEM, queue.SimpleQueue(), env_log(), threading.Event())
     assert w._child_for("dream", cfg, env.claude) is None
-    assert w._child_for("dream", env.config, env.claude) is not None
+    made = w._child_for("catchup", replace(env.config, daemon=replace(DaemonConfig(), job_timeout_s=42.0)),
+                        env.claude)
+    assert made is not None and made.job == "catchup" and made.timeout_s == 42.0
     assert w._child_for("checkin", env.config, env.claude) is None
