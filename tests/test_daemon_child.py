@@ -22,6 +22,7 @@ from memd.config import DaemonConfig, ModelConfig, replace
 from memd.daemon.child import ABANDONED, ChildJob, config_to_plain
 from memd.jobs.runner import run_job
 from memd.layout import Project
+from tests.plugins.daemon import Recorder
 from tests.plugins.stub_api import Reply
 from tests.test_model_jobs import Env, dup_folder, topic, tree
 from tests.test_model_jobs import env as env
@@ -32,19 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def child_for(env: Env, job: str = "dream", timeout_s: float = 120.0) -> ChildJob:
-    return ChildJob(job, env.config, env.claude, env.state_dir, log=env_log(), timeout_s=timeout_s)
-
-
-class _Log:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str, dict[str, object]]] = []
-
-    def __getattr__(self, level: str):  # type: ignore[no-untyped-def]
-        return lambda event, **kw: self.events.append((level, event, kw))
-
-
-def env_log() -> _Log:
-    return _Log()
+    return ChildJob(job, env.config, env.claude, env.state_dir, log=Recorder(), timeout_s=timeout_s)
 
 
 def gone(pid: int) -> bool:
@@ -89,7 +78,7 @@ def test_a_dream_in_a_child_is_applied_and_recorded_as_in_process(env: Env) -> N
     assert (p.memory_dir / ".consolidate-lock").read_text() == str(os.getpid())
     assert pid_seen == 1 and child.pid is None
     # the child's log events reach the daemon's log (one writer)
-    swept = [kw for _, ev, kw in log.events if ev == "apply.swept_temps"]
+    swept = log.named("apply.swept_temps")
     assert swept and swept[0]["project"] == p.name
 
 
@@ -253,7 +242,7 @@ def test_inline_jobs_stay_available(env: Env) -> None:
     from memd.daemon.worker import Worker
 
     cfg = replace(env.config, daemon=replace(DaemonConfig(), isolate_jobs=False))
-    w = Worker(cfg, env.claude, env.state_dir, SYSTEM, queue.SimpleQueue(), env_log(), threading.Event())
+    w = Worker(cfg, env.claude, env.state_dir, SYSTEM, queue.SimpleQueue(), Recorder(), threading.Event())
     assert w._child_for("dream", cfg, env.claude) is None
     made = w._child_for("catchup", replace(env.config, daemon=replace(DaemonConfig(), job_timeout_s=42.0)),
                         env.claude)

@@ -31,7 +31,6 @@ from tests.plugins.daemon import Recorder
 from tests.plugins.stub_api import Reply, StubAPI
 
 
-
 def _next_monday() -> datetime:
     """08:00 UTC of a Monday at least a day ahead of the machine's clock: the files the jobs write
     (the ``.consolidate-lock``, whose mtime is Claude Code's "last consolidation") carry real mtimes,
