@@ -19,7 +19,7 @@ import pytest
 
 from memd import config as config_mod
 from memd.config import DaemonConfig, ModelConfig, replace
-from memd.daemon.child import ABANDONED, ChildJob, config_to_plain
+from memd.daemon.child import ChildJob, config_to_plain
 from memd.jobs.runner import run_job
 from memd.layout import Project
 from tests.plugins.daemon import Recorder
@@ -42,13 +42,6 @@ def gone(pid: int) -> bool:
     except ProcessLookupError:
         return True
     return False
-
-
-def wait_requests(env: Env, n: int = 1, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while len(env.stub.requests) < n:
-        assert time.monotonic() < deadline, "the child never called the model"
-        time.sleep(0.02)
 
 
 def test_the_config_travels_as_plain_data() -> None:
@@ -158,23 +151,6 @@ def test_the_daemons_stop_reaches_the_child_and_the_run_is_skipped(env: Env) -> 
     assert tree(p.memory_dir) == before
     (row,) = env.state.runs(job="dream", project=p.name)
     assert row.outcome == "skipped"
-
-
-def test_kill_abandons_the_run_in_flight(env: Env) -> None:
-    env.config = replace(env.config, model=replace(env.config.model, timeout_s=60.0))
-    p = dup_folder(env)
-    env.stub.fallback = Reply(200, env.stub.message(env.stub.text("late")), delay=60.0)
-    child = child_for(env)
-    def kill_when_the_model_works() -> None:
-        wait_requests(env)
-        child.kill()
-
-    threading.Thread(target=kill_when_the_model_works, daemon=True).start()
-    result = run_job("dream", env.jc(force=True), [p], child)
-    child.close()
-    (out,) = result.outcomes
-    assert (out.outcome, out.error) == ("failed", ABANDONED)
-    assert not (p.memory_dir / ".consolidate-lock").exists()
 
 
 def test_the_daemon_never_imports_the_sdk(env: Env, tmp_path: Path) -> None:
