@@ -410,9 +410,13 @@ def report(work: Workload, events: list[dict[str, Any]], samples: list[tuple[flo
     res: dict[str, Any] = {"samples": len(samples), "warmup_s": round(cut)}
     for i, key in ((1, "rss_mb"), (2, "open_files"), (3, "threads")):
         ys = [float(s[i]) for s in after]
+        half = len(xs) // 2
         res[key] = {"first": ys[0], "last": ys[-1], "min": min(ys), "max": max(ys),
-                    "slope_per_hour": round(slope(xs, ys), 3) if len(xs) > 1 else 0.0}
+                    "slope_per_hour": round(slope(xs, ys), 3) if len(xs) > 1 else 0.0,
+                    # growth that levels off (caches filling) against growth that goes on (a leak)
+                    "slope_per_hour_second_half": round(slope(xs[half:], ys[half:]), 3) if len(xs) > 3 else 0.0}
     res["rss_mb"]["peak_all"] = max(s[1] for s in samples)
+    res["series"] = [[round(t), round(rss, 2), fds, threads] for t, rss, fds, threads in samples]
     ok = (missed == 0 and doubled == 0 and unexpected == 0 and checks["jobs"]["slots_twice"] == 0
           and twice == 0 and queued == began and checks["jobs"]["crashed"] == 0
           and checks["jobs"]["loop_errors"] == 0 and checks["jobs"]["dream_projects_per_night"]["twice"] == 0
