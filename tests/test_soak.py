@@ -48,7 +48,7 @@ def test_no_job_runs_twice(soak_report: dict[str, Any]) -> None:
     assert j["slots_twice"] == 0 and j["project_twice_in_a_job"] == 0, j
     assert j["queued"] == j["ran"] and j["ran"] >= 2, j
     nightly = j["dream_projects_per_night"]
-    assert nightly["twice"] == 0 and nightly["project_runs"] == 3 * j["scheduled"]["dream"], j
+    assert nightly["twice"] == 0 and nightly["project_runs"] <= 3 * j["scheduled"]["dream"], j
     assert (j["crashed"], j["loop_errors"], j["timeouts"]) == (0, 0, 0), j
 
 
