@@ -10,6 +10,16 @@
    first reconcile, CPU seconds (utime+stime from /proc/<pid>/stat) over M minutes, scaled to 10
    minutes; peak RSS (VmHWM); inotify watches (/proc/<pid>/fdinfo). Baseline: a bare Python process
    that imports the same modules and sleeps, measured the same way in the same run.
+3. Memory over model runs (``--dreams N``, N >= 100 for the issue's figure): 1,000 idle projects plus
+   10 that dream; N dreams triggered one after the other (``memd trigger dream --project``), each a
+   two-call model run through the loopback stub of the Messages API (tests/plugins/stub_api.py: a
+   memory-tool edit, then "done"), applied and snapshotted. The daemon's RSS (VmRSS) after each dream:
+   idle before the first, after warm-up (10 dreams), at the end, its peak, and the least-squares slope
+   over dreams 11..N in MB per dream. ``--mode child`` (the default: each job in a child process) and
+   ``--mode inline`` (the jobs on the daemon's own thread: the behaviour before) in one run with
+   ``--mode both``.
+
+    .venv/bin/python bench/bench_daemon.py --dreams 120 --mode both
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 TICK = os.sysconf("SC_CLK_TCK")
@@ -133,7 +144,7 @@ def inotify_watches(pid: int) -> int:
     return n
 
 
-def make_projects(root: Path, n: int) -> None:
+def make_projects(root: Path, n: int, *, transcripts: bool = True) -> None:
     for i in range(n):
         d = root / f"-home-dev-project-{i:04d}"
         mem = d / "memory"
@@ -141,9 +152,10 @@ def make_projects(root: Path, n: int) -> None:
         (mem / "MEMORY.md").write_text(index(20))
         for j in range(5):
             (mem / f"entry_{j}.md").write_text(f"---\nname: e{j}\ndescription: d\ntype: project\n---\nbody {j}\n")
-        (d / f"0b5c3f4e-1111-2222-3333-{i:012d}.jsonl").write_text(
-            json.dumps({"type": "user", "cwd": f"/home/dev/project-{i}", "sessionId": "s",
-                        "timestamp": "2026-11-01T00:00:00Z", "message": {"role": "user", "content": "hi"}}) + "\n")
+        if transcripts:
+            (d / f"0b5c3f4e-1111-2222-3333-{i:012d}.jsonl").write_text(
+                json.dumps({"type": "user", "cwd": f"/home/dev/project-{i}", "sessionId": "s",
+                            "timestamp": "2026-11-01T00:00:00Z", "message": {"role": "user", "content": "hi"}}) + "\n")
 
 
 def bench_idle(minutes: float, projects: int, reconcile_s: float) -> dict[str, float]:
@@ -179,6 +191,116 @@ def bench_idle(minutes: float, projects: int, reconcile_s: float) -> dict[str, f
     return res
 
 
+def proc_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def slope(xs: list[float], ys: list[float]) -> float:
+    """Least-squares slope of ys over xs."""
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / den if den else 0.0
+
+
+class LogTail:
+    """The daemon's JSON log read incrementally (a long run's log is re-read from where it was)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.seen: list[dict[str, object]] = []
+
+    def poll(self) -> list[dict[str, object]]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        end = data.rfind(b"\n") + 1
+        self.offset += end
+        new = []
+        for line in data[:end].splitlines():
+            try:
+                new.append(json.loads(line))
+            except ValueError:
+                continue
+        self.seen.extend(new)
+        return new
+
+    def count(self, name: str, **match: object) -> int:
+        self.poll()
+        return sum(1 for e in self.seen if e.get("event") == name and all(e.get(k) == v for k, v in match.items()))
+
+    def wait(self, name: str, count: int, timeout: float = 300.0, **match: object) -> None:
+        deadline = time.monotonic() + timeout
+        while self.count(name, **match) < count:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"timed out waiting for {name} #{count} {match}")
+            time.sleep(0.02)
+
+
+def bench_dreams(dreams: int, projects: int, mode: str) -> dict[str, Any]:
+    sys.path.insert(0, str(ROOT))
+    from memd.daemon import control
+    from tests.plugins.stub_api import StubAPI
+
+    with tempfile.TemporaryDirectory() as d, StubAPI() as stub:
+        base = Path(d)
+        root = base / "claude" / "projects"
+        make_projects(root, projects)
+        names = [f"-bench-dream-{k}" for k in range(10)]
+        for name in names:
+            mem = root / name / "memory"
+            mem.mkdir(parents=True)
+            (mem / "note.md").write_text("---\nname: note\ndescription: a counter\ntype: project\n---\nv0\n")
+            (mem / "MEMORY.md").write_text("- [Note](note.md) — a counter\n")
+        config = (f"[daemon]\nisolate_jobs = {'true' if mode == 'child' else 'false'}\n"
+                  '[schedule]\ncatchup_cron = "0 0 1 1 *"\n[dream]\nmax_searches = 0\n')
+        env = env_for(base)
+        env.update(ANTHROPIC_API_KEY="bench-key", ANTHROPIC_BASE_URL=stub.base_url)
+        cfg = Path(env["XDG_CONFIG_HOME"]) / "memd" / "config.toml"
+        cfg.parent.mkdir(parents=True, exist_ok=True)
+        cfg.write_text(config)
+        state_dir = Path(env["XDG_STATE_HOME"]) / "memd"
+        proc = subprocess.Popen([sys.executable, "-m", "memd", "run", "--console", "no"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        log = LogTail(state_dir / "memd.log")
+        rss: list[float] = []
+        outcomes: dict[str, int] = {}
+        try:
+            log.wait("daemon.ready", 1, timeout=600)
+            time.sleep(10)  # first scans and measures settle
+            idle = proc_rss_mb(proc.pid)
+            counter = dict.fromkeys(names, 0)
+            for i in range(dreams):
+                name = names[i % len(names)]
+                k = counter[name]
+                stub.script(stub.message(stub.memory("str_replace", path="/memories/note.md", old_str=f"v{k}\n",
+                                                     new_str=f"v{k + 1}\n")),
+                            stub.message(stub.text(f"Counted to {k + 1}.")))
+                counter[name] = k + 1
+                control.send(state_dir, "dream", [name])
+                log.wait("job.end", i + 1, job="dream")
+                rss.append(proc_rss_mb(proc.pid))
+            for e in log.seen:
+                if e.get("event") == "job.finish" and e.get("job") == "dream":
+                    outcomes[str(e.get("outcome"))] = outcomes.get(str(e.get("outcome")), 0) + 1
+            hwm = proc_hwm_mb(proc.pid)
+        finally:
+            proc.terminate()
+            proc.wait(60)
+    warm = min(10, len(rss))
+    xs = [float(i + 1) for i in range(warm, len(rss))]
+    return {"mode": mode, "dreams": dreams, "idle_mb": idle, "first_mb": rss[0], "warm_mb": rss[warm - 1],
+            "end_mb": rss[-1], "max_mb": max(rss), "hwm_mb": hwm,
+            "slope_mb_per_dream": slope(xs, rss[warm:]) if len(xs) > 1 else 0.0, "outcomes": outcomes,
+            "model_calls": len(stub.requests)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--minutes", type=float, default=10.0, help="idle window (the issue asks for 10)")
@@ -188,7 +310,20 @@ def main() -> int:
     ap.add_argument("--reconcile", type=float, default=60.0,
                     help="reconcile interval during the idle run (default 60 s: several rescans in the window)")
     ap.add_argument("--skip-idle", action="store_true")
+    ap.add_argument("--dreams", type=int, default=0,
+                    help="measure the daemon's memory over this many scripted dreams (and nothing else)")
+    ap.add_argument("--mode", choices=("child", "inline", "both"), default="both",
+                    help="with --dreams: jobs in a child process, on the daemon's thread, or both")
     args = ap.parse_args()
+    if args.dreams:
+        for mode in ("inline", "child") if args.mode == "both" else (args.mode,):
+            r = bench_dreams(args.dreams, args.projects, mode)
+            print(f"{mode}: {r['dreams']} dreams, {args.projects} idle projects: RSS idle {r['idle_mb']:.1f} MB, "
+                  f"after the first dream {r['first_mb']:.1f} MB, after 10 {r['warm_mb']:.1f} MB, "
+                  f"at the end {r['end_mb']:.1f} MB (max {r['max_mb']:.1f}, peak VmHWM {r['hwm_mb']:.1f}); "
+                  f"slope over dreams 11..{r['dreams']}: {r['slope_mb_per_dream'] * 1000:+.1f} KB per dream; "
+                  f"outcomes {r['outcomes']}; model calls {r['model_calls']}", flush=True)
+        return 0
     lat = bench_latency(args.writes, args.quiet)
     print(f"latency over {args.writes} writes (debounce quiet {args.quiet:g} s): median {lat['median_s']:.3f} s, "
           f"p95 {lat['p95_s']:.3f} s (min {lat['min_s']:.3f}, max {lat['max_s']:.3f}); "

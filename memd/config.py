@@ -96,6 +96,12 @@ class DaemonConfig(Record):
         20.0, "Bound on a graceful stop (shorter than the service manager's stop timeout).", min=1)
     auto_relief: bool = key(
         False, "After an 'over' warning, once the project is idle, rebuild the index (and queue a dream).")
+    isolate_jobs: bool = key(
+        True, "Run each dream and catch-up in a child process: the daemon's memory stays small whatever "
+        "the jobs did, and a crash, hang or leak is confined to one run.")
+    job_timeout_s: float = key(
+        4500.0, "Hard limit on one project's dream or catch-up in its child process (keep it above "
+        "model.run_deadline_s); past it the child is killed and the run recorded as failed.", min=5)
 
 
 class ModelConfig(Record):

@@ -1,5 +1,6 @@
 """The daemon: only wiring. The main loop with signals (server), the worker it holds (worker: jobs and
-transcript scans on their own threads, reporting back through the loop's queue), watching (watch,
+transcript scans on their own threads, reporting back through the loop's queue; child: dreams and
+catch-ups in a child process with a hard time limit, so the daemon never loads the model SDK), watching (watch,
 debounce), condense warnings (budget: read and measure), decisions as pure functions of values and an
 injected clock (policy: once a night, warn/clear, relief; schedule: slot arithmetic), pid file and
 heartbeat (pidfile), service-manager notifications (notify), requests from `memd trigger` (control),

@@ -16,9 +16,14 @@ Decisions are pure functions (memd.daemon.policy, memd.daemon.schedule); time co
 ``Clock`` (memd.clock), passed on to the worker and the jobs, so the loop's methods run in-process
 under a ``ManualClock`` in tests.
 
+Model jobs (dream, catch-up) do their work in a child process (memd.daemon.child), one per job,
+with a hard time limit per project: the daemon never loads the SDK, and a crash, hang or leak ends
+with the child.
+
 Stopping is two-staged: the first SIGTERM/SIGINT sets ``stop`` (the running job abandons cleanly
-between steps; no new job starts) and waits up to ``daemon.stop_timeout_s``; a second signal stops
-at once. Either way held ``.consolidate-lock`` files are given back and open run-log rows closed.
+between steps, in its child too; no new job starts) and waits up to ``daemon.stop_timeout_s``; a
+second signal stops at once. Either way a child still running is killed, held ``.consolidate-lock``
+files are given back and open run-log rows closed.
 """
 
 from __future__ import annotations
@@ -278,7 +283,10 @@ class Daemon:
             self.watcher.stop()
         self.drain()  # the worker's last messages: is a job still running?
         self.worker.close()
-        self.left_running = self.worker.join(2.0, jobs=not self.job_running)
+        # a model job's child still running past the stop bound is killed: its run ends "abandoned"
+        # through the runner (row closed, lock given back) and the job thread ends with it
+        aborted = self.worker.abort()
+        self.left_running = self.worker.join(5.0 if aborted else 2.0, jobs=aborted or not self.job_running)
         if self.left_running:
             from memd.jobs import gates, runner
 

@@ -20,12 +20,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from queue import Empty, Queue, SimpleQueue
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memd import layout
 from memd.clock import Clock
 from memd.config import Config
 from memd.errors import MemdError
+
+if TYPE_CHECKING:
+    from memd.daemon.child import ChildJob
 
 Message = tuple[str, Any]
 JOB_LOCK_RETRY_S = 2.0
@@ -66,6 +69,7 @@ class Worker:
         self._jobs: Queue[JobRequest | None] = Queue()
         self._scans: Queue[str | None] = Queue()
         self._threads: dict[str, threading.Thread] = {}
+        self._child: ChildJob | None = None  # the running job's child process, when it has one
 
     # ------------------------------------------------------------------ the main loop's side
 
@@ -89,6 +93,13 @@ class Worker:
         """No more work: each thread ends after what it is doing."""
         self._jobs.put(None)
         self._scans.put(None)
+
+    def abort(self) -> bool:
+        """Kill the running job's child process now (a shutdown past its bound): the project in flight
+        ends ``failed`` ("abandoned"), the runner closes its row and gives its lock back, the job thread
+        ends. True when there was a child to kill."""
+        child = self._child
+        return child is not None and child.kill()
 
     def alive(self) -> bool:
         """The job thread is running (it may be idle)."""
@@ -161,7 +172,23 @@ class Worker:
             def after(p: layout.Project, out: Any) -> None:
                 self.outbox.put(("after_project", p.name))
 
-            runner.run_job(req.job, jc, projects, before_project=before, after_project=after)
+            child = self._child_for(req.job, config, claude_dir)
+            try:
+                runner.run_job(req.job, jc, projects, child, before_project=before, after_project=after)
+            finally:
+                self._child = None
+                if child is not None:
+                    child.close()
+
+    def _child_for(self, job: str, config: Config, claude_dir: Path) -> ChildJob | None:
+        """The work of a model job in a child process (``memd.daemon.child``), unless configured inline."""
+        from memd.daemon.child import JOBS, ChildJob
+
+        if job not in JOBS or not config.daemon.isolate_jobs:
+            return None
+        self._child = ChildJob(job, config, claude_dir, self.state_dir, log=self.log,
+                               timeout_s=config.daemon.job_timeout_s)
+        return self._child
 
     @contextlib.contextmanager
     def _job_lock(self) -> Iterator[None]:
