@@ -122,6 +122,16 @@ MIGRATIONS: list[str] = [
     ALTER TABLE runs ADD COLUMN tokens_total INTEGER NOT NULL DEFAULT 0;
     UPDATE runs SET tokens_total = tokens_in + tokens_out + cache_read + cache_write
     """,
+    # 3 -> 4: outcomes name what happened (memd.jobs.Outcome): "ok" said nothing about whether files
+    # changed, so old rows read by their counts.
+    """
+    UPDATE runs SET outcome = CASE
+        WHEN outcome = 'ok' AND added + changed + deleted > 0 THEN 'changed'
+        WHEN outcome IN ('ok', 'noop') THEN 'unchanged'
+        WHEN outcome = 'rejected' THEN 'refused'
+        WHEN outcome = 'review' THEN 'proposed'
+        ELSE outcome END
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -59,7 +59,7 @@ def test_a_model_cannot_write_through_a_symlink_in_the_memory_folder(env: Env, t
     s.script(s.message(s.tool_use("memory", SYMLINK_ATTACKS[attack])), s.message(s.text("done")))
     before = tree(p.memory_dir)
     out = dream_project(env.jc(), p)
-    assert out.outcome == "noop", out
+    assert out.outcome == "unchanged", out
     assert tree(p.memory_dir) == before
     assert tree(outside) == {"there.md": topic("There", "there", "theirs", "project")}
     assert (p.memory_dir / "user_new.md").is_symlink()
@@ -208,7 +208,7 @@ def test_links_to_non_md_files_and_folders_do_not_reject_every_run(env: Env) -> 
     s.script(s.message(s.memory("str_replace", path="/memories/project_deploy.md", old_str="Fridays.",
                                 new_str="Fridays (since 2026-03-01).")), s.message(s.text("ok")))
     out = dream_project(env.jc(), p)
-    assert out.outcome == "ok", out
+    assert out.outcome == "changed", out
     assert "since 2026-03-01" in (p.memory_dir / "project_deploy.md").read_text()
     assert "(arch.png)" in index.read_text() and "(docs/)" in index.read_text()
 
@@ -223,7 +223,7 @@ def test_a_run_keeps_index_entries_of_live_files_it_never_staged(env: Env) -> No
     s.script(s.message(s.memory("str_replace", path="/memories/project_deploy.md", old_str="Fridays.",
                                 new_str="Fridays (since 2026-03-01).")), s.message(s.text("ok")))
     out = dream_project(env.jc(), p)
-    assert out.outcome == "ok", out
+    assert out.outcome == "changed", out
     assert "- [Inner](inner.md) — a symlink inside the folder" in index.read_text()
     assert "since 2026-03-01" in (p.memory_dir / "project_deploy.md").read_text()
 
@@ -268,7 +268,7 @@ def test_a_run_that_empties_every_memory_is_rejected_whole(env: Env) -> None:
     log = Log()
     before = tree(p.memory_dir)
     out = dream_project(env.jc(log=log), p)
-    assert out.outcome == "rejected", out
+    assert out.outcome == "refused", out
     assert tree(p.memory_dir) == before
     reasons = out.details["rejected"]
     assert {r.split(":")[0] for r in reasons if "empties this memory" in r} == set(bodies)
@@ -284,7 +284,7 @@ def test_a_run_that_strips_a_description_is_rejected(env: Env) -> None:
                                 old_str="description: backend engineer\n", new_str="")), s.message(s.text("ok")))
     before = tree(p.memory_dir)
     out = dream_project(env.jc(), p)
-    assert out.outcome == "rejected" and "user_role.md: the run removes its description" in out.message
+    assert out.outcome == "refused" and "user_role.md: the run removes its description" in out.message
     assert tree(p.memory_dir) == before
 
 
@@ -308,7 +308,7 @@ def test_a_run_that_shrinks_every_memory_to_a_stub_is_rejected(env: Env) -> None
                                   new_str="See code.") for i in range(4)]), s.message(s.text("tidied")))
     before = tree(p.memory_dir)
     out = dream_project(env.jc(), p)
-    assert out.outcome == "rejected", out
+    assert out.outcome == "refused", out
     assert "the run shrinks the memories' content by" in out.message and "at most 50% allowed" in out.message
     assert tree(p.memory_dir) == before
 
@@ -335,7 +335,7 @@ def test_merging_two_near_duplicates_still_passes(env: Env) -> None:
                                 new_str=LONG + " (CI is also called GH Actions.)"),
                        s.memory("delete", path="/memories/project_4.md")), s.message(s.text("merged")))
     out = dream_project(env.jc(), p)
-    assert out.outcome == "ok" and (out.changed, out.deleted) == (1, 1), out
+    assert out.outcome == "changed" and (out.changed, out.deleted) == (1, 1), out
 
 
 def test_a_tiny_folder_may_merge_its_two_duplicates_tersely(env: Env) -> None:
@@ -350,7 +350,7 @@ def test_a_tiny_folder_may_merge_its_two_duplicates_tersely(env: Env) -> None:
     s.script(s.message(s.memory("str_replace", path="/memories/feedback_a.md", old_str=a, new_str=merged),
                        s.memory("delete", path="/memories/feedback_b.md")), s.message(s.text("merged")))
     out = dream_project(env.jc(), p)
-    assert out.outcome == "ok", out
+    assert out.outcome == "changed", out
     assert set(tree(p.memory_dir)) == {"MEMORY.md", "feedback_a.md"}
 
 
@@ -366,7 +366,7 @@ def test_catchup_rejects_a_wipe_too_and_keeps_its_offsets(env: Env) -> None:
     log = Log()
     before = tree(p.memory_dir)
     out = catchup_project(env.jc(log=log), p)
-    assert out.outcome == "rejected" and "empties this memory" in out.message
+    assert out.outcome == "refused" and "empties this memory" in out.message
     assert tree(p.memory_dir) == before
     assert log.warnings[0][0] == "catchup.rejected" and log.warnings[0][1]["reasons"]
     t = env.state.transcript(sess)
@@ -465,5 +465,5 @@ def test_a_crashed_writes_temp_file_is_swept_when_a_run_applies(env: Env) -> Non
     s.script(s.message(s.memory("str_replace", path="/memories/project_deploy.md", old_str="Fridays.",
                                 new_str="Fridays (since 2026-03-01).")), s.message(s.text("ok")))
     out = dream_project(env.jc(), p)
-    assert out.outcome == "ok", out
+    assert out.outcome == "changed", out
     assert [n for n in os.listdir(p.memory_dir) if n.startswith(".")] == []

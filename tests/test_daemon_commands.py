@@ -122,8 +122,9 @@ def test_foreground_dream_and_catchup(claude_home: Path, capsys: pytest.CaptureF
     assert code == 0 and "-home-u-app: not run (min_sessions: 0 sessions touched" in out
     assert out.count("Model work is off") == 1
     code, out, _ = memd(capsys, "dream", "-home-u-app", "--force", "--dry-run")
-    assert code == 0 and out.splitlines()[1].startswith("-home-u-app: ")
-    assert out.count("odel work is off") == 1 and "(+0 ~0 -0): index rebuild" in out.splitlines()[1]
+    # the rebuild would drop the index's only entry (its file is missing): refused, with the reason, exit 1
+    assert code == 1 and out.splitlines()[1].startswith("-home-u-app: refused (+0 ~0 -0): index rebuild refused: ")
+    assert out.count("odel work is off") == 1 and "would drop 1 of 1 index entries" in out
     code, out, _ = memd(capsys, "catchup", "--dry-run")
     assert code == 0 and "-home-u-app: " in out
     sd = Path(os.environ["XDG_STATE_HOME"]) / "memd"

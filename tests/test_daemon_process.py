@@ -245,7 +245,7 @@ def test_a_run_missed_while_stopped_runs_once_on_start(run_daemon: RunDaemon) ->
     due = d.wait_for("schedule.due", job="checkin")
     assert due["caught_up"] is True
     fin = d.wait_for("job.finish", job="checkin")
-    assert fin["outcome"] == "ok"
+    assert fin["outcome"] == "changed"
     assert list((d.state_dir / "reports").glob("checkin-*.md"))
     d.wait_for("checkin.report")
     assert d.stop() == 0
@@ -256,7 +256,7 @@ def test_a_run_missed_while_stopped_runs_once_on_start(run_daemon: RunDaemon) ->
     d.wait_for("job.end", job="catchup")
     assert len(d.events("schedule.due", job="checkin")) == 1
     with StateStore.open(d.state_dir) as st:
-        assert [r.outcome for r in st.runs(job="checkin")] == ["ok"]
+        assert [r.outcome for r in st.runs(job="checkin")] == ["changed"]
         assert st.get("schedule.checkin.pick") is not None
     assert {e["job"] for e in d.events("schedule.picked")} == {"dream"}  # the check-in pick was kept
     assert d.stop() == 0

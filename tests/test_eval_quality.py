@@ -56,7 +56,7 @@ def test_every_model_facing_check_fails_for_some_weak_player(scores: dict[str, e
 def _outcome(tmp_path: Path, sc: ev.Scenario, bodies: list[str]) -> ev.Outcome:
     project = ev.setup(sc, tmp_path / "claude")
     team = ev.snapshot(project.memory_dir / "team")
-    return ev.Outcome(project.memory_dir, team, bodies, ProjectOutcome(ev.PROJECT, "ok"))
+    return ev.Outcome(project.memory_dir, team, bodies, ProjectOutcome(ev.PROJECT, "changed"))
 
 
 def _check(sc: ev.Scenario, label: str) -> ev.Check:

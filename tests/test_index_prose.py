@@ -126,7 +126,7 @@ def test_a_run_that_changes_only_the_index_prose_does_not_say_it_changed_nothing
         set(res.added + res.changed + res.deleted) == {INDEX_NAME}
     out = ProjectOutcome("-p", "failed")
     record(out, res)  # what the run log and `memd dream` print: "ok (+0 ~1 -0)"
-    assert (out.outcome, out.added, out.changed, out.deleted) == ("ok", 0, 1, 0)
+    assert (out.outcome, out.added, out.changed, out.deleted) == ("changed", 0, 1, 0)
 
 
 def test_summaries_count_every_file_the_index_included() -> None:

@@ -27,15 +27,40 @@ def state(tmp_path: Path) -> Any:
 
 
 def test_outcomes_are_the_run_log_strings() -> None:
-    assert OUTCOMES == get_args(Outcome) == ("ok", "noop", "skipped", "failed", "rejected", "review")
+    assert OUTCOMES == get_args(Outcome) == (
+        "changed", "unchanged", "proposed", "refused", "partial", "skipped", "failed")
+
+
+def test_old_run_rows_read_in_the_new_names(tmp_path: Path) -> None:
+    """State schema 3 rows said "ok" whether or not files changed; the migration reads their counts."""
+    import sqlite3
+
+    from memd.state import FILENAME, MIGRATIONS
+
+    db = tmp_path / "state" / FILENAME
+    db.parent.mkdir()
+    conn = sqlite3.connect(db)
+    for i, sql in enumerate(MIGRATIONS[:3]):
+        conn.executescript(sql)
+        conn.execute(f"PRAGMA user_version = {i + 1}")
+    for outcome, added in [("ok", 2), ("ok", 0), ("noop", 0), ("rejected", 0), ("review", 1), ("failed", 0)]:
+        conn.execute("INSERT INTO runs (job, project, started, outcome, added) VALUES ('dream', '-p', 1.0, ?, ?)",
+                     (outcome, added))
+    conn.commit()
+    conn.close()
+    with StateStore.open(tmp_path / "state") as st:
+        got = sorted(r.outcome for r in st.runs(limit=10))
+    assert got == sorted(["changed", "unchanged", "unchanged", "refused", "proposed", "failed"])
 
 
 @pytest.mark.parametrize("outcome", OUTCOMES)
 def test_one_consolidation_rule(outcome: str) -> None:
     # a review applied nothing: not a consolidation (issue 11)
-    assert counts_as_consolidation("dream", outcome, dry_run=False) == (outcome in ("ok", "noop"))
+    assert counts_as_consolidation("dream", outcome, dry_run=False) == (outcome in ("changed", "unchanged"))
     assert not counts_as_consolidation("dream", outcome, dry_run=True)
     assert not counts_as_consolidation("catchup", outcome, dry_run=False)
+    # without the model only the index is rebuilt: never a consolidation, whatever it changed
+    assert not counts_as_consolidation("dream", outcome, dry_run=False, model_off=True)
 
 
 def test_runner_reads_time_and_marks_consolidation_through_the_clock(tmp_path: Path, state: Any) -> None:
@@ -48,12 +73,12 @@ def test_runner_reads_time_and_marks_consolidation_through_the_clock(tmp_path: P
 
     def work(jc: JobContext, q: Project) -> ProjectOutcome:
         clock.advance(90)  # the work takes a minute and a half
-        return ProjectOutcome(q.name, "ok")
+        return ProjectOutcome(q.name, "changed")
 
     res = runner.run_job("dream", jc, [p], work)
     assert res.duration_s == pytest.approx(90)
     row = state.runs(project="-p")[0]
-    assert (row.started, row.ended, row.outcome) == (T0.timestamp(), T0.timestamp() + 90, "ok")
+    assert (row.started, row.ended, row.outcome) == (T0.timestamp(), T0.timestamp() + 90, "changed")
     assert state.project("-p").last_consolidation == T0.timestamp() + 90
     # Claude Code's lock was taken at the clock's "now" and kept (a consolidation)
     assert G.read_lock(p.memory_dir).exists
@@ -77,8 +102,8 @@ def test_a_review_dream_neither_gates_the_next_dream_nor_moves_the_lock(tmp_path
     clock = ManualClock(T0)
     jc = JobContext(config=Config(), claude_dir=tmp_path / "claude", state_dir=tmp_path / "state", state=state,
                     clock=clock, force=True)
-    res = runner.run_job("dream", jc, [p], lambda jc, q: ProjectOutcome(q.name, "review", "proposed +0 ~1 -0"))
-    assert [o.outcome for o in res.outcomes] == ["review"]
+    res = runner.run_job("dream", jc, [p], lambda jc, q: ProjectOutcome(q.name, "proposed", "proposed +0 ~1 -0"))
+    assert [o.outcome for o in res.outcomes] == ["proposed"]
     assert state.project("-p").last_consolidation is None
     assert lock.stat().st_mtime == old
     clock.advance(3600)  # an hour later the next dream is not held back by the 24 h gate
@@ -90,14 +115,14 @@ def test_a_review_dream_neither_gates_the_next_dream_nor_moves_the_lock(tmp_path
 def test_idle_streak_counts_model_runs_only(tmp_path: Path, state: Any) -> None:
     jc = JobContext(config=Config(), claude_dir=tmp_path, state_dir=tmp_path / "state", state=state)
     t = T0.timestamp()
-    for i, (outcome, tokens) in enumerate([("noop", 500), ("noop", 0), ("skipped", 0), ("noop", 700)]):
+    for i, (outcome, tokens) in enumerate([("unchanged", 500), ("unchanged", 0), ("skipped", 0), ("unchanged", 700)]):
         rid = state.start_run("dream", "-p", t + i)
         state.finish_run(rid, outcome=outcome, ended=t + i, tokens_in=tokens, summary="whatever the text says")
     # not a model run: no warning whatever the rows say
-    note_idle(jc, "dream", ProjectOutcome("-p", "noop", "nothing changed", model_called=False))
+    note_idle(jc, "dream", ProjectOutcome("-p", "unchanged", "nothing changed", model_called=False))
     assert state.warnings("-p") == []
     # a model run that changed nothing, after two such runs (the rows without tokens are not model runs)
-    note_idle(jc, "dream", ProjectOutcome("-p", "noop", "nothing to change", model_called=True))
+    note_idle(jc, "dream", ProjectOutcome("-p", "unchanged", "nothing to change", model_called=True))
     assert [w.kind for w in state.warnings("-p")] == [IDLE_WARNING]
 
 

@@ -157,22 +157,22 @@ def test_runner_events_run_log_and_failures(tmp_path: Path, state: Any) -> None:
         assert (p.memory_dir / G.LOCK_NAME).read_text() == str(os.getpid())  # held while working
         if p.name == "-b-x":
             raise RuntimeError("model said no")
-        return ProjectOutcome(p.name, "ok", "merged", changed=2, tokens_in=100, cost_usd=0.01)
+        return ProjectOutcome(p.name, "changed", "merged", changed=2, tokens_in=100, cost_usd=0.01)
 
     res = runner.run_job("dream", jc, [a, b, c], work)
-    assert [o.outcome for o in res.outcomes] == ["ok", "failed", "ok"]
+    assert [o.outcome for o in res.outcomes] == ["changed", "failed", "changed"]
     assert res.failed
     fin = rec.named("job.finish")
-    assert [(f["project"], f["outcome"]) for f in fin] == [("-a-x", "ok"), ("-b-x", "failed"), ("-c-x", "ok")]
+    assert [(f["project"], f["outcome"]) for f in fin] == [("-a-x", "changed"), ("-b-x", "failed"), ("-c-x", "changed")]
     assert all(isinstance(f["duration_s"], float) for f in fin)
     assert "RuntimeError: model said no" in fin[1]["error"]
     runs = {r.project: r for r in state.runs(job="dream")}
-    assert runs["-a-x"].outcome == "ok" and runs["-a-x"].changed == 2 and runs["-a-x"].cost_usd == 0.01
+    assert runs["-a-x"].outcome == "changed" and runs["-a-x"].changed == 2 and runs["-a-x"].cost_usd == 0.01
     assert runs["-b-x"].outcome == "failed" and not (b.memory_dir / G.LOCK_NAME).exists()  # rolled back
     assert state.project("-a-x").last_consolidation is not None
     assert state.project("-b-x").last_consolidation is None
     last = json.loads(state.get("job.dream.last"))
-    assert last["counts"] == {"ok": 2, "failed": 1}
+    assert last["counts"] == {"changed": 2, "failed": 1}
 
 
 def test_runner_skips_on_gates_and_stops_between_projects(tmp_path: Path, state: Any) -> None:
@@ -185,7 +185,7 @@ def test_runner_skips_on_gates_and_stops_between_projects(tmp_path: Path, state:
     def work(jc: JobContext, p: Project) -> ProjectOutcome:
         calls.append(p.name)
         stop.set()
-        return ProjectOutcome(p.name, "noop")
+        return ProjectOutcome(p.name, "unchanged")
 
     res = runner.run_job("dream", jc, [a, b], work)  # min_sessions gate: nobody runs
     assert calls == [] and set(res.skipped) == {"-a-x", "-b-x"}
@@ -203,7 +203,7 @@ def test_runner_imports_without_the_jobs_and_dry_run_takes_no_lock(tmp_path: Pat
 
     def work(jc: JobContext, q: Project) -> ProjectOutcome:
         seen.append((q.memory_dir / G.LOCK_NAME).exists())
-        return ProjectOutcome(q.name, "ok")
+        return ProjectOutcome(q.name, "changed")
 
     runner.run_job("dream", jc, [p], work)
     assert seen == [False] and not (p.memory_dir / G.LOCK_NAME).exists()
@@ -229,9 +229,9 @@ def test_checkin_report_and_no_change_warning(tmp_path: Path, state: Any) -> Non
     now = time.time()
     for i in range(5):
         rid = state.start_run("dream", "-idle-x", now - 3600 * (i + 1))
-        state.finish_run(rid, outcome="ok", ended=now - 3600 * (i + 1) + 5)
+        state.finish_run(rid, outcome="unchanged", ended=now - 3600 * (i + 1) + 5)
     rid = state.start_run("catchup", "-busy-x", now - 600)
-    state.finish_run(rid, outcome="ok", ended=now - 590, added=3, tokens_in=1000, tokens_out=200, cost_usd=0.25)
+    state.finish_run(rid, outcome="changed", ended=now - 590, added=3, tokens_in=1000, tokens_out=200, cost_usd=0.25)
     rid = state.start_run("dream", "-busy-x", now - 500)
     state.finish_run(rid, outcome="failed", ended=now - 490, error="RuntimeError: boom")
     state.set_warning("-busy-x", "budget", "over", {"lines": 230, "chars": 9000})
@@ -240,7 +240,7 @@ def test_checkin_report_and_no_change_warning(tmp_path: Path, state: Any) -> Non
     path = checkin.run_checkin(jc)
     assert path is not None and path == checkin.latest_report(tmp_path / "state")
     text = path.read_text()
-    assert "-busy-x | ok | +3 ~0 -0 | 1000/200 | $0.2500" in text
+    assert "-busy-x | changed | +3 ~0 -0 | 1000/200 | $0.2500" in text
     assert "RuntimeError: boom" in text
     assert "-busy-x: budget over (lines 230, chars 9000)" in text
     assert "- -idle-x" in text.split("## Runs that change nothing")[1]
@@ -275,7 +275,7 @@ def test_status_info_without_and_with_a_daemon(tmp_path: Path) -> None:
         st.set("schedule.dream.pick", json.dumps({"minute": 137, "window": "01:00-04:59"}))
         st.set("schedule.dream.last_slot", datetime(2026, 5, 30, 2, 17, tzinfo=tz).isoformat())
         st.set("schedule.catchup.last_slot", datetime(2026, 6, 1, 12, 0, tzinfo=tz).isoformat())
-        st.set("job.dream.last", json.dumps({"ended": now.timestamp(), "counts": {"ok": 2}}))
+        st.set("job.dream.last", json.dumps({"ended": now.timestamp(), "counts": {"changed": 2}}))
         st.set_warning("-p-x", "budget", "over", {"lines": 230, "chars": 1})
     with pidfile.PidLock(sd):
         pidfile.write_heartbeat(sd, {"pid": os.getpid(), "started": now.timestamp() - 60, "watching": True},
@@ -286,4 +286,4 @@ def test_status_info_without_and_with_a_daemon(tmp_path: Path) -> None:
     assert d["jobs"]["dream"]["next"].startswith("now (missed at 2026-06-01T02:17")
     assert d["jobs"]["catchup"]["next"] == "2026-06-01T14:00+02:00"
     text = info.render(d)
-    assert "daily at 02:17" in text and "ok 2" in text and "-p-x: budget over" in text
+    assert "daily at 02:17" in text and "changed 2" in text and "-p-x: budget over" in text

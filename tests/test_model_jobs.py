@@ -132,7 +132,7 @@ def test_catchup_creates_and_updates_from_a_real_transcript(env: Env, claude_dat
         s.message(s.text("saved one feedback memory, updated one")),
     )
     out = catchup_project(env.jc(), p)
-    assert out.outcome == "ok", out
+    assert out.outcome == "changed", out
     assert (out.added, out.changed, out.deleted) == (1, 2, 0)  # the index counted
     mem = tree(p.memory_dir)
     assert "Do not start `mix phx.server` unasked." in mem["feedback_ask_before_running.md"]
@@ -157,7 +157,7 @@ def test_catchup_creates_and_updates_from_a_real_transcript(env: Env, claude_dat
     assert [r.job for r in history.list_runs(env.state_dir, p.name)] == ["catchup"]
     # a second run has nothing to read: no model call
     n = len(s.requests)
-    assert catchup_project(env.jc(), p).outcome == "noop"
+    assert catchup_project(env.jc(), p).outcome == "unchanged"
     assert len(s.requests) == n
 
 
@@ -180,7 +180,7 @@ def test_catchup_skips_a_span_where_the_session_wrote_memory(env: Env) -> None:
         "message": {"id": "m1", "role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Write",
                     "input": {"file_path": str(p.memory_dir / "user_tabs.md"), "content": "x"}}]}}])
     out = catchup_project(env.jc(), p)
-    assert out.outcome == "noop" and env.stub.requests == []
+    assert out.outcome == "unchanged" and env.stub.requests == []
     t = env.state.transcript(sess)
     assert t is not None and t.extract_offset == sess.stat().st_size
 
@@ -250,7 +250,7 @@ def test_dream_merges_duplicates_and_rebuilds_the_index(env: Env) -> None:
         s.message(s.text("Merged the two tab memories into feedback_tabs.md.")),
     )
     out = dream_project(env.jc(), p)
-    assert out.outcome == "ok", out
+    assert out.outcome == "changed", out
     assert (out.added, out.changed, out.deleted) == (0, 2, 1)  # the index counted
     mem = tree(p.memory_dir)
     assert "feedback_tabs_2.md" not in mem
@@ -277,7 +277,7 @@ def test_dream_does_not_call_the_model_when_nothing_changed(env: Env) -> None:
     p = dup_folder(env)
     env.state.mark_consolidated(p.name, time.time())
     out = dream_project(env.jc(), p)
-    assert out.outcome == "noop" and "not called" in out.message and env.stub.requests == []
+    assert out.outcome == "unchanged" and "not called" in out.message and env.stub.requests == []
 
 
 def test_dream_without_a_key_rebuilds_only(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -286,8 +286,9 @@ def test_dream_without_a_key_rebuilds_only(env: Env, monkeypatch: pytest.MonkeyP
     (p.memory_dir / "feedback_tabs_2.md").unlink()  # a dangling link for the rebuild to drop
     out = dream_project(env.jc(), p)
     assert "model work is off" in out.message and "index rebuilt" in out.message and env.stub.requests == []
-    assert out.outcome == "skipped"  # not a consolidation: gates and the lock stay where they were
+    assert out.outcome == "changed" and out.model_off  # not a consolidation: gates and the lock stay where they were
     assert "feedback_tabs_2.md" not in (p.memory_dir / "MEMORY.md").read_text()
+    assert env.state.project(p.name).last_consolidation is None
 
 
 HOSTILE = {
@@ -307,7 +308,7 @@ def test_hostile_model_is_refused_and_nothing_is_lost(env: Env, attack: str) -> 
     s.script(s.message(s.tool_use("memory", HOSTILE[attack])), s.message(s.text("done")))
     before = tree(p.memory_dir)
     out = dream_project(env.jc(), p)
-    assert out.outcome == "noop", out
+    assert out.outcome == "unchanged", out
     assert tree(p.memory_dir) == before
     assert not (p.dir / "evil.md").exists() and not Path("/etc/evil.md").exists()
     result = s.requests[1].body["messages"][-1]["content"][0]
@@ -327,7 +328,7 @@ def test_deleting_everything_is_rejected_whole(env: Env) -> None:
     logged = log.warnings
     before = tree(p.memory_dir)
     out = dream_project(env.jc(log=log), p)
-    assert out.outcome == "rejected" and "deletes every memory" in out.message
+    assert out.outcome == "refused" and "deletes every memory" in out.message
     assert tree(p.memory_dir) == before
     assert logged and logged[0][0] == "dream.rejected" and logged[0][1]["reasons"]
     assert env.state.project(p.name).last_consolidation is None
@@ -341,7 +342,7 @@ def test_deleting_more_than_the_share_is_rejected(env: Env) -> None:
                        s.memory("delete", path="/memories/project_deploy.md")), s.message(s.text("ok")))
     before = tree(p.memory_dir)
     out = dream_project(env.jc(), p)
-    assert out.outcome == "rejected" and "deletes 2 of 4" in out.message
+    assert out.outcome == "refused" and "deletes 2 of 4" in out.message
     assert tree(p.memory_dir) == before
 
 
@@ -352,7 +353,7 @@ def test_broken_frontmatter_is_rejected(env: Env) -> None:
              s.message(s.text("ok")))
     before = tree(p.memory_dir)
     out = dream_project(env.jc(), p)
-    assert out.outcome == "rejected" and "user_x.md: has no frontmatter" in out.message
+    assert out.outcome == "refused" and "user_x.md: has no frontmatter" in out.message
     assert tree(p.memory_dir) == before
 
 
@@ -373,7 +374,7 @@ def test_a_concurrent_write_by_claude_code_is_not_clobbered(env: Env) -> None:
         Reply(body=s.message(s.text("done")), before=claude_code_writes),
     )
     out = dream_project(env.jc(), p)
-    assert out.outcome == "ok", out
+    assert out.outcome == "changed", out
     mem = tree(p.memory_dir)
     assert mem["user_role.md"] == theirs  # theirs kept
     assert "since 2026-03-01" in mem["project_deploy.md"]  # the rest applied
@@ -390,7 +391,7 @@ def test_review_mode_keeps_the_diff_and_applies_nothing(env: Env) -> None:
     cfg = replace(env.config, dream=replace(env.config.dream, apply="review"))
     before = tree(p.memory_dir)
     out = dream_project(env.jc(config=cfg), p)
-    assert out.outcome == "review" and out.changed == 1
+    assert out.outcome == "proposed" and out.changed == 1
     assert tree(p.memory_dir) == before
     assert env.state.project(p.name).last_consolidation is None  # nothing applied: not a consolidation
     diff = Path(out.details["review"]).read_text()
@@ -408,7 +409,7 @@ def test_undo_restores_a_run(env: Env) -> None:
                                 new_str="a frontend")),
              s.message(s.text("ok")))
     out = dream_project(env.jc(), p)
-    assert out.outcome == "ok" and tree(p.memory_dir) != before
+    assert out.outcome == "changed" and tree(p.memory_dir) != before
     res = history.undo_run(env.state_dir, p.name, p.memory_dir)
     assert res.run == out.run_id
     assert tree(p.memory_dir) == before
@@ -482,7 +483,7 @@ def test_a_crash_leaves_each_file_before_or_after(env: Env, point: str) -> None:
     assert tree(p.memory_dir) == before
     # and the next dream starts clean (the crashed staging copy is dropped)
     s.script(s.message(s.text("nothing to do")))
-    assert dream_project(env.jc(force=True), p).outcome == "noop"
+    assert dream_project(env.jc(force=True), p).outcome == "unchanged"
     assert len(list((env.state_dir / "staging" / p.name).iterdir())) == 0
 
 
@@ -493,7 +494,7 @@ def test_runs_that_keep_changing_nothing_raise_a_warning(env: Env) -> None:
         s.enqueue(s.message(s.text(f"all fine {SECRET}")))
         rid = env.state.start_run("dream", p.name, time.time())
         out = dream_project(env.jc(force=True), p)
-        assert out.outcome == "noop" and SECRET not in out.message
+        assert out.outcome == "unchanged" and SECRET not in out.message
         env.state.finish_run(rid, outcome=out.outcome, ended=time.time(), summary=out.message,
                              tokens_in=out.tokens_in, tokens_out=out.tokens_out)  # as the runner records it
         assert bool(env.state.warnings(p.name)) == (i == 2)
@@ -501,7 +502,7 @@ def test_runs_that_keep_changing_nothing_raise_a_warning(env: Env) -> None:
     assert w.kind == "model_runs_change_nothing" and w.details["runs"] == 3
     s.script(s.message(s.memory("str_replace", path="/memories/user_role.md", old_str="a backend",
                                 new_str="a platform")), s.message(s.text("fixed")))
-    assert dream_project(env.jc(force=True), p).outcome == "ok"
+    assert dream_project(env.jc(force=True), p).outcome == "changed"
     assert env.state.warnings(p.name) == []
 
 
@@ -514,7 +515,7 @@ def test_first_memory_of_a_project_creates_folder_and_index(env: Env) -> None:
         "Language", "answer in French", "Answer in French (asked on 2026-03-05).", "user"))),
         s.message(s.text("saved")))
     out = catchup_project(env.jc(), p)
-    assert out.outcome == "ok" and out.added == 2 and "(index written)" in out.message  # the index counted
+    assert out.outcome == "changed" and out.added == 2 and "(index written)" in out.message  # the index counted
     assert "(user_language.md)" in (p.memory_dir / "MEMORY.md").read_text()
     assert "(no memory files yet)" in s.requests[0].body["system"][-1]["text"]
 
@@ -527,13 +528,13 @@ def test_rejected_or_reviewed_catchup_keeps_offsets(env: Env) -> None:
     s = env.stub
     s.script(s.message(s.memory("create", path="/memories/user_x.md", file_text="no frontmatter\n")),
              s.message(s.text("saved")))
-    assert catchup_project(env.jc(), p).outcome == "rejected"
+    assert catchup_project(env.jc(), p).outcome == "refused"
     t = env.state.transcript(sess)
     assert t is not None and t.extract_offset == 0
     s.script(s.message(s.memory("create", path="/memories/user_x.md", file_text=topic("X", "x", "x", "user"))),
              s.message(s.text("saved")))
     out = catchup_project(env.jc(dry_run=True), p)
-    assert out.outcome == "review" and "+user_x.md" not in out.details["diff"] and "+x" in out.details["diff"]
+    assert out.outcome == "proposed" and "+user_x.md" not in out.details["diff"] and "+x" in out.details["diff"]
     t = env.state.transcript(sess)
     assert t is not None and t.extract_offset == 0 and not (p.memory_dir / "user_x.md").exists()
 
@@ -558,7 +559,7 @@ def test_dream_orientation_names_files_written_since_the_last_dream(env: Env) ->
     (p.memory_dir / "user_role.md").write_text(topic("Role", "staff engineer", "Now a staff engineer.", "user"))
     env.stub.script(env.stub.message(env.stub.text("nothing to merge")))
     out = dream_project(env.jc(), p)
-    assert out.outcome == "noop" and "user_role.md changed" in out.details["why"]
+    assert out.outcome == "unchanged" and "user_role.md changed" in out.details["why"]
     system = env.stub.requests[0].body["system"][-1]["text"]
     section = system.split("written since the last dream", 1)[1].split("##", 1)[0]
     assert "/memories/user_role.md" in section and "feedback_tabs.md" not in section
@@ -571,7 +572,7 @@ def test_a_dream_that_only_edits_the_index_is_applied(env: Env) -> None:
                                 old_str="— tabs, not spaces", new_str="— tabs only")),
              s.message(s.text("shortened an index line")))
     out = dream_project(env.jc(), p)
-    assert out.outcome == "ok" and "(index updated)" in out.message, out
+    assert out.outcome == "changed" and "(index updated)" in out.message, out
     assert "- [Tabs again](feedback_tabs_2.md) — tabs only\n" in (p.memory_dir / "MEMORY.md").read_text()
     assert (p.memory_dir / "feedback_tabs_2.md").exists()
 
@@ -583,7 +584,7 @@ def test_one_greedy_turn_cannot_inflate_the_conversation(env: Env) -> None:
     s = env.stub
     s.script(s.message(*[s.memory("view", path=f"/memories/reference_{i:02d}.md") for i in range(20)]),
              s.message(s.text("done")))
-    assert dream_project(env.jc(), p).outcome == "noop"
+    assert dream_project(env.jc(), p).outcome == "unchanged"
     results = s.requests[1].body["messages"][-1]["content"]
     assert len(results) == 20
     assert sum(len(r["content"]) for r in results) < 80_000
@@ -598,9 +599,9 @@ def test_through_the_runner_the_run_log_gets_tokens_and_cost(env: Env) -> None:
     s.script(s.message(s.memory("delete", path="/memories/feedback_tabs_2.md")), s.message(s.text("merged")))
     result = run_job("dream", env.jc(force=True), [p])
     (out,) = result.outcomes
-    assert out.outcome == "ok" and out.deleted == 1
+    assert out.outcome == "changed" and out.deleted == 1
     (row,) = env.state.runs(job="dream", project=p.name)
-    assert row.outcome == "ok" and row.deleted == 1 and row.cost_usd > 0
+    assert row.outcome == "changed" and row.deleted == 1 and row.cost_usd > 0
     assert row.tokens_in + row.cache_write > 0 and row.cache_read > 0
     assert history.list_runs(env.state_dir, p.name)[0].run == out.run_id
 
@@ -649,7 +650,7 @@ def test_secrets_in_transcripts_and_files_are_redacted_before_sending(env: Env) 
                  "Database", "staging runs Postgres 16", "Staging runs Postgres 16.", "project"))),
              s.message(s.text("saved the database version")))
     out = catchup_project(env.jc(), p)
-    assert out.outcome == "ok", out
+    assert out.outcome == "changed", out
     bodies = _bodies(env)
     assert len(bodies) == 3
     for body in bodies:
@@ -703,7 +704,7 @@ def test_catchup_extracts_the_turns_after_the_sessions_own_memory_write(env: Env
         "Deploy day", "deploys happen on Tuesdays", "Deploys happen on Tuesdays (corrected 2026-03-05).",
         "project"))), s.message(s.text("saved the deploy day")))
     out = catchup_project(env.jc(), p)
-    assert out.outcome == "ok", out
+    assert out.outcome == "changed", out
     bodies = _bodies(env)
     assert len(bodies) == 2
     assert "we deploy on Tuesdays" in bodies[0]
@@ -759,7 +760,7 @@ def test_user_turns_are_never_cut_and_a_long_span_is_split_across_runs(env: Env)
     words = _long_session(sess, 12)
     env.stub.fallback = Reply(200, env.stub.message(env.stub.text("nothing to save")))
     out = catchup_project(env.jc(config=_small_render(env)), p)
-    assert out.outcome in ("ok", "noop"), out
+    assert out.outcome in ("changed", "unchanged"), out
     bodies = [json.loads(b) for b in _bodies(env)]
     assert len(bodies) > 1  # one run per piece
     sent = [b["messages"][0]["content"] for b in bodies]
@@ -803,7 +804,7 @@ def test_a_dream_sends_no_secret_already_in_memory(env: Env) -> None:
     s.script(s.message(s.memory("view", path="/memories/project_ops.md")),
              s.message(s.text("nothing to merge")))
     out = dream_project(env.jc(force=True), p)
-    assert out.outcome in ("ok", "noop"), out
+    assert out.outcome in ("changed", "unchanged"), out
     bodies = _bodies(env)
     assert bodies and all(FILE_SECRET not in b for b in bodies)
     assert "[REDACTED:GitHub token]" in bodies[0]

@@ -41,7 +41,7 @@ def test_dream_cut_at_max_tokens_is_asked_again_with_a_larger_budget(env: Env) -
              s.message(s.memory("delete", path=DELETE_DUP)),
              s.message(s.text("merged the duplicates")))
     out = dream_project(env.jc(force=True), p)
-    assert out.outcome == "ok" and out.deleted == 1, out  # not "noop: nothing to change"
+    assert out.outcome == "changed" and out.deleted == 1, out  # not "noop: nothing to change"
     budgets = [r.body["max_tokens"] for r in s.requests]
     assert budgets[1] == 2 * budgets[0] and budgets[2] == budgets[1]
     assert s.requests[1].body["messages"] == s.requests[0].body["messages"]  # the cut reply is dropped
@@ -90,7 +90,7 @@ def test_pause_turn_continues_the_turn(env: Env) -> None:
              s.message(s.memory("delete", path=DELETE_DUP)),
              s.message(s.text("merged")))
     out = dream_project(env.jc(force=True), p)
-    assert out.outcome == "ok" and out.deleted == 1, out
+    assert out.outcome == "changed" and out.deleted == 1, out
     assert s.pending == 0 and len(s.requests) == 3
     resumed = s.requests[1].body["messages"]
     assert resumed[-1]["role"] == "assistant"  # the paused turn is sent back as-is
@@ -180,7 +180,7 @@ def test_absurd_usage_is_rejected_with_a_reason_not_a_crash(env: Env, bad: Any) 
                      "cache_read_input_tokens": 7}
     s.script(Reply(raw=json.dumps(body).encode()), s.message(s.text("merged")))
     (out,) = run_job("dream", env.jc(force=True), [p]).outcomes
-    assert out.outcome == "ok" and out.deleted == 1, out
+    assert out.outcome == "changed" and out.deleted == 1, out
     assert any("usage.output_tokens" in r for r in out.details["usage_rejected"])
     (row,) = env.state.runs(job="dream", project=p.name)
     assert 0 <= row.tokens_out < 10_000 and row.tokens_in >= 100 and row.cache_read >= 7
@@ -197,7 +197,7 @@ def test_usage_count_bounds() -> None:
 def test_finish_run_stores_sane_counts_whatever_it_is_given(tmp_path: Path) -> None:
     with StateStore.open(tmp_path) as s:
         rid = s.start_run("dream", "p", 1.0)
-        s.finish_run(rid, outcome="ok", ended=2.0, tokens_in=10, tokens_out=int(1e308), cache_read=5,
+        s.finish_run(rid, outcome="changed", ended=2.0, tokens_in=10, tokens_out=int(1e308), cache_read=5,
                      cache_write=-3, cost_usd=math.nan)
         (row,) = s.runs()
         assert (row.tokens_in, row.tokens_out, row.cache_read, row.cache_write, row.tokens_total) == (10, 0, 5, 0, 15)
@@ -225,7 +225,7 @@ def test_checkin_report_shows_every_token_of_a_cached_dream(tmp_path: Path) -> N
 
     with StateStore.open(tmp_path) as s:
         rid = s.start_run("dream", "p", 100.0)
-        s.finish_run(rid, outcome="ok", ended=200.0, tokens_in=0, tokens_out=900, cache_read=400_000,
+        s.finish_run(rid, outcome="changed", ended=200.0, tokens_in=0, tokens_out=900, cache_read=400_000,
                      cache_write=42_000, cost_usd=0.1)
         text = build_report(s, now=300.0, since=0.0).markdown
     # input counts cache reads and writes too (it read "0/900" before)
@@ -238,7 +238,7 @@ def test_thinking_blocks_go_back_intact_and_never_carry_the_breakpoint(env: Env)
     thought = {"type": "thinking", "thinking": "Two tab files say the same.", "signature": "sig-abc"}
     s.script(s.message(thought, s.memory("delete", path=DELETE_DUP)), s.message(s.text("merged")))
     out = dream_project(env.jc(force=True), p)
-    assert out.outcome == "ok" and out.deleted == 1, out
+    assert out.outcome == "changed" and out.deleted == 1, out
     sent = s.requests[1].body["messages"]
     assert sent[1]["role"] == "assistant" and sent[1]["content"][0] == thought
     assert [m["role"] for m in sent] == ["user", "assistant", "user"]

@@ -38,7 +38,7 @@ def test_reopen_keeps_data(tmp_path: Path) -> None:
         s.mark_catchup("proj", 1100.0)
         s.touch_session("proj", SID, 1200.0)
         rid = s.start_run("dream", "proj", 1300.0)
-        s.finish_run(rid, outcome="ok", ended=1310.0, added=1, changed=2, deleted=3, tokens_in=10,
+        s.finish_run(rid, outcome="changed", ended=1310.0, added=1, changed=2, deleted=3, tokens_in=10,
                      tokens_out=20, cache_read=30, cache_write=40, cost_usd=0.5, summary="did things")
         assert s.set_warning("proj", "budget", "near", {"lines": 170})
         s.set("dream_minute", "02:17")
@@ -50,7 +50,7 @@ def test_reopen_keeps_data(tmp_path: Path) -> None:
         pr = s.project("proj")
         assert (pr.last_consolidation, pr.last_catchup, pr.last_session_at) == (1000.0, 1100.0, 1200.0)
         [run] = s.runs()
-        assert (run.id, run.job, run.outcome, run.added, run.changed, run.deleted) == (rid, "dream", "ok", 1, 2, 3)
+        assert (run.id, run.job, run.outcome, run.added, run.changed, run.deleted) == (rid, "dream", "changed", 1, 2, 3)
         assert (run.tokens_in, run.tokens_out, run.cache_read, run.cache_write) == (10, 20, 30, 40)
         assert run.cost_usd == 0.5 and run.summary == "did things" and run.ended == 1310.0
         [w] = s.warnings()

@@ -23,28 +23,43 @@ if TYPE_CHECKING:
     from memd.config import Config
     from memd.layout import Project
 
-Outcome = Literal["ok", "noop", "skipped", "failed", "rejected", "review"]
-"""How one project's run ended; the run log keeps exactly these strings ("running" until then)."""
+Outcome = Literal["changed", "unchanged", "proposed", "refused", "partial", "skipped", "failed"]
+"""How one project's run ended; the run log keeps exactly these strings ("running" until then).
+
+- ``changed``: files changed (the counts say how many);
+- ``unchanged``: it ran and had nothing to change: the folder is byte for byte as before;
+- ``proposed``: a dry run or a review: a diff was made, nothing was written;
+- ``refused``: a guard refused the run, or a safe rebuild cannot fit; the message says why;
+- ``partial``: a cap was hit; what passed the guards was applied only if the run reached a
+  consistent state;
+- ``skipped``: not run (a gate, the lock, model work off with nothing to do, shutdown);
+- ``failed``: an error; the message says which.
+"""
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
-SUCCESS: frozenset[Outcome] = frozenset(("ok", "noop", "review"))  # the run did its work (or had none)
+SUCCESS: frozenset[Outcome] = frozenset(("changed", "unchanged", "proposed"))  # the run did its work
 # A consolidation: the work was done and its result is in the folder. A review proposed changes and
 # applied none: the folder is as unconsolidated as before, so the next dream may not wait 24 h.
-CONSOLIDATED: frozenset[Outcome] = SUCCESS - {"review"}
+CONSOLIDATED: frozenset[Outcome] = SUCCESS - {"proposed"}
+# Outcomes a command reports with a non-zero exit (1): the run did not do what was asked.
+UNSUCCESSFUL: frozenset[Outcome] = frozenset(("refused", "partial", "failed"))
+# Run-log rows written before the outcome names said what happened (state schema < 4).
+LEGACY_OUTCOMES = {"ok": "changed", "noop": "unchanged", "rejected": "refused", "review": "proposed"}
 
 
-def counts_as_consolidation(job: str, outcome: str, *, dry_run: bool) -> bool:
+def counts_as_consolidation(job: str, outcome: str, *, dry_run: bool, model_off: bool = False) -> bool:
     """The one rule for "this project was consolidated now" (memd's last_consolidation and Claude
-    Code's ``.consolidate-lock`` mtime): a dream that did its work, for real, and applied it. A dream
-    skipped (model work off, shutdown), rejected, failed or only proposed (``review``) did not
-    consolidate; a dry run changed nothing."""
-    return job == "dream" and outcome in CONSOLIDATED and not dry_run
+    Code's ``.consolidate-lock`` mtime): a dream that did its work, for real, with the model, and
+    applied it. A dream skipped (shutdown), refused, failed, partial or only proposed did not
+    consolidate; a dry run changed nothing; with model work off only the index was rebuilt."""
+    return job == "dream" and outcome in CONSOLIDATED and not dry_run and not model_off
 
 
-def note_consolidation(jc: JobContext, job: str, project: str, outcome: str) -> bool:
+def note_consolidation(jc: JobContext, job: str, out: ProjectOutcome) -> bool:
     """Record "consolidated now" in the state when the rule above says so; True when recorded."""
-    if jc.state is None or not counts_as_consolidation(job, outcome, dry_run=jc.dry_run):
+    if jc.state is None or not counts_as_consolidation(job, out.outcome, dry_run=jc.dry_run,
+                                                       model_off=out.model_off):
         return False
-    jc.state.mark_consolidated(project, jc.clock.time())
+    jc.state.mark_consolidated(out.project, jc.clock.time())
     return True
 
 

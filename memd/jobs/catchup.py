@@ -88,7 +88,7 @@ def catchup_project(jc: JobContext, project: Project) -> ProjectOutcome:
 
     cfg = jc.config
     now = jc.clock.time()
-    out = ProjectOutcome(project.name, "noop")
+    out = ProjectOutcome(project.name, "unchanged")
     if jc.state is None:
         return ProjectOutcome(project.name, "skipped", "no state store")
     if project.dir.is_dir():

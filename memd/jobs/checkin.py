@@ -51,12 +51,12 @@ def _safe(text: str, limit: int = 120) -> str:
 
 
 def idle_projects(state: StateStore, projects: list[str], n: int = IDLE_RUNS) -> list[str]:
-    """Projects whose last ``n`` finished model runs all said "ok" and changed nothing."""
+    """Projects whose last ``n`` finished model runs all ran and changed nothing."""
     out: list[str] = []
     for name in projects:
         runs = [r for r in state.runs(project=name, limit=4 * n)
                 if r.job in ("dream", "catchup") and r.outcome not in ("running", "skipped")][:n]
-        if len(runs) == n and all(r.outcome == "ok" and not (r.added or r.changed or r.deleted) for r in runs):
+        if len(runs) == n and all(r.outcome == "unchanged" for r in runs):
             out.append(name)
     return out
 
@@ -162,7 +162,7 @@ def run_checkin(jc: JobContext) -> Path | None:
         state.set(LAST_KEY, repr(now))
         state.set("job.checkin.last", json.dumps({
             "ended": jc.clock.time(), "duration_s": round(jc.clock.monotonic() - t0, 3), "report": str(path),
-            "counts": {"ok": 1}, "runs": report.summary["runs"]}))
+            "counts": {"unchanged": 1}, "runs": report.summary["runs"]}))
     if jc.log is not None:
         jc.log.info("checkin.report", path=str(path) if path else None, duration_s=round(jc.clock.monotonic() - t0, 3),
                     **{k: v for k, v in report.summary.items() if k != "idle_projects"},

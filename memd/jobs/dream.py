@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memd import apply as ap
-from memd.jobs import JobContext, ProjectOutcome, note_consolidation
+from memd.jobs import JobContext, Outcome, ProjectOutcome, note_consolidation
 from memd.jobs import modelrun as mr
 
 if TYPE_CHECKING:
@@ -62,14 +62,14 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
     last = jc.state.project(project.name).last_consolidation if jc.state is not None else None
     why = changed_since(jc, project, last)
     if why is None and not jc.force:
-        return ProjectOutcome(project.name, "noop", "nothing changed since the last dream; model not called")
+        return ProjectOutcome(project.name, "unchanged", "nothing changed since the last dream; model not called")
     off = llm.model_off_reason(cfg)
     if off is not None:
         return _deterministic(jc, project, off)
     if not project.memory_dir.is_dir():
-        return ProjectOutcome(project.name, "noop", "no memory folder")
+        return ProjectOutcome(project.name, "skipped", "no memory folder")
 
-    out = ProjectOutcome(project.name, "noop")
+    out = ProjectOutcome(project.name, "unchanged")
     out.details["why"] = why or "forced"
     client: llm.Client | None = None  # made after the orientation: its run deadline starts then
 
@@ -128,7 +128,7 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         out.message = "stopped by shutdown before applying; nothing changed"
         return out
     mr.record(out, result)
-    note_consolidation(jc, "dream", project.name, out.outcome)  # also when run outside the runner
+    note_consolidation(jc, "dream", out)  # also when run outside the runner
     mr.note_idle(jc, "dream", out)
     return out
 
@@ -138,13 +138,24 @@ def _deterministic(jc: JobContext, project: Project, off: str) -> ProjectOutcome
 
     r = rebuild_project(project, jc.config, jc.state_dir, dry_run=jc.dry_run,
                         max_drop_share=jc.config.dream.max_delete_share)
-    # "skipped", not "ok": no consolidation happened, so neither memd's last_consolidation nor Claude
-    # Code's .consolidate-lock mtime may move (the runner rolls the lock back for anything but success)
-    done = "index rebuilt" if r.written else ("index rebuild proposed" if r.changed else "index already fine")
-    if r.refused:
-        done = "index rebuild refused: " + r.reasons[-1]
-    out = ProjectOutcome.without_model(project.name, "rejected" if r.refused else "skipped", off, done,
-                                       changed=1 if r.written else 0)
+    # Without the model only the index is rebuilt: the outcome says what happened to the files, and
+    # ``model_off`` keeps it from counting as a consolidation (neither memd's last_consolidation nor
+    # Claude Code's .consolidate-lock mtime may move).
+    outcome: Outcome
+    if r.written:
+        outcome, done = "changed", "index rebuilt"
+    elif r.changed and jc.dry_run and not r.refused:
+        outcome, done = "proposed", "index rebuild proposed"
+    elif r.changed or r.refused:
+        outcome = "refused"
+        done = "index rebuild refused: " + ("; ".join(r.reasons) or "it cannot be written safely")
+    elif not project.memory_dir.is_dir():
+        outcome, done = "skipped", "no memory folder"
+    elif r.reasons and not r.fits:
+        outcome, done = "failed", "index not rebuilt: " + "; ".join(r.reasons)
+    else:
+        outcome, done = "unchanged", "index already fine"
+    out = ProjectOutcome.without_model(project.name, outcome, off, done, changed=1 if r.written else 0)
     if r.reasons:
         out.details["reasons"] = r.reasons
     if r.changed and not r.written:

@@ -197,16 +197,16 @@ def record(out: ProjectOutcome, res: ap.RunResult) -> None:
     if res.rebuild:
         out.details["rebuild"] = list(res.rebuild[:10])
     if res.verdict is ap.Verdict.UNCHANGED:
-        out.outcome = "noop"
+        out.outcome = "unchanged"
         out.message = "nothing to change" + (f" ({res.note[:200]})" if res.note else "")
     elif res.verdict is ap.Verdict.REJECTED:
-        out.outcome = "rejected"
-        out.message = "rejected: " + "; ".join(res.reasons[:5])
+        out.outcome = "refused"
+        out.message = "refused: " + "; ".join(res.reasons[:5])
         out.details["rejected"] = list(res.reasons)
     else:
         out.added, out.changed, out.deleted = len(res.added), len(res.changed), len(res.deleted)
         if res.verdict is ap.Verdict.REVIEW:
-            out.outcome = "review"
+            out.outcome = "proposed"
             out.message = f"proposed {res.summary}; diff kept in {res.review_path}"
             out.details["review"] = str(res.review_path)
             out.details["diff"] = res.diff
@@ -214,7 +214,7 @@ def record(out: ProjectOutcome, res: ap.RunResult) -> None:
             out.details["history"] = res.history
             if res.dropped:
                 out.details["dropped"] = list(res.dropped)
-            out.outcome = "ok" if res.changed_anything else "noop"
+            out.outcome = "changed" if res.changed_anything else "unchanged"
             out.message = res.summary
             if res.dropped:
                 out.message += f" ({len(res.dropped)} part(s) dropped: changed meanwhile)"
@@ -236,16 +236,16 @@ def note_idle(jc: JobContext, job: str, out: ProjectOutcome) -> None:
     report shows; a run that changes something closes it."""
     if jc.state is None or jc.dry_run:
         return
-    if out.outcome == "ok" and (out.added or out.changed or out.deleted):
+    if out.outcome == "changed":
         jc.state.clear_warning(out.project, IDLE_WARNING)
         return
-    if out.outcome != "noop" or not out.model_called:
+    if out.outcome != "unchanged" or not out.model_called:
         return
     streak = 1  # this run; its own row is still "running" and is skipped below
     for r in jc.state.runs(job=job, project=out.project, limit=IDLE_STREAK * 4):
         if r.outcome == "running" or not _model_run(r):
             continue
-        if r.outcome in ("ok", "noop") and r.added + r.changed + r.deleted == 0:
+        if r.outcome == "unchanged":
             streak += 1
         else:
             break

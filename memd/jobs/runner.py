@@ -23,7 +23,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memd.errors import MemdError
-from memd.jobs import JobContext, Outcome, ProjectJob, ProjectOutcome, counts_as_consolidation, note_consolidation
+from memd.jobs import (
+    OUTCOMES,
+    UNSUCCESSFUL,
+    JobContext,
+    Outcome,
+    ProjectJob,
+    ProjectOutcome,
+    counts_as_consolidation,
+    note_consolidation,
+)
 from memd.jobs import gates as G
 
 if TYPE_CHECKING:
@@ -31,7 +40,7 @@ if TYPE_CHECKING:
 
 PER_PROJECT = {"dream": ("memd.jobs.dream", "dream_project"), "catchup": ("memd.jobs.catchup", "catchup_project")}
 JOB_LOCK_NAME = "jobs.lock"
-_COUNTED: tuple[Outcome, ...] = ("ok", "noop", "failed", "rejected", "review", "skipped")  # job.end's order
+_COUNTED: tuple[Outcome, ...] = OUTCOMES  # job.end's order
 
 _active_lock = threading.Lock()
 _active: dict[int, str] = {}  # run-log ids of project runs in progress (closed on abandon)
@@ -63,7 +72,8 @@ class JobResult:
 
     @property
     def failed(self) -> bool:
-        return any(o.outcome == "failed" for o in self.outcomes)
+        """A project's run did not do what was asked (refused, partial or failed): a command exits 1."""
+        return any(o.outcome in UNSUCCESSFUL for o in self.outcomes)
 
 
 class _Silent:
@@ -131,7 +141,8 @@ def run_project(job: str, jc: JobContext, project: Project, work: ProjectJob,
         if lock is not None:
             # a consolidation leaves the lock's mtime at this run (Claude Code's "last consolidation");
             # anything else rolls it back: the same rule as memd's own record below
-            lock.release(success=counts_as_consolidation(job, out.outcome, dry_run=jc.dry_run))
+            lock.release(success=counts_as_consolidation(job, out.outcome, dry_run=jc.dry_run,
+                                                         model_off=out.model_off))
     duration = jc.clock.monotonic() - t0
     ended = jc.clock.time()
     if jc.state is not None and run_id is not None:
@@ -139,7 +150,7 @@ def run_project(job: str, jc: JobContext, project: Project, work: ProjectJob,
                             deleted=out.deleted, tokens_in=out.tokens_in, tokens_out=out.tokens_out,
                             cache_read=out.cache_read, cache_write=out.cache_write, cost_usd=out.cost_usd,
                             error=out.error, summary=out.message[:500])
-        note_consolidation(jc, job, project.name, out.outcome)
+        note_consolidation(jc, job, out)
     if run_id is not None:
         with _active_lock:
             _active.pop(run_id, None)
@@ -159,7 +170,8 @@ def run_whole(job: str, jc: JobContext, fn: Callable[[JobContext], str]) -> str:
     t0 = jc.clock.monotonic()
     run_id = jc.state.start_run(job, None, jc.clock.time()) if jc.state is not None and not jc.dry_run else None
     log.info("job.start", job=job, project=None, dry_run=jc.dry_run)
-    outcome, summary, error = "ok", "", None
+    # a whole-run job (the check-in) writes its report in memd's own folder: memory is unchanged
+    outcome, summary, error = "unchanged", "", None
     try:
         summary = fn(jc)
     except Exception as e:
