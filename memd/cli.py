@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 COMMANDS = [
     "check", "rebuild", "status", "config", "scan", "render", "run", "trigger", "dream", "catchup",
     "report", "logs", "service", "history", "undo", "prompts", "hook", "hooks", "recall",
+    "sync",
 ]
 
 

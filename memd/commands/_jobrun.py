@@ -1,15 +1,18 @@
-"""Shared by `memd dream` and `memd catchup`: run one job once in the foreground, no daemon needed."""
+"""Shared by `memd dream`, `memd catchup` and `memd sync`: run one job once in the foreground, no daemon needed."""
 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from memd.cli import Context
 
 
-def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: bool) -> int:
+def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: bool,
+                   work: Callable[[Any, list[Any]], Any] | None = None) -> int:
+    """``work(jc, projects) -> JobResult`` runs the job (default: ``runner.run_job``)."""
     import sys
 
     from memd import logs
@@ -28,7 +31,7 @@ def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: b
     with job_lock(state_dir), StateStore.open(state_dir) as state:
         jc = JobContext(config=cfg, claude_dir=ctx.claude_dir, state_dir=state_dir, state=state,
                         force=force, dry_run=args.dry_run, log=log)
-        result = run_job(job, jc, projects)
+        result = run_job(job, jc, projects) if work is None else work(jc, projects)
     from memd.llm.client import model_off_reason
 
     off = model_off_reason(cfg) if job in ("dream", "catchup") else None

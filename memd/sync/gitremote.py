@@ -117,11 +117,7 @@ def git(state_dir: Path, args: list[str], *, timeout: float, interactive: bool =
 
 def _failure(what: str, r: GitResult, remote: str) -> SyncError:
     text = (r.err + "\n" + r.out).strip()
-    for kind, words, rx in _KINDS:
-        if rx.search(text):
-            break
-    else:
-        kind, words = "git", "git failed"
+    kind, words = next(((k, w) for k, w, rx in _KINDS if rx.search(text)), ("git", "git failed"))
     tail = " ".join(text.split())[-MAX_GIT_OUTPUT:]
     return SyncError(f"{what} {remote}: {words} (git: {tail})", kind=kind)
 
@@ -187,11 +183,16 @@ def forget(repo: Any, branch: str) -> bool:
     return h.shared is not None or h.mine is not None
 
 
+def _oid(commit: str) -> Any:
+    """A commit id as dulwich takes it (its ``ObjectID``: hex bytes)."""
+    return commit.encode("ascii")
+
+
 def descends(repo: Any, ancestor: str, commit: str) -> bool:
     from dulwich.graph import can_fast_forward
 
     try:
-        return bool(can_fast_forward(repo, ancestor.encode(), commit.encode()))
+        return bool(can_fast_forward(repo, _oid(ancestor), _oid(commit)))
     except KeyError:
         return False
 
@@ -200,7 +201,7 @@ def merge_base(repo: Any, a: str, b: str) -> str | None:
     from dulwich.graph import find_merge_base
 
     try:
-        found = find_merge_base(repo, [a.encode(), b.encode()])
+        found = find_merge_base(repo, [_oid(a), _oid(b)])
     except KeyError:
         return None
     return found[0].decode("ascii") if found else None
@@ -277,7 +278,7 @@ def commit(repo: Any, files: dict[str, bytes], parent: str | None, *, machine: s
 
     c = Commit()
     c.tree = _tree_for(repo, files)
-    c.parents = [parent.encode("ascii")] if parent else []
+    c.parents = [_oid(parent)] if parent else []
     who = re.sub(r"[^A-Za-z0-9._-]+", "-", machine) or "machine"
     c.author = c.committer = f"memd on {machine} <memd@{who}>".encode()
     t = int(time.time() if now is None else now)

@@ -16,7 +16,7 @@ rebuilds the entries deterministically from the merged topic files (``memd.apply
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import merge3
@@ -48,7 +48,7 @@ def _lines(data: bytes) -> list[bytes]:
     return data.splitlines(keepends=True)
 
 
-def _date_only(a: list[bytes], b: list[bytes]) -> list[bytes] | None:
+def _date_only(a: Sequence[bytes], b: Sequence[bytes]) -> Sequence[bytes] | None:
     """The later of two ``modified:`` lines, when the conflict is only that line on each side."""
     if len(a) != 1 or len(b) != 1:
         return None
