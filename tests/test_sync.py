@@ -36,7 +36,9 @@ def test_two_machines_share_a_project_through_a_file_remote(machines: Any) -> No
     assert b.read("deploy.md") == a.read("deploy.md")
     assert "deploy.md" in (b.read("MEMORY.md") or "")  # the index rebuilt from the merged topic files
     again = b.outcome("app")
-    assert again.outcome == "unchanged" and "nothing to send" in again.message, again
+    assert again.outcome == "unchanged" and again.message == "nothing new on either side", again
+    b.write("x.md", topic("x", "later\n"))  # a change after the last sync is never mistaken for nothing new
+    assert "sent" in b.outcome("app").message
     log = history.log(b.state_dir, b.project().name)
     assert any(e.kind == "after" and e.job == "sync" for e in log)  # a run like the others
 

@@ -290,6 +290,47 @@ def commit(repo: Any, files: dict[str, bytes], parent: str | None, *, machine: s
     return str(c.id.decode("ascii"))
 
 
+# --------------------------------------------------------------------------- nothing new since
+
+
+def folder_mark(memory_dir: Path) -> str | None:
+    """The folder's files by their metadata only (``memfolder.folder.fingerprint``, no reads), hashed."""
+    import hashlib
+
+    from memd.memfolder.folder import fingerprint
+
+    fp = fingerprint(memory_dir)
+    return None if fp is None else hashlib.sha256(repr(fp).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _seen_path(state_dir: Path) -> Path:
+    return state_dir / "sync" / "seen.json"
+
+
+def seen(state_dir: Path) -> dict[str, Any]:
+    """Per project, the remote head and the folder's mark as the last complete sync left them."""
+    import json
+
+    try:
+        data = json.loads(_seen_path(state_dir).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def mark_seen(state_dir: Path, project: str, branch: str, remote: str | None, folder: str | None) -> None:
+    import json
+
+    from memd.store import atomic_write
+
+    data = seen(state_dir)
+    if remote is None or folder is None:
+        data.pop(project, None)
+    else:
+        data[project] = {"branch": branch, "remote": remote, "folder": folder}
+    atomic_write(_seen_path(state_dir), json.dumps(data, indent=1, sort_keys=True) + "\n", mode=0o600)
+
+
 def tree_of(repo: Any, commit: str | None) -> str | None:
     if commit is None:
         return None

@@ -155,6 +155,11 @@ class Session:
             why = _rewritten(repo, h, branch, project.name)
             if why is not None:
                 return ProjectOutcome(project.name, "refused", f"{why}; {UNTOUCHED}")
+            last = gitremote.seen(jc.state_dir).get(project.name)
+            if (not jc.dry_run and h.remote is not None and h.remote == h.shared
+                    and last == {"branch": branch, "remote": h.remote,
+                                 "folder": gitremote.folder_mark(project.memory_dir)}):
+                return ProjectOutcome(project.name, "unchanged", "nothing new on either side")
             remote = gitremote.files_of(repo, h.remote, max_bytes)
             base_commit = gitremote.merge_base(repo, h.mine, h.remote) if h.mine and h.remote else None
             base = gitremote.files_of(repo, base_commit, max_bytes).files
@@ -209,6 +214,7 @@ class Session:
     def _send(self, jc: JobContext, repo: Any, project: Project, branch: str, h: gitremote.Heads,
               remote: gitremote.TreeFiles, max_bytes: int) -> str:
         """Push the folder as it is now, unless the remote holds all of it; returns what was done."""
+        mark = gitremote.folder_mark(project.memory_dir)  # before reading: a later write is seen next time
         now_files = {k: v for k, v in file_map(project.memory_dir, max_bytes).items() if gitremote.synced(k)}
         outgoing: dict[str, bytes] = {}
         withheld: list[str] = []
@@ -228,6 +234,7 @@ class Session:
         if ot == rt and not mg.index_news(oi, ri) and (h.remote is not None or not outgoing):
             if h.remote is not None:
                 gitremote.remember(repo, branch, shared=h.remote, mine=h.remote)
+            gitremote.mark_seen(jc.state_dir, project.name, branch, h.remote, mark)
             return "nothing to send" + note
         delta = len({k for k in set(ot) | set(rt) if ot.get(k) != rt.get(k)})
         summary = f"sync from {self.machine}: {delta} file(s) differ from the remote"
@@ -245,6 +252,7 @@ class Session:
         self.pushes += 1
         gitremote.remember(repo, branch, shared=new)
         repo.refs[f"refs/remotes/origin/{branch}".encode()] = new.encode("ascii")
+        gitremote.mark_seen(jc.state_dir, project.name, branch, new, mark)
         return f"sent {delta} file(s)" + note
 
     def _keep_conflicts(self, jc: JobContext, project: Project, p: Plan, remote_commit: str, run: str) -> None:
