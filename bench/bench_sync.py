@@ -59,7 +59,7 @@ def _nothing_new(tmp: Path, remote: str, label: str, runs: int) -> tuple[float, 
     for i in range(20):
         a.write(f"t{i}.md", topic_text(rng, i))
     a.sync("app")
-    a.events.rows.clear()
+    a.events.events.clear()
     ms = _ms(lambda: a.sync("app"), runs)
     done = a.events.named("sync.done")
     outs = a.sync("app").outcomes

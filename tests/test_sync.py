@@ -387,3 +387,21 @@ def test_copying_a_state_folder_does_not_leak_into_memory(machines: Any) -> None
     assert not any(p.name.endswith(".git") for p in a.mem().rglob("*"))
     shutil.rmtree(gitremote.repo_path(a.state_dir))  # a lost sync repository is made again
     assert a.outcome("app").outcome in ("unchanged", "changed")
+
+
+def test_status_names_open_conflicts(machines: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from memd.cli import main
+
+    a, b = machines("ma"), machines("mb")
+    a.write("db.md", topic("db", "one\n"))
+    a.sync("app")
+    b.sync("app")
+    a.write("db.md", topic("db", "two\n"))
+    b.write("db.md", topic("db", "three\n"))
+    a.sync("app")
+    b.sync("app")
+    conf = tmp_path / "s.toml"
+    conf.write_text(f'[paths]\nstate_dir = "{b.state_dir}"\n')
+    assert main(["status", "--claude-dir", str(b.claude), "--config", str(conf)]) == 0
+    out = capsys.readouterr().out
+    assert f"sync: 1 conflict(s) between machines kept for the next dream: {b.project().name} (1)" in out, out

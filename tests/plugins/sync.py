@@ -16,23 +16,9 @@ import pytest
 from memd import layout
 from memd.config import Config, SyncConfig
 from memd.jobs import JobContext
+from tests.plugins.daemon import Recorder
 
 ORIGINS = {"app": "git@github.com:me/app.git", "lib": "https://github.com/me/lib"}
-
-
-class Events:
-    """A structlog-shaped logger that records (event, fields)."""
-
-    def __init__(self) -> None:
-        self.rows: list[tuple[str, dict[str, Any]]] = []
-
-    def __getattr__(self, level: str) -> Callable[..., None]:
-        def emit(event: str, **kw: Any) -> None:
-            self.rows.append((event, kw))
-        return emit
-
-    def named(self, event: str) -> list[dict[str, Any]]:
-        return [kw for e, kw in self.rows if e == event]
 
 
 def topic(name: str, body: str, *, typ: str = "project") -> str:
@@ -45,7 +31,7 @@ class Machine:
         self.home = root / name / "home"
         self.claude = self.home / ".claude"
         self.state_dir = self.home / ".local" / "state" / "memd"
-        self.events = Events()
+        self.events = Recorder()
         self.config = Config(sync=SyncConfig(remote=remote, machine=name, timeout_s=30.0, **sync))
         self.repos: dict[str, Path] = {}
         for i, key in enumerate(repos):
