@@ -24,6 +24,17 @@ def fake_key() -> str:
     return "AKIA" + "".join(rng.choice(string.ascii_uppercase + string.digits) for _ in range(16))
 
 
+def conflict(a: Machine, b: Machine, theirs: str, mine: str) -> Any:
+    """db.md shared, then changed on both; a syncs first, b meets the conflict: b's outcome."""
+    a.write("db.md", topic("db", "The database is Postgres 15.\n"))
+    a.sync("app")
+    b.sync("app")
+    a.write("db.md", topic("db", theirs))
+    b.write("db.md", topic("db", mine))
+    a.sync("app")
+    return b.outcome("app")
+
+
 def test_two_machines_share_a_project_through_a_file_remote(machines: Any) -> None:
     a: Machine = machines("ma")
     b: Machine = machines("mb")
@@ -108,13 +119,7 @@ def test_claude_codes_modified_date_is_no_conflict() -> None:
 
 def test_a_true_conflict_keeps_local_and_is_surfaced_once(machines: Any) -> None:
     a, b = machines("ma"), machines("mb")
-    a.write("db.md", topic("db", "The database is Postgres 15.\n"))
-    a.sync("app")
-    b.sync("app")
-    a.write("db.md", topic("db", "The database is Postgres 16.\n"))
-    b.write("db.md", topic("db", "The database is MySQL now.\n"))
-    a.sync("app")
-    out = b.outcome("app")
+    out = conflict(a, b, "The database is Postgres 16.\n", "The database is MySQL now.\n")
     assert out.details["conflicts"] == ["db.md"], out
     assert "MySQL" in (b.read("db.md") or "")  # local kept
     events = b.events.named("sync.conflict")
@@ -393,13 +398,7 @@ def test_status_names_open_conflicts(machines: Any, tmp_path: Path, capsys: pyte
     from memd.cli import main
 
     a, b = machines("ma"), machines("mb")
-    a.write("db.md", topic("db", "one\n"))
-    a.sync("app")
-    b.sync("app")
-    a.write("db.md", topic("db", "two\n"))
-    b.write("db.md", topic("db", "three\n"))
-    a.sync("app")
-    b.sync("app")
+    conflict(a, b, "two\n", "three\n")
     conf = tmp_path / "s.toml"
     conf.write_text(f'[paths]\nstate_dir = "{b.state_dir}"\n')
     assert main(["status", "--claude-dir", str(b.claude), "--config", str(conf)]) == 0

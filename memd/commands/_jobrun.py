@@ -32,9 +32,11 @@ def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: b
         jc = JobContext(config=cfg, claude_dir=ctx.claude_dir, state_dir=state_dir, state=state,
                         force=force, dry_run=args.dry_run, log=log)
         result = run_job(job, jc, projects) if work is None else work(jc, projects)
-    from memd.llm.client import model_off_reason
+    off = None
+    if job in ("dream", "catchup"):  # a sync never reaches the model (nor imports its client)
+        from memd.llm.client import model_off_reason
 
-    off = model_off_reason(cfg) if job in ("dream", "catchup") else None
+        off = model_off_reason(cfg)
     if off:
         print(off[0].upper() + off[1:] + ".")  # said once, not once per project
     for out in result.outcomes:
