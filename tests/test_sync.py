@@ -404,3 +404,14 @@ def test_status_names_open_conflicts(machines: Any, tmp_path: Path, capsys: pyte
     assert main(["status", "--claude-dir", str(b.claude), "--config", str(conf)]) == 0
     out = capsys.readouterr().out
     assert f"sync: 1 conflict(s) between machines kept for the next dream: {b.project().name} (1)" in out, out
+
+
+def test_a_file_without_frontmatter_stays_where_it_was_written(machines: Any) -> None:
+    a, b = machines("ma"), machines("mb")
+    a.write("scratch.md", "just my notes, no frontmatter\n")
+    a.write("ok.md", topic("ok", "fine\n"))
+    out = a.outcome("app")
+    assert "1 file(s) with no frontmatter not sent" in out.message, out
+    got = b.outcome("app")
+    assert got.outcome == "changed", got  # not refused by b's guards
+    assert b.read("ok.md") is not None and b.read("scratch.md") is None

@@ -15,8 +15,9 @@
    clobbering; ``memd undo`` reverts it like any run. A dry run keeps the diff (``proposed``).
 4. Conflicts: the local file is kept; the other side goes to memd's history (a ``theirs`` commit)
    and to the dream's evidence (``memd.sync.evidence``), with one ``sync.conflict`` event each.
-5. What goes out is the folder as it is now: the index and topic files, never team/, and never a file
-   in which the secret rules find anything (the remote keeps its own version of such a file). When
+5. What goes out is the folder as it is now: the index and topic files, never team/, never a file
+   in which the secret rules find anything, nor a topic file the other machines' guards would refuse
+   (no frontmatter or no memory type; ``stays_here``): the remote keeps its own version of such a file. When
    the remote already holds all of it, nothing is pushed. A push someone else beat is retried after
    a fresh fetch and merge, ``sync.push_attempts`` times at most.
 """
@@ -59,8 +60,20 @@ def _text(data: bytes | None) -> str:
     return (data or b"").decode("utf-8", "replace")
 
 
-def _secret_free(data: bytes) -> bool:
-    return not secrets.scan(data.decode("utf-8", "replace"))
+def stays_here(rel: str, data: bytes) -> str | None:
+    """Why a file is not sent (None: it travels): a secret, or a topic file the other machines' guards
+    would refuse to add (no frontmatter, frontmatter that does not parse, no memory type)."""
+    from memd.core import frontmatter
+
+    text = data.decode("utf-8", "replace")
+    if secrets.scan(text):
+        return "a secret"
+    if rel == INDEX_NAME:
+        return None
+    tf = frontmatter.parse(text)
+    if not tf.has_frontmatter or tf.error:
+        return "no frontmatter" if not tf.has_frontmatter else "frontmatter that does not parse"
+    return None if tf.type in frontmatter.MEMORY_TYPES else "no memory type"
 
 
 @dataclass
@@ -217,20 +230,20 @@ class Session:
         mark = gitremote.folder_mark(project.memory_dir)  # before reading: a later write is seen next time
         now_files = {k: v for k, v in file_map(project.memory_dir, max_bytes).items() if gitremote.synced(k)}
         outgoing: dict[str, bytes] = {}
-        withheld: list[str] = []
+        withheld: dict[str, list[str]] = {}
         for rel, data in now_files.items():
-            if _secret_free(data):
+            why = stays_here(rel, data)
+            if why is None:
                 outgoing[rel] = data
                 continue
-            withheld.append(rel)
+            withheld.setdefault(why, []).append(rel)
             if rel in remote.files:  # the remote keeps its own version: never a deletion there
                 outgoing[rel] = remote.files[rel]
-        if withheld:
-            (jc.log or _silent).warning("sync.withheld", project=project.name, files=withheld[:20],
-                                        reason="the secret rules found something")
+        for why, files in withheld.items():
+            (jc.log or _silent).warning("sync.withheld", project=project.name, files=files[:20], reason=why)
         ot, oi = _split(outgoing)
         rt, ri = _split(remote.files)
-        note = f"; {len(withheld)} file(s) with a secret not sent" if withheld else ""
+        note = "".join(f"; {len(files)} file(s) with {why} not sent" for why, files in withheld.items())
         if ot == rt and not mg.index_news(oi, ri) and (h.remote is not None or not outgoing):
             if h.remote is not None:
                 gitremote.remember(repo, branch, shared=h.remote, mine=h.remote)
