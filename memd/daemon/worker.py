@@ -166,7 +166,7 @@ class Worker:
             if req.job == "sync":
                 from memd.sync.job import run_sync
 
-                run_sync(jc, projects, named=req.projects is not None, before_project=before, after_project=after)
+                run_sync(jc, projects, before_project=before, after_project=after)  # projects with an identity
                 return
             runner.run_job(req.job, jc, projects, before_project=before, after_project=after)
 
