@@ -85,9 +85,9 @@ def medians(cmds: dict[str, list[str]], runs: int) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def write_doc(section: str) -> None:
+def write_doc(section: str, head: str = "## memd check") -> None:
+    """Put ``section`` in docs/benchmarks.md in place of the one under ``head`` (or at the end)."""
     text = DOC.read_text(encoding="utf-8") if DOC.exists() else "# Benchmarks\n"
-    head = "## memd check"
     start = text.find(head + "\n")
     if start < 0:
         text = text.rstrip("\n") + "\n\n" + section

@@ -173,6 +173,22 @@ class LoggingConfig(Record):
     level: str = key("info", "Lowest level logged.", choices=("debug", "info", "warning", "error"))
 
 
+class SyncConfig(Record):
+    """Memory that follows you across machines through a private git remote of yours (docs/sync.md)."""
+
+    remote: str = key("", "The git remote memory is synced through (ssh or https, as `git` reaches it with your own "
+                      "ssh config and credential helpers); '' turns sync off.")
+    interval_minutes: float = key(30.0, "Minutes between the daemon's syncs (it also syncs after every applied run).",
+                                  min=1)
+    machine: str = key("", "This machine's name in sync commits (default: the hostname).")
+    exclude: list[str] = key([], "Projects never synced: folder names under projects/ or identities.")
+    identities: dict[str, str] = key(
+        {}, "Explicit identities: folder name under projects/ -> a name the same on every machine (for projects "
+        "without an origin URL, or to join two).")
+    timeout_s: float = key(60.0, "Bound on one git fetch or push.", min=1)
+    push_attempts: int = key(3, "Fetch-merge-push rounds when someone else pushed first.", min=1, max=10)
+
+
 class Config(Record):
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
@@ -184,6 +200,7 @@ class Config(Record):
     catchup: CatchupConfig = field(default_factory=CatchupConfig)
     hooks: HooksConfig = field(default_factory=HooksConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+    sync: SyncConfig = field(default_factory=SyncConfig)
 
 
 # --------------------------------------------------------------------------- schema walking
@@ -258,12 +275,28 @@ def _check(info: KeyInfo, value: Any) -> tuple[Any, list[str]]:
             return None, [f"{p}: expected one of {', '.join(info.choices)}, got {value!r}"]
         return value, []
     elif getattr(tp, "__origin__", None) is dict:  # dict[...] (typing.get_origin without typing)
+        if tp.__args__[1] is str:
+            return _check_strings(p, value, table=True)
         return _check_prices(p, value)
+    elif getattr(tp, "__origin__", None) is list:
+        return _check_strings(p, value, table=False)
     if info.min is not None and value < info.min:
         return None, [f"{p}: must be at least {info.min:g}, got {value!r}"]
     if info.max is not None and value > info.max:
         return None, [f"{p}: must be at most {info.max:g}, got {value!r}"]
     return value, []
+
+
+def _check_strings(p: str, value: Any, *, table: bool) -> tuple[Any, list[str]]:
+    """A list of strings, or a table of strings (string keys, string values)."""
+    items = value.items() if table and isinstance(value, dict) else enumerate(value) \
+        if not table and isinstance(value, list) else None
+    if items is None:
+        return None, [f"{p}: expected a {'table' if table else 'list'} of strings, got {value!r}"]
+    bad = [f"{p}.{k}" if table else f"{p}[{k}]" for k, v in items if not isinstance(v, str) or not v.strip()]
+    if bad:
+        return None, [f"{b}: expected a non-empty string" for b in bad]
+    return (dict(value) if table else list(value)), []
 
 
 _PRICE_KEYS = ("input", "output", "cache_write", "cache_read")
@@ -342,6 +375,23 @@ def _cross_checks(cfg: Config) -> list[str]:
         errors.append(f"schedule.catchup_cron: {e} in {cfg.schedule.catchup_cron!r}")
     if cfg.daemon.debounce_max_s < cfg.daemon.debounce_quiet_s:
         errors.append("daemon.debounce_max_s: must be at least daemon.debounce_quiet_s")
+    errors.extend(_sync_checks(cfg.sync))
+    return errors
+
+
+def _sync_checks(sc: SyncConfig) -> list[str]:
+    """What a sync needs of its keys: a remote git can reach, a machine name fit for one commit line."""
+    import re
+
+    errors: list[str] = []
+    remote = sc.remote.strip()
+    if remote and not (re.match(r"^(ssh|git\+ssh|https?|git|file)://[^\s]+$", remote)
+                       or re.match(r"^[^\s/:@]+@[^\s/:]+:[^\s]+$|^[^\s/:]+:[^\s/][^\s]*$", remote)
+                       or remote.startswith("/")):
+        errors.append(f"sync.remote: expected a git URL (git@host:me/memory.git, ssh://..., https://..., "
+                      f"file:///path or /path), got {sc.remote!r}")
+    if re.search(r"[\x00-\x1f<>]", sc.machine):
+        errors.append(f"sync.machine: no control characters or <>, got {sc.machine!r}")
     return errors
 
 
@@ -413,6 +463,10 @@ def render_toml(cfg: Config, *, comments: bool = True) -> str:
             if isinstance(value, dict):
                 if comments:
                     tables.append(f"# {info.doc}")
+                if all(isinstance(x, str) for x in value.values()):  # a table of strings
+                    tables.append(f"[{info.path}]")
+                    tables.extend(f"{_toml_value(k)} = {_toml_value(x)}" for k, x in value.items())
+                    continue
                 for model, row in value.items():
                     tables.append(f'[{info.path}."{model}"]')
                     tables.extend(f"{k} = {_toml_value(x)}" for k, x in row.items())

@@ -25,9 +25,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # the I/O edge: files, the state database, transcripts, the history, the config, the log
     ("edge", ("memd.errors", "memd.clock", "memd.config", "memd.store", "memd.memfolder", "memd.history",
               "memd.state", "memd.transcripts", "memd.layout", "memd.logs",
-              "memd.schedule_windows", "memd.settings_merge", "memd.ccsettings", "memd.checkcache")),
+              "memd.schedule_windows", "memd.settings_merge", "memd.ccsettings", "memd.checkcache",
+              "memd.sync.gitremote", "memd.sync.identity", "memd.sync.evidence")),
     # the work: jobs, the model, the guarded apply, rebuilds, recall
-    ("work", ("memd.jobs", "memd.llm", "memd.apply", "memd.maintenance", "memd.inspect", "memd.recall")),
+    ("work", ("memd.jobs", "memd.llm", "memd.apply", "memd.maintenance", "memd.inspect", "memd.recall",
+              "memd.sync")),
     # only wiring: watch, debounce, schedule, signals, the worker
     ("daemon", ("memd.daemon",)),
     # the door: the CLI and its commands, the Claude Code hooks

@@ -1,16 +1,19 @@
-"""Shared by `memd dream` and `memd catchup`: run one job once in the foreground, no daemon needed."""
+"""Shared by `memd dream`, `memd catchup` and `memd sync`: run one job once in the foreground, no daemon needed."""
 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from memd.cli import Context
     from memd.jobs.runner import JobResult
 
 
-def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: bool) -> int:
+def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: bool,
+                   work: Callable[[Any, list[Any]], Any] | None = None) -> int:
+    """``work(jc, projects) -> JobResult`` runs the job (default: ``runner.run_job``)."""
     import sys
 
     from memd import logs
@@ -32,10 +35,15 @@ def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: b
         from memd.commands._progress import progress  # a bar on a terminal only
 
         with progress(len(projects), job) as step:
-            result = run_job(job, jc, projects, before_project=lambda p: step(p.name))
-    from memd.llm.client import model_off_reason
+            if work is None:
+                result = run_job(job, jc, projects, before_project=lambda p: step(p.name))
+            else:
+                result = work(jc, projects)
+    off = None
+    if job in ("dream", "catchup"):  # a sync never reaches the model (nor imports its client)
+        from memd.llm.client import model_off_reason
 
-    off = model_off_reason(cfg) if job in ("dream", "catchup") else None
+        off = model_off_reason(cfg)
     if off:
         print(off[0].upper() + off[1:] + ".")  # said once, not once per project
     for out in result.outcomes:

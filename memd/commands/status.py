@@ -80,4 +80,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
         sys.stdout.write(status_section(ctx.state_dir, ctx.config))
         sys.stdout.write(credential_line(cred))
+        from memd.sync.evidence import status_line  # issue 15: conflicts between machines, kept for the dream
+
+        sys.stdout.write(status_line(ctx.state_dir))
     return 0

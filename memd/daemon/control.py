@@ -17,7 +17,9 @@ from pathlib import Path
 
 from memd.errors import MemdError
 
-SIGNALS = {"dream": signal.SIGUSR1, "catchup": signal.SIGUSR2, "reload": signal.SIGHUP, "stop": signal.SIGTERM}
+# sync shares SIGUSR2 with the catch-up: `memd trigger sync` always writes a request file naming it
+SIGNALS = {"dream": signal.SIGUSR1, "catchup": signal.SIGUSR2, "sync": signal.SIGUSR2, "reload": signal.SIGHUP,
+           "stop": signal.SIGTERM}
 _MAX_REQUEST_BYTES = 64 * 1024
 
 
@@ -40,6 +42,7 @@ class Request:
     job: str
     all_projects: bool
     projects: list[str]
+    found: bool = True  # a request file was there (False: a bare signal)
 
 
 def take_requests(state_dir: Path, job: str) -> Request:
@@ -71,7 +74,7 @@ def take_requests(state_dir: Path, job: str) -> Request:
         elif isinstance(projects, list):
             names.extend(str(p) for p in projects if isinstance(p, str))
     if not found or any_all:
-        return Request(job, True, [])
+        return Request(job, True, [], found=found)
     return Request(job, False, sorted(set(names)))
 
 
@@ -83,7 +86,7 @@ def send(state_dir: Path, what: str, projects: list[str] | None = None) -> int:
     if pid is None:
         raise MemdError(f"memd is not running (no live daemon holds {state_dir / 'memd.pid'}); "
                         "start it with `memd run` or `memd service install`")
-    if what in ("dream", "catchup"):
+    if what in ("dream", "catchup", "sync"):
         write_request(state_dir, what, projects)
     try:
         os.kill(pid, SIGNALS[what])

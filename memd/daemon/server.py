@@ -106,6 +106,7 @@ class Daemon:
         self._next_ping = 0.0
         self._next_root_poll = 0.0
         self._next_relief = 0.0
+        self._next_sync = 0.0  # issue 15: the first sync right after start, then every sync.interval_minutes
         self._ping_s = notify.watchdog_interval()
 
     # ------------------------------------------------------------------ lifecycle
@@ -266,6 +267,9 @@ class Daemon:
         if self.relief and now >= self._next_relief:
             self._next_relief = now + RELIEF_CHECK_S
             self._check_relief()
+        if self.config.sync.remote and now >= self._next_sync:
+            self._next_sync = now + self.config.sync.interval_minutes * 60
+            self.enqueue(JobRequest("sync", None, reason="interval"))
         self.check_schedule()
         if self._ping_s and now >= self._next_ping:
             self._next_ping = now + self._ping_s
@@ -346,8 +350,12 @@ class Daemon:
         self.enqueue(JobRequest("dream", None if req.all_projects else req.projects, force=True, reason="signal"))
 
     def handle_SIGUSR2(self) -> None:
+        sync = control.take_requests(self.state_dir, "sync")  # `memd trigger sync` always leaves a request
+        if sync.found:
+            self.enqueue(JobRequest("sync", None if sync.all_projects else sync.projects, reason="signal"))
         req = control.take_requests(self.state_dir, "catchup")
-        self.enqueue(JobRequest("catchup", None if req.all_projects else req.projects, reason="signal"))
+        if req.found or not sync.found:
+            self.enqueue(JobRequest("catchup", None if req.all_projects else req.projects, reason="signal"))
 
     def handle_SIGHUP(self) -> None:
         try:

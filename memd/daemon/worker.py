@@ -36,7 +36,7 @@ JOB_LOCK_RETRY_S = 2.0
 
 @dataclass
 class JobRequest:
-    job: str  # dream | catchup | checkin | relief
+    job: str  # dream | catchup | checkin | relief | sync
     projects: list[str] | None = None  # None: every project
     force: bool = False
     reason: str = "schedule"
@@ -171,7 +171,14 @@ class Worker:
 
             def after(p: layout.Project, out: Any) -> None:
                 self.outbox.put(("after_project", p.name))
+                if config.sync.remote and req.job != "sync" and out is not None and out.outcome == "changed":
+                    self.outbox.put(("enqueue", JobRequest("sync", [p.name], reason="after_run")))  # issue 15
 
+            if req.job == "sync":
+                from memd.sync.job import run_sync
+
+                run_sync(jc, projects, before_project=before, after_project=after)  # projects with an identity
+                return
             child = self._child_for(req.job, config, claude_dir)
             try:
                 runner.run_job(req.job, jc, projects, child, before_project=before, after_project=after)

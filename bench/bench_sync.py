@@ -1,0 +1,176 @@
+"""Benchmark `memd sync` (issue 15) against real remotes on loopback, and run the long fleet campaign.
+
+- a sync with nothing new: one fetch, no push, no model (in-process and as the `memd sync` command),
+  over file:// and over dulwich's smart-HTTP server; target well under a second;
+- a sync of 200 changed files: one machine sends 200 new topic files, another takes them (through
+  the guarded apply pipeline: staging, index rebuild, guards, snapshot, per-file writes);
+- the fleet (`--fleet N`): three machines, N random operations (edits, new files, syncs, scripted
+  dreams, going offline), then a quiet period: convergence, lost edits, conflicts surfaced.
+
+Results go to docs/benchmarks.md ("## Sync").
+
+    .venv/bin/python bench/bench_sync.py [--runs N] [--fleet 500] [--seed S] [--no-write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+DOC = ROOT / "docs" / "benchmarks.md"
+
+from bench_check import topic_text, write_doc  # noqa: E402
+
+from tests.plugins.sync import HttpRemote, Machine, bare_remote  # noqa: E402
+from tests.sync_fleet import run_fleet, summary  # noqa: E402
+
+
+def _isolate(tmp: Path) -> None:
+    """git sees none of the caller's config."""
+    (tmp / "gitconfig").write_text("")
+    os.environ.update(HOME=str(tmp), GIT_CONFIG_GLOBAL=str(tmp / "gitconfig"), GIT_CONFIG_NOSYSTEM="1")
+
+
+def _ms(f: Any, runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1000
+
+
+def _nothing_new(tmp: Path, remote: str, label: str, runs: int) -> tuple[float, dict[str, Any]]:
+    a = Machine(tmp / label, "ma", remote)
+    rng = random.Random(3)
+    for i in range(20):
+        a.write(f"t{i}.md", topic_text(rng, i))
+    a.sync("app")
+    a.events.events.clear()
+    ms = _ms(lambda: a.sync("app"), runs)
+    done = a.events.named("sync.done")
+    outs = a.sync("app").outcomes
+    return ms, {"fetches": max(d["fetches"] for d in done), "pushes": max(d["pushes"] for d in done),
+                "outcome": outs[0].outcome, "message": outs[0].message}
+
+
+def _cli_nothing_new(tmp: Path, remote: str, runs: int) -> float:
+    a = Machine(tmp / "cli", "ma", remote)
+    a.write("x.md", topic_text(random.Random(4), 1))
+    conf = tmp / "cli.toml"
+    conf.write_text(f'[paths]\nstate_dir = "{a.state_dir}"\n[sync]\nremote = "{remote}"\nmachine = "ma"\n')
+    cmd = [sys.executable, "-m", "memd", "--claude-dir", str(a.claude), "--config", str(conf), "sync", "--all"]
+    subprocess.run(cmd, check=True, capture_output=True)
+    return _ms(lambda: subprocess.run(cmd, check=True, capture_output=True), runs)
+
+
+def _two_hundred(tmp: Path, remote: str) -> dict[str, float]:
+    """200 topic files changed on one machine: its sync sends them, the other's takes them."""
+    from memd.config import replace
+    from memd.core.budget import Limits
+
+    a, b = Machine(tmp / "s200", "ma", remote), Machine(tmp / "s200", "mb", remote)
+    for m in (a, b):  # 200 entries do not fit Claude Code's 200-line index: room for them here
+        m.config = replace(m.config, budget=Limits(max_lines=400, max_chars=100_000))
+    rng = random.Random(5)
+    for i in range(200):
+        a.write(f"memory_{i:03d}.md", topic_text(rng, i))
+    a.sync("app")
+    t = time.perf_counter()
+    assert b.sync("app").outcomes[0].added >= 200
+    new_ms = (time.perf_counter() - t) * 1000
+    for i in range(200):
+        a.write(f"memory_{i:03d}.md", (a.read(f"memory_{i:03d}.md") or "") + "\nOne more fact.\n")
+    t = time.perf_counter()
+    out_a = a.sync("app").outcomes[0]
+    send = time.perf_counter() - t
+    t = time.perf_counter()
+    out_b = b.sync("app").outcomes[0]
+    take = time.perf_counter() - t
+    assert out_b.outcome == "changed" and out_b.changed >= 200, (out_a, out_b)
+    assert a.topics() == b.topics()
+    return {"send_ms": send * 1000, "take_ms": take * 1000, "new_ms": new_ms}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=11)
+    ap.add_argument("--fleet", type=int, default=0, help="operations of the fleet campaign (0: skip it)")
+    ap.add_argument("--seed", type=int, default=15)
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        _isolate(tmp)
+        file_url = "file://" + str(bare_remote(tmp / "remote.git"))
+        srv = HttpRemote(bare_remote(tmp / "http.git"))
+        try:
+            f_ms, f_info = _nothing_new(tmp, file_url, "f", args.runs)
+            h_ms, h_info = _nothing_new(tmp, srv.url, "h", args.runs)
+            cli_ms = _cli_nothing_new(tmp, file_url, max(3, args.runs // 2))
+            big = _two_hundred(tmp, "file://" + str(bare_remote(tmp / "big.git")))
+            big_http = _two_hundred(tmp / "hb", srv.url.rstrip("/") + "/")
+        finally:
+            srv.close()
+        fleet: dict[str, Any] | None = None
+        if args.fleet:
+            t = time.perf_counter()
+            rep = run_fleet(tmp / "fleet", "file://" + str(bare_remote(tmp / "fleet.git")), args.fleet, args.seed)
+            fleet = summary(rep) | {"seconds": round(time.perf_counter() - t, 1)}
+    results = {"nothing_new_file_ms": f_ms, "nothing_new_http_ms": h_ms, "nothing_new_cli_ms": cli_ms,
+               "file": f_info, "http": h_info, "200_file": big, "200_http": big_http, "fleet": fleet}
+    print(json.dumps(results, indent=2, default=str))
+    if args.no_write:
+        return 0
+    lines = [
+        "## Sync", "",
+        f"Command: `.venv/bin/python bench/bench_sync.py --fleet {args.fleet or 500}` (median of {args.runs} "
+        f"runs; real remotes on loopback started by the benchmark). Run on {time.strftime('%Y-%m-%d')}, "
+        f"Python {platform.python_version()}, {os.cpu_count()} cores (shared with other work).", "",
+        "| what | time | git round trips | target |", "| --- | --- | --- | --- |",
+        f"| a sync with nothing new, one project of 20 files, file:// (in-process) | {f_ms:.0f} ms | "
+        f"{f_info['fetches']} fetch, {f_info['pushes']} push | well under 1 s |",
+        f"| the same over smart HTTP on loopback (dulwich's server) | {h_ms:.0f} ms | "
+        f"{h_info['fetches']} fetch, {h_info['pushes']} push | well under 1 s |",
+        f"| `memd sync --all` as a command (interpreter start included), file:// | {cli_ms:.0f} ms | 1 fetch | |",
+        f"| 200 changed topic files: the sending machine, file:// | {big['send_ms']:.0f} ms | 1 fetch, 1 push | |",
+        f"| 200 changed topic files: the receiving machine (staged, merged, rebuilt, guarded, snapshotted, "
+        f"written) | {big['take_ms']:.0f} ms | 1 fetch | |",
+        f"| 200 new topic files: the receiving machine | {big['new_ms']:.0f} ms | 1 fetch, 1 push (its index) | |",
+        f"| 200 changed files over smart HTTP: send / take | {big_http['send_ms']:.0f} / "
+        f"{big_http['take_ms']:.0f} ms | | |", "",
+        "The 200-file cases raise the index budget to 400 lines: 200 entries do not fit Claude Code's",
+        "200-line index, and with the default budget the guard refuses such a sync until a dream condenses.", "",
+        "A sync with nothing new runs no model, reads no file and writes nothing: one `git fetch` (git",
+        "itself finds the refs unchanged), then the fetched head is the one last shared and the folder's",
+        "metadata (sizes, times, inodes) is as the last sync left it. Most of its time is the `git` process.",
+        "Sending and taking 200 files is dominated by durable writes: each file taken is written",
+        "atomically with an fsync (the apply pipeline's no-clobber write), and the history records the",
+        "folder before and after; on this shared disk an fsync costs 5-20 ms.",
+    ]
+    if fleet:
+        lines += ["", f"Fleet campaign (`--fleet {fleet['ops']}`, seed {args.seed}, three machines, one remote): "
+                  f"{fleet['edits']} edits, {fleet['syncs']} syncs ({fleet['failed_syncs']} while offline), "
+                  f"{fleet['dreams']} scripted dreams, {fleet['offline_flips']} offline flips; "
+                  f"converged: {fleet['converged']} after {fleet['quiet_rounds']} quiet round(s); lost edits: "
+                  f"{fleet['lost']}; conflicts: {fleet['conflicts']} recorded, {fleet['conflict_events']} "
+                  f"`sync.conflict` events, {fleet['duplicates']} surfaced twice; {fleet['seconds']} s."]
+    write_doc("\n".join(lines) + "\n", head="## Sync")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,96 @@
+"""`memd sync [PROJECT ...] [--all] [--dry-run] [--list] [--forget]`: sync memory through your git remote now.
+
+The job is ``memd.sync.job.run_sync`` (the daemon runs the same one after every applied run and every
+``sync.interval_minutes``); see docs/sync.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from memd.cli import project_args
+
+if TYPE_CHECKING:
+    from memd.cli import Context
+    from memd.layout import Project
+
+HELP = "sync memory with your other machines through your own git remote ([sync] remote; docs/sync.md)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    project_args(p)
+    p.add_argument("--dry-run", action="store_true", help="fetch and show what the merge would change; "
+                   "write and send nothing")
+    p.add_argument("--list", action="store_true", help="each local project, its identity and its remote branch")
+    p.add_argument("--forget", action="store_true", help="forget what PROJECT last shared with the remote "
+                   "(after the remote was rewritten): the next sync merges with no common base")
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    from memd.cli import select_projects
+
+    if args.list:
+        return _list(select_projects(args, ctx, default_all=True), ctx)
+    if args.forget:
+        if not args.projects:
+            from memd.errors import UsageError
+
+            raise UsageError("--forget needs the PROJECT(s) to forget")
+        return _forget(select_projects(args, ctx), ctx)
+    from memd.commands._jobrun import run_foreground
+    from memd.sync.job import run_sync
+
+    named = bool(args.projects)
+    return run_foreground("sync", args, ctx, force=False,
+                          work=lambda jc, projects: run_sync(jc, projects, named=named, interactive=sys.stdin.isatty()))
+
+
+def _list(projects: list[Project], ctx: Context) -> int:
+    from memd.state import StateStore
+    from memd.sync import evidence, gitremote
+    from memd.sync.identity import identify
+
+    cfg = ctx.config
+    print(f"remote: {cfg.sync.remote or '(none: sync is off)'}")
+    repo = gitremote.open_repo(ctx.state_dir) if cfg.sync.remote else None
+    rows = [("PROJECT", "IDENTITY", "BRANCH", "SHARED", "CONFLICTS")]
+    with StateStore.open(ctx.state_dir) as state:
+        for p in projects:
+            ident = identify(p, cfg, state)
+            shared = "-"
+            if repo is not None and ident.branch:
+                h = gitremote.heads(repo, ident.branch)
+                shared = h.shared[:12] if h.shared else "never"
+            n = len(evidence.open_conflicts(ctx.state_dir, ident.project))
+            rows.append((ident.project, ident.identity or f"- ({ident.source})", ident.branch or "-", shared,
+                         str(n) if n else "-"))
+    if repo is not None:
+        repo.close()
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    return 0
+
+
+def _forget(projects: list[Project], ctx: Context) -> int:
+    from memd.state import StateStore
+    from memd.sync import gitremote
+    from memd.sync.identity import identify
+
+    repo = gitremote.open_repo(ctx.state_dir)
+    try:
+        with StateStore.open(ctx.state_dir) as state:
+            for p in projects:
+                ident = identify(p, ctx.config, state)
+                if ident.branch is None:
+                    print(f"{ident.project}: not synced ({ident.source})")
+                elif gitremote.forget(repo, ident.branch):
+                    print(f"{ident.project}: forgot what was shared on {ident.branch}; the next sync merges "
+                          "with no common base (every difference keeps the local file and counts as a conflict)")
+                else:
+                    print(f"{ident.project}: nothing shared on {ident.branch} yet")
+    finally:
+        repo.close()
+    return 0

@@ -1,0 +1,337 @@
+"""memd's sync repository and the git remote behind it (the I/O edge).
+
+The sync repository is a bare git repository in memd's state folder (``state_dir/sync/repo.git``),
+never in a memory folder. dulwich reads and writes its objects; the system ``git`` moves them to and
+from the user's remote (``fetch``/``push``), because only it honours everything the user has set up
+for their other repositories: ``~/.ssh/config``, ssh agents, ``url.*.insteadOf``, credential
+helpers, proxies (see docs/sync.md for the choice). A remote is given on each command line, never
+stored, so a changed config takes effect at once.
+
+Refs of one identity's branch ``memory/<identity>``:
+- ``refs/remotes/origin/<branch>``: the remote's head, as the last fetch saw it;
+- ``refs/memd/shared/<branch>``: the last commit this machine knows the remote had (pushed by us, or
+  fetched and found to hold nothing we lacked): a remote head that does not descend from it was
+  rewritten (force-pushed) or the branch deleted;
+- ``refs/memd/mine/<branch>``: the last commit made of this machine's folder (pushed or not): the
+  merge base of it and the remote's head is "the last commit both sides shared".
+
+Errors are ``SyncError`` with a ``kind`` (unreachable, auth, rejected, corrupt, rewritten, git,
+timeout) and a message that says what happened in words; git's own text is appended, cut short.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memd.core.paths import INDEX_NAME, is_team, is_topic
+from memd.errors import MemdError
+
+REPO_NAME = "repo.git"
+BRANCH_PREFIX = "memory/"
+FETCH_SPEC = f"+refs/heads/{BRANCH_PREFIX}*:refs/remotes/origin/{BRANCH_PREFIX}*"
+_REMOTE = "refs/remotes/origin/"
+_SHARED = "refs/memd/shared/"
+_MINE = "refs/memd/mine/"
+MAX_GIT_OUTPUT = 400
+
+
+class SyncError(MemdError):
+    def __init__(self, message: str, *, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def repo_path(state_dir: Path) -> Path:
+    return state_dir / "sync" / REPO_NAME
+
+
+def open_repo(state_dir: Path) -> Any:
+    """The sync repository, made on first use (bare, private)."""
+    from dulwich.repo import Repo
+
+    path = repo_path(state_dir)
+    if (path / "HEAD").exists():
+        return Repo(str(path))
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        return Repo.init_bare(str(path))
+    except FileExistsError:
+        return Repo(str(path))
+
+
+# --------------------------------------------------------------------------- the system git
+
+_KINDS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
+    ("rejected", "the remote refused the push (someone pushed first)",
+     re.compile(r"\[rejected\]|non-fast-forward|fetch first|\[remote rejected\]|failed to update ref", re.I)),
+    ("auth", "the remote refused our credentials",
+     re.compile(r"authentication failed|permission denied|could not read (username|password)|"
+                r"\b40[13]\b|access denied|terminal prompts disabled|host key verification failed", re.I)),
+    ("corrupt", "the remote's repository is damaged (an object is missing or broken)",
+     re.compile(r"bad object|did not send all necessary objects|index-pack failed|unpack failed|"
+                r"corrupt|missing (blob|tree|commit)|protocol error|invalid (object|index)|loose object", re.I)),
+    ("unreachable", "the remote cannot be reached (offline, or the address is wrong)",
+     re.compile(r"could not resolve|connection (refused|timed out|reset)|network is unreachable|"
+                r"unable to access|does not appear to be a git repository|could not read from remote|"
+                r"no route to host|failed to connect|not found|unable to connect", re.I)),
+)
+
+
+@dataclass(frozen=True)
+class GitResult:
+    code: int
+    out: str
+    err: str
+
+
+def _env(interactive: bool) -> dict[str, str]:
+    env = dict(os.environ)
+    env["LC_ALL"] = "C"  # git's messages are matched below
+    env["GIT_TERMINAL_PROMPT"] = "1" if interactive else "0"  # the daemon never waits for a prompt
+    if not interactive:  # nor does ssh pop up a passphrase window; the user's ssh config stays in charge
+        env["GCM_INTERACTIVE"] = "never"
+        env["SSH_ASKPASS_REQUIRE"] = "never"
+    return env
+
+
+def git(state_dir: Path, args: list[str], *, timeout: float, interactive: bool = False) -> GitResult:
+    """``git --git-dir=<sync repository> <args>`` with a bound; raises SyncError when git is missing or slow."""
+    cmd = ["git", f"--git-dir={repo_path(state_dir)}", *args]
+    try:
+        p = subprocess.run(cmd, stdin=None if interactive else subprocess.DEVNULL, capture_output=True,
+                           timeout=timeout, env=_env(interactive), check=False)
+    except FileNotFoundError:
+        raise SyncError("the `git` program is not installed (sync moves memory with it)", kind="git") from None
+    except subprocess.TimeoutExpired:
+        raise SyncError(f"git {args[0]} took longer than {timeout:g} s (offline, or the remote is slow)",
+                        kind="timeout") from None
+    return GitResult(p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace"))
+
+
+def _failure(what: str, r: GitResult, remote: str) -> SyncError:
+    text = (r.err + "\n" + r.out).strip()
+    kind, words = next(((k, w) for k, w, rx in _KINDS if rx.search(text)), ("git", "git failed"))
+    tail = " ".join(text.split())[-MAX_GIT_OUTPUT:]
+    return SyncError(f"{what} {remote}: {words} (git: {tail})", kind=kind)
+
+
+def fetch(state_dir: Path, remote: str, *, timeout: float, interactive: bool = False) -> None:
+    """One fetch of every memory branch of the remote (refs it deleted are pruned here too)."""
+    open_repo(state_dir).close()
+    r = git(state_dir, ["fetch", "--quiet", "--prune", "--no-tags", "--no-write-fetch-head",
+                        "--no-recurse-submodules", remote, FETCH_SPEC], timeout=timeout, interactive=interactive)
+    if r.code != 0:
+        raise _failure("fetch from", r, remote)
+
+
+def push(state_dir: Path, remote: str, commit: str, branch: str, *, timeout: float,
+         interactive: bool = False) -> None:
+    """Push one commit as the branch's new head (a fast-forward only: never forced)."""
+    r = git(state_dir, ["push", "--porcelain", "--no-verify", remote, f"{commit}:refs/heads/{branch}"],
+            timeout=timeout, interactive=interactive)
+    if r.code != 0 or "[rejected]" in r.out or "[remote rejected]" in r.out:
+        raise _failure("push to", r, remote)
+
+
+# --------------------------------------------------------------------------- refs and commits
+
+
+def _get(repo: Any, ref: str) -> str | None:
+    try:
+        return str(repo.refs[ref.encode()].decode("ascii"))
+    except KeyError:
+        return None
+
+
+def _set(repo: Any, ref: str, commit: str | None) -> None:
+    if commit is None:
+        repo.refs.remove_if_equals(ref.encode(), None)
+    else:
+        repo.refs[ref.encode()] = commit.encode("ascii")
+
+
+@dataclass
+class Heads:
+    remote: str | None
+    shared: str | None
+    mine: str | None
+
+
+def heads(repo: Any, branch: str) -> Heads:
+    return Heads(_get(repo, _REMOTE + branch), _get(repo, _SHARED + branch), _get(repo, _MINE + branch))
+
+
+def remember(repo: Any, branch: str, *, shared: str | None = None, mine: str | None = None) -> None:
+    if shared is not None:
+        _set(repo, _SHARED + branch, shared)
+    if mine is not None:
+        _set(repo, _MINE + branch, mine)
+
+
+def forget(repo: Any, branch: str) -> bool:
+    """Forget what this machine shared with the remote on a branch (``memd sync --forget``)."""
+    h = heads(repo, branch)
+    _set(repo, _SHARED + branch, None)
+    _set(repo, _MINE + branch, None)
+    return h.shared is not None or h.mine is not None
+
+
+def _oid(commit: str) -> Any:
+    """A commit id as dulwich takes it (its ``ObjectID``: hex bytes)."""
+    return commit.encode("ascii")
+
+
+def descends(repo: Any, ancestor: str, commit: str) -> bool:
+    from dulwich.graph import can_fast_forward
+
+    try:
+        return bool(can_fast_forward(repo, _oid(ancestor), _oid(commit)))
+    except KeyError:
+        return False
+
+
+def merge_base(repo: Any, a: str, b: str) -> str | None:
+    from dulwich.graph import find_merge_base
+
+    try:
+        found = find_merge_base(repo, [_oid(a), _oid(b)])
+    except KeyError:
+        return None
+    return found[0].decode("ascii") if found else None
+
+
+@dataclass
+class TreeFiles:
+    files: dict[str, bytes] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)  # entries no memory folder may hold, with why
+    machine: str = ""  # who made the commit (its trailer)
+
+
+def synced(rel: str) -> bool:
+    """A file sync carries: the index and the topic files, never team/ (Claude Code syncs it)."""
+    return not is_team(rel) and (rel == INDEX_NAME or is_topic(rel))
+
+
+def files_of(repo: Any, commit: str | None, max_bytes: int) -> TreeFiles:
+    """The memory files of a commit of the remote, checked: a path no memory folder may hold, a
+    symlink, a submodule, a file too large or not UTF-8 is left out and named in ``ignored``.
+    A missing object is a damaged remote (``SyncError`` corrupt)."""
+    out = TreeFiles()
+    if commit is None:
+        return out
+    try:
+        c = repo[commit.encode()]
+        out.machine = _trailer(c.message.decode("utf-8", "replace"), "machine")
+        _walk(repo, c.tree, "", out, max_bytes)
+    except KeyError as e:
+        raise SyncError(f"the remote's commit {commit[:12]} lacks an object ({e}): the remote is damaged",
+                        kind="corrupt") from None
+    return out
+
+
+def _walk(repo: Any, tree_id: bytes, prefix: str, out: TreeFiles, max_bytes: int) -> None:
+    for entry in repo[tree_id].items():
+        name = entry.path.decode("utf-8", "replace")
+        rel = prefix + name
+        if name in ("", ".", "..") or "/" in name or "\\" in name or "\x00" in name:
+            out.ignored.append(f"{rel!r}: not a file name")
+        elif stat.S_ISDIR(entry.mode):
+            if is_team(rel) or name.startswith("."):
+                out.ignored.append(f"{rel}/: never synced")
+            else:
+                _walk(repo, entry.sha, rel + "/", out, max_bytes)
+        elif not stat.S_ISREG(entry.mode):
+            out.ignored.append(f"{rel}: not a regular file")
+        elif not synced(rel):
+            out.ignored.append(f"{rel}: not a memory file sync carries")
+        else:
+            data = bytes(repo[entry.sha].data)
+            if len(data) > max_bytes:
+                out.ignored.append(f"{rel}: larger than {max_bytes} bytes")
+                continue
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError:
+                out.ignored.append(f"{rel}: not UTF-8 text")
+                continue
+            out.files[rel] = data
+
+
+def _trailer(message: str, name: str) -> str:
+    m = re.search(rf"^memd-{name}:\s*(.*)$", message, re.M)
+    return m.group(1).strip() if m else ""
+
+
+def commit(repo: Any, files: dict[str, bytes], parent: str | None, *, machine: str, summary: str,
+           now: float | None = None) -> str:
+    """A commit of ``files`` on top of ``parent``, signed with the machine's name; returns its id."""
+    from dulwich.objects import Commit
+
+    from memd.history import _tree_for  # the one tree builder of memd's git histories
+
+    c = Commit()
+    c.tree = _tree_for(repo, files)
+    c.parents = [_oid(parent)] if parent else []
+    who = re.sub(r"[^A-Za-z0-9._-]+", "-", machine) or "machine"
+    c.author = c.committer = f"memd on {machine} <memd@{who}>".encode()
+    t = int(time.time() if now is None else now)
+    c.author_time = c.commit_time = t
+    c.author_timezone = c.commit_timezone = 0
+    c.encoding = b"UTF-8"
+    c.message = f"{summary.strip() or 'sync'}\n\nmemd-machine: {machine}\nmemd-kind: sync\n".encode()
+    repo.object_store.add_object(c)
+    return str(c.id.decode("ascii"))
+
+
+# --------------------------------------------------------------------------- nothing new since
+
+
+def folder_mark(memory_dir: Path) -> str | None:
+    """The folder's files by their metadata only (``memfolder.folder.fingerprint``, no reads), hashed."""
+    import hashlib
+
+    from memd.memfolder.folder import fingerprint
+
+    fp = fingerprint(memory_dir)
+    return None if fp is None else hashlib.sha256(repr(fp).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _seen_path(state_dir: Path) -> Path:
+    return state_dir / "sync" / "seen.json"
+
+
+def seen(state_dir: Path) -> dict[str, Any]:
+    """Per project, the remote head and the folder's mark as the last complete sync left them."""
+    import json
+
+    try:
+        data = json.loads(_seen_path(state_dir).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def mark_seen(state_dir: Path, project: str, branch: str, remote: str | None, folder: str | None) -> None:
+    import json
+
+    from memd.store import atomic_write
+
+    data = seen(state_dir)
+    if remote is None or folder is None:
+        data.pop(project, None)
+    else:
+        data[project] = {"branch": branch, "remote": remote, "folder": folder}
+    atomic_write(_seen_path(state_dir), json.dumps(data, indent=1, sort_keys=True) + "\n", mode=0o600)
+
+
+def tree_of(repo: Any, commit: str | None) -> str | None:
+    if commit is None:
+        return None
+    return str(repo[commit.encode()].tree.decode("ascii"))

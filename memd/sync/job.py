@@ -1,0 +1,395 @@
+"""The sync job: one fetch, then each project merged as a run like the others, then one push each.
+
+``run_sync(jc, projects)`` (the daemon's worker and ``memd sync`` both call it):
+
+1. One ``git fetch`` of every memory branch of the remote (``memd.sync.gitremote``). Offline, an
+   auth failure, a damaged remote: every project ends ``failed`` with the reason; nothing local is
+   touched, and the next interval tries again.
+2. Per project, through ``memd.jobs.runner.run_job`` (the run log, the events): its identity
+   (``memd.sync.identity``); a remote branch that does not descend from what we last shared
+   (force-pushed, deleted) is ``refused`` with the reason, nothing applied.
+3. The merge (``memd.sync.merge``) against the last commit both sides shared, as the edit step of
+   ``memd.apply.run``: the folder is staged, the merged files written into the copy, the index
+   rebuilt deterministically, the guards run (a remote that would delete or empty too much of the
+   folder is ``refused``), the live folder is snapshotted and written file by file without
+   clobbering; ``memd undo`` reverts it like any run. A dry run keeps the diff (``proposed``).
+4. Conflicts: the local file is kept; the other side goes to memd's history (a ``theirs`` commit)
+   and to the dream's evidence (``memd.sync.evidence``), with one ``sync.conflict`` event each.
+5. What goes out is the folder as it is now: the index and topic files, never team/, never a file
+   in which the secret rules find anything, nor a topic file the other machines' guards would refuse
+   (no frontmatter or no memory type; ``stays_here``): the remote keeps its own version of such a file. When
+   the remote already holds all of it, nothing is pushed. A push someone else beat is retried after
+   a fresh fetch and merge, ``sync.push_attempts`` times at most.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from memd import apply as ap
+from memd import history
+from memd.core import secrets
+from memd.core.paths import INDEX_NAME
+from memd.errors import MemdError
+from memd.jobs import JobContext, ProjectOutcome
+from memd.memfolder.folder import file_map
+from memd.sync import evidence, gitremote
+from memd.sync import merge as mg
+from memd.sync.identity import Identity, identify
+
+if TYPE_CHECKING:
+    from memd.jobs.runner import JobResult
+    from memd.layout import Project
+
+UNTOUCHED = "local memory untouched; the next sync tries again"
+
+
+def machine_name(machine: str) -> str:
+    """The configured machine name, else the host's name (its first label)."""
+    return machine.strip() or socket.gethostname().split(".")[0] or "machine"
+
+
+class _Rejected(Exception):
+    """The push lost a race: fetch, merge and push again."""
+
+
+def _text(data: bytes | None) -> str:
+    return (data or b"").decode("utf-8", "replace")
+
+
+def stays_here(rel: str, data: bytes) -> str | None:
+    """Why a file is not sent (None: it travels): a secret, or a topic file the other machines' guards
+    would refuse to add (no frontmatter, frontmatter that does not parse, no memory type)."""
+    from memd.core import frontmatter
+
+    text = data.decode("utf-8", "replace")
+    if secrets.scan(text):
+        return "a secret"
+    if rel == INDEX_NAME:
+        return None
+    tf = frontmatter.parse(text)
+    if not tf.has_frontmatter or tf.error:
+        return "no frontmatter" if not tf.has_frontmatter else "frontmatter that does not parse"
+    return None if tf.type in frontmatter.MEMORY_TYPES else "no memory type"
+
+
+@dataclass
+class Plan:
+    """What one round of one project found: the three sides and their merge."""
+
+    base: dict[str, bytes]
+    local: dict[str, bytes]
+    remote: gitremote.TreeFiles
+    merged: mg.FolderMerge
+    index: str | None  # the index to rebuild from
+
+    @property
+    def local_changes(self) -> bool:
+        topics = {k: v for k, v in self.local.items() if k != INDEX_NAME}
+        return self.merged.files != topics or self.index != _opt(self.local.get(INDEX_NAME))
+
+
+def _opt(data: bytes | None) -> str | None:
+    return None if data is None else _text(data)
+
+
+def _split(files: dict[str, bytes]) -> tuple[dict[str, bytes], str | None]:
+    return {k: v for k, v in files.items() if k != INDEX_NAME}, _opt(files.get(INDEX_NAME))
+
+
+def plan(base: dict[str, bytes], local: dict[str, bytes], remote: gitremote.TreeFiles) -> Plan:
+    local = {k: v for k, v in local.items() if gitremote.synced(k)}
+    bt, bi = _split(base)
+    lt, li = _split(local)
+    rt, ri = _split(remote.files)
+    return Plan(base, local, remote, mg.merge_folder(bt, lt, rt), mg.merge_index(bi, li, ri))
+
+
+@dataclass
+class Session:
+    """One sync job: the fetch it made and what each project did."""
+
+    jc: JobContext
+    interactive: bool = False
+    identities: dict[str, Identity] = field(default_factory=dict)
+    fetch_error: gitremote.SyncError | None = None
+    fetches: int = 0
+    pushes: int = 0
+
+    @property
+    def remote(self) -> str:
+        return self.jc.config.sync.remote.strip()
+
+    @property
+    def machine(self) -> str:
+        return machine_name(self.jc.config.sync.machine)
+
+    def fetch(self) -> bool:
+        self.fetches += 1
+        try:
+            gitremote.fetch(self.jc.state_dir, self.remote, timeout=self.jc.config.sync.timeout_s,
+                            interactive=self.interactive)
+        except gitremote.SyncError as e:
+            self.fetch_error = e
+            return False
+        self.fetch_error = None
+        return True
+
+    # ------------------------------------------------------------------ one project
+
+    def project(self, jc: JobContext, project: Project) -> ProjectOutcome:
+        ident = self.identities.get(project.name) or identify(project, jc.config, jc.state)
+        if ident.identity is None or ident.branch is None:
+            return ProjectOutcome(project.name, "skipped", ident.source)
+        for attempt in range(jc.config.sync.push_attempts):
+            if self.fetch_error is not None:
+                return ProjectOutcome(project.name, "failed", f"{self.fetch_error}; {UNTOUCHED}",
+                                      error=self.fetch_error.kind)
+            try:
+                return self._round(jc, project, ident.identity, ident.branch)
+            except _Rejected:
+                (jc.log or _silent).info("sync.push_rejected", project=project.name, attempt=attempt + 1)
+                self.fetch()
+            except gitremote.SyncError as e:
+                return ProjectOutcome(project.name, "failed", f"{e}; {UNTOUCHED}", error=e.kind)
+        return ProjectOutcome(project.name, "failed", f"the remote moved on before each of "
+                              f"{jc.config.sync.push_attempts} pushes (other machines are syncing); "
+                              "the merged memory is kept here and sent at the next sync", error="rejected")
+
+    def _round(self, jc: JobContext, project: Project, ident: str, branch: str) -> ProjectOutcome:
+        cfg = jc.config
+        max_bytes = cfg.budget.max_file_bytes
+        repo = gitremote.open_repo(jc.state_dir)
+        try:
+            h = gitremote.heads(repo, branch)
+            why = _rewritten(repo, h, branch, project.name)
+            if why is not None:
+                return ProjectOutcome(project.name, "refused", f"{why}; {UNTOUCHED}")
+            last = gitremote.seen(jc.state_dir).get(project.name)
+            if (not jc.dry_run and h.remote is not None and h.remote == h.shared
+                    and last == {"branch": branch, "remote": h.remote,
+                                 "folder": gitremote.folder_mark(project.memory_dir)}):
+                return ProjectOutcome(project.name, "unchanged", "nothing new on either side")
+            remote = gitremote.files_of(repo, h.remote, max_bytes)
+            base_commit = gitremote.merge_base(repo, h.mine, h.remote) if h.mine and h.remote else None
+            base = gitremote.files_of(repo, base_commit, max_bytes).files
+            out = ProjectOutcome(project.name, "unchanged", run_id=None)
+            if remote.ignored:
+                out.details["ignored"] = remote.ignored
+                (jc.log or _silent).warning("sync.ignored", project=project.name, entries=remote.ignored[:20],
+                                            count=len(remote.ignored))
+            run_id = ap.new_run_id("sync", jc.clock.time())
+            final: list[Plan] = []
+
+            def edit(ws: ap.Workspace) -> ap.Edits:
+                first = plan(base, file_map(project.memory_dir, max_bytes), remote)
+                final.append(first)
+                if not first.local_changes:
+                    return ap.Edits(note=_note(first, remote.machine))
+                st = ws.get()  # merged again from exactly what was staged (the folder may have moved)
+                p = plan(base, {rel: b.data for rel, b in st.baseline.items()}, remote)
+                final[0] = p
+                _write(st, p)
+                return ap.Edits(note=_note(p, remote.machine))
+
+            res = ap.run(project, edit, state_dir=jc.state_dir, job="sync", run_id=run_id, config=cfg,
+                         review=jc.dry_run, log=jc.log)
+            p = final[0]
+            out.details["identity"] = ident
+            out.details["conflicts"] = p.merged.conflict_files()
+            out.added, out.changed, out.deleted = len(res.added), len(res.changed), len(res.deleted)
+            if res.verdict == ap.Verdict.REJECTED:
+                return _with(out, "refused", "the remote's changes were refused by the guards, nothing applied: "
+                             + "; ".join(res.reasons))
+            if res.verdict == ap.Verdict.ABANDONED:
+                return _with(out, "skipped", "stopped before applying")
+            if res.verdict == ap.Verdict.REVIEW:
+                out.details["diff"] = res.diff
+                return _with(out, "proposed", _dry_note(p, remote))
+            if res.verdict == ap.Verdict.APPLIED:
+                out.run_id = run_id
+                out.outcome = "changed"
+            if not jc.dry_run:
+                self._keep_conflicts(jc, project, p, h.remote or "", res.history or run_id)
+            if res.dropped:
+                return _with(out, "partial", f"{len(res.dropped)} file(s) changed here while merging were left "
+                             "as they are; nothing sent (the next sync merges them)")
+            if jc.dry_run:
+                return _with(out, "unchanged" if not p.local_changes else "proposed", _dry_note(p, remote))
+            sent = self._send(jc, repo, project, branch, h, remote, max_bytes)
+            return _with(out, out.outcome, _summary(res, p, sent))
+        finally:
+            repo.close()
+
+    def _send(self, jc: JobContext, repo: Any, project: Project, branch: str, h: gitremote.Heads,
+              remote: gitremote.TreeFiles, max_bytes: int) -> str:
+        """Push the folder as it is now, unless the remote holds all of it; returns what was done."""
+        mark = gitremote.folder_mark(project.memory_dir)  # before reading: a later write is seen next time
+        now_files = {k: v for k, v in file_map(project.memory_dir, max_bytes).items() if gitremote.synced(k)}
+        outgoing: dict[str, bytes] = {}
+        withheld: dict[str, list[str]] = {}
+        for rel, data in now_files.items():
+            why = stays_here(rel, data)
+            if why is None:
+                outgoing[rel] = data
+                continue
+            withheld.setdefault(why, []).append(rel)
+            if rel in remote.files:  # the remote keeps its own version: never a deletion there
+                outgoing[rel] = remote.files[rel]
+        for why, files in withheld.items():
+            (jc.log or _silent).warning("sync.withheld", project=project.name, files=files[:20], reason=why)
+        ot, oi = _split(outgoing)
+        rt, ri = _split(remote.files)
+        note = "".join(f"; {len(files)} file(s) with {why} not sent" for why, files in withheld.items())
+        if ot == rt and not mg.index_news(oi, ri) and (h.remote is not None or not outgoing):
+            if h.remote is not None:
+                gitremote.remember(repo, branch, shared=h.remote, mine=h.remote)
+            gitremote.mark_seen(jc.state_dir, project.name, branch, h.remote, mark)
+            return "nothing to send" + note
+        delta = len({k for k in set(ot) | set(rt) if ot.get(k) != rt.get(k)})
+        summary = f"sync from {self.machine}: {delta} file(s) differ from the remote"
+        new = gitremote.commit(repo, outgoing, h.remote, machine=self.machine, summary=summary,
+                               now=jc.clock.time())
+        gitremote.remember(repo, branch, mine=new)
+        try:
+            gitremote.push(jc.state_dir, self.remote, new, branch, timeout=jc.config.sync.timeout_s,
+                           interactive=self.interactive)
+        except gitremote.SyncError as e:
+            if e.kind == "rejected":
+                raise _Rejected() from None
+            raise gitremote.SyncError(f"{e} (the merge is kept here and sent at the next sync)", kind=e.kind) \
+                from None
+        self.pushes += 1
+        gitremote.remember(repo, branch, shared=new)
+        repo.refs[f"refs/remotes/origin/{branch}".encode()] = new.encode("ascii")
+        gitremote.mark_seen(jc.state_dir, project.name, branch, new, mark)
+        return f"sent {delta} file(s)" + note
+
+    def _keep_conflicts(self, jc: JobContext, project: Project, p: Plan, remote_commit: str, run: str) -> None:
+        if not p.merged.conflicts:
+            return
+        now = jc.clock.time()
+        rows = [evidence.Conflict(evidence.conflict_id(c.rel, c.result or b"", c.remote or b""), project.name, c.rel,
+                                  _text(c.result), _text(c.remote), _opt(p.base.get(c.rel)),
+                                  p.remote.machine or "another machine", remote_commit, now)
+                for c in p.merged.conflicts]
+        fresh = evidence.record(jc.state_dir, project.name, rows)
+        if not fresh:
+            return
+        theirs = dict(file_map(project.memory_dir, jc.config.budget.max_file_bytes))
+        theirs.update((c.rel, c.remote) for c in p.merged.conflicts if c.remote is not None)
+        try:
+            history.commit_files(jc.state_dir, project.name, theirs,
+                                 f"the other side of {len(fresh)} sync conflict(s) from {fresh[0].machine} "
+                                 f"(kept for the next dream; the folder kept its own)", kind="theirs", job="sync")
+        except MemdError as e:
+            (jc.log or _silent).warning("history.failed", project=project.name, error=str(e))
+        for c in fresh:
+            (jc.log or _silent).warning("sync.conflict", project=project.name, file=c.file, machine=c.machine,
+                                        conflict=c.id, run=run)
+
+
+def _rewritten(repo: Any, h: gitremote.Heads, branch: str, project: str) -> str | None:
+    if h.shared is None:
+        return None
+    if h.remote is None:
+        return (f"the remote's branch {branch} is gone (deleted, or the remote was replaced); "
+                f"`memd sync --forget {project}` starts over from whatever the remote holds")
+    if not gitremote.descends(repo, h.shared, h.remote):
+        return (f"the remote's branch {branch} was rewritten (force-pushed): commit {h.shared[:12]} we last "
+                f"shared is not in its history; `memd sync --forget {project}` merges with it anew "
+                "(every difference then counts as a conflict and keeps the local file)")
+    return None
+
+
+def _write(st: ap.Staging, p: Plan) -> None:
+    """The merged files into the staging copy (the index last: the rebuild then runs over it)."""
+    topics, index = _split(p.local)
+    for rel in sorted(set(topics) | set(p.merged.files)):
+        new = p.merged.files.get(rel)
+        if new == topics.get(rel):
+            continue
+        path = st.root / rel
+        if new is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            path.write_bytes(new)
+    if p.index is not None and p.index != index:
+        (st.root / INDEX_NAME).write_text(p.index, encoding="utf-8", newline="")
+
+
+def _note(p: Plan, machine: str) -> str:
+    parts = []
+    if p.merged.taken:
+        parts.append(f"{len(p.merged.taken)} file(s) from {machine or 'the remote'}")
+    if p.merged.conflicts:
+        parts.append(f"{len(p.merged.conflicts)} conflict(s) kept local")
+    return ", ".join(parts)
+
+
+def _dry_note(p: Plan, remote: gitremote.TreeFiles) -> str:
+    bits = [_note(p, remote.machine) or "nothing to take from the remote"]
+    if p.merged.conflicts:
+        bits.append("conflicts: " + ", ".join(p.merged.conflict_files()))
+    return "dry run: " + "; ".join(bits)
+
+
+def _summary(res: ap.RunResult, p: Plan, sent: str) -> str:
+    bits = []
+    if res.verdict == ap.Verdict.APPLIED:
+        bits.append(f"took {res.summary}")
+    if p.merged.conflicts:
+        bits.append(f"{len(p.merged.conflicts)} conflict(s) kept local for the next dream: "
+                    + ", ".join(p.merged.conflict_files()[:5]))
+    bits.append(sent)
+    return "; ".join(bits)
+
+
+def _with(out: ProjectOutcome, outcome: Any, message: str) -> ProjectOutcome:
+    out.outcome = outcome
+    out.message = message
+    return out
+
+
+class _Silent:
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        return lambda *a, **k: None
+
+
+_silent: Any = _Silent()
+
+
+# --------------------------------------------------------------------------- the job
+
+
+def synced_projects(jc: JobContext, projects: list[Project], *,
+                    named: bool) -> tuple[list[Project], dict[str, Identity]]:
+    """The projects to sync and every project's identity: named projects are all run (an unsynced one
+    ends ``skipped`` with the reason); of all projects, only those with an identity."""
+    idents = {p.name: identify(p, jc.config, jc.state) for p in projects}
+    chosen = projects if named else [p for p in projects if idents[p.name].identity is not None]
+    return chosen, idents
+
+
+def run_sync(jc: JobContext, projects: list[Project], *, named: bool = False, interactive: bool = False,
+             before_project: Callable[[Project], Any] | None = None,
+             after_project: Callable[[Project, ProjectOutcome | None], Any] | None = None) -> JobResult:
+    """The sync job over projects (see the module doc). Sync must be on (``sync.remote``)."""
+    from memd.errors import ConfigError
+    from memd.jobs.runner import run_job
+
+    if not jc.config.sync.remote.strip():
+        raise ConfigError(["sync.remote: sync is off (set it to a private git repository of yours; docs/sync.md)"])
+    session = Session(jc, interactive=interactive)
+    chosen, session.identities = synced_projects(jc, projects, named=named)
+    if any(i.identity for i in session.identities.values() if i.project in {p.name for p in chosen}):
+        session.fetch()
+    result = run_job("sync", jc, chosen, work=session.project, before_project=before_project,
+                     after_project=after_project)
+    (jc.log or _silent).info("sync.done", fetches=session.fetches, pushes=session.pushes,
+                             projects=len(chosen))
+    return result

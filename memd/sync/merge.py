@@ -1,0 +1,137 @@
+"""The three-way merge of one memory folder's files: pure values in, values out.
+
+Per file, against the last commit both sides shared (``base``): a change on one side is taken;
+changes on both sides merge line-wise through ``merge3`` (the three-way merge library Breezy and
+dulwich use) when they do not overlap; a true conflict keeps the local file and reports the other
+side. A file deleted on one side and changed on the other is kept (the changed side). The one
+automatic resolution: a conflict that is only Claude Code's ``modified:`` frontmatter date (it is
+rewritten on every memory write, so two machines editing different parts of one file always
+disagree about it) takes the later date.
+
+MEMORY.md is never merged textually (``merge_index``): the local index is kept, the lines of prose
+(anything that is neither an entry nor blank) the other side added are appended, and the caller
+rebuilds the entries deterministically from the merged topic files (``memd.apply.finalize``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import merge3
+
+from memd.core import index as mindex
+
+_MODIFIED = re.compile(r"^(\s*)modified:\s*(.*?)\s*$")
+
+
+@dataclass(frozen=True)
+class FileMerge:
+    rel: str
+    result: bytes | None  # what the file becomes (None: absent)
+    how: str  # same | local | remote | merged | conflict | kept
+    remote: bytes | None = None  # with how == "conflict": the other side, kept as evidence
+
+
+@dataclass
+class FolderMerge:
+    files: dict[str, bytes] = field(default_factory=dict)  # the merged topic files
+    conflicts: list[FileMerge] = field(default_factory=list)
+    taken: list[str] = field(default_factory=list)  # files whose result came (in part) from the remote
+
+    def conflict_files(self) -> list[str]:
+        return [c.rel for c in self.conflicts]
+
+
+def _lines(data: bytes) -> list[bytes]:
+    return data.splitlines(keepends=True)
+
+
+def _date_only(a: Sequence[bytes], b: Sequence[bytes]) -> Sequence[bytes] | None:
+    """The later of two ``modified:`` lines, when the conflict is only that line on each side."""
+    if len(a) != 1 or len(b) != 1:
+        return None
+    ma, mb = _MODIFIED.match(a[0].decode("utf-8", "replace")), _MODIFIED.match(b[0].decode("utf-8", "replace"))
+    if ma is None or mb is None or ma.group(1) != mb.group(1):
+        return None
+    return a if ma.group(2) >= mb.group(2) else b
+
+
+def merge_text(base: bytes | None, local: bytes, remote: bytes) -> bytes | None:
+    """Line-wise three-way merge of one file; None on a true conflict."""
+    m = merge3.Merge3(_lines(base or b""), _lines(local), _lines(remote))
+    out: list[bytes] = []
+    for group in m.merge_groups():
+        if group[0] != "conflict":
+            out.extend(group[1])
+            continue
+        later = _date_only(group[2], group[3])
+        if later is None:
+            return None
+        out.extend(later)
+    return b"".join(out)
+
+
+def merge_file(rel: str, base: bytes | None, local: bytes | None, remote: bytes | None) -> FileMerge:
+    """One file (see the module doc)."""
+    if local == remote:
+        return FileMerge(rel, local, "same")
+    if local == base:
+        return FileMerge(rel, remote, "remote")
+    if remote == base:
+        return FileMerge(rel, local, "local")
+    if local is None:  # deleted here, changed there: kept
+        return FileMerge(rel, remote, "kept")
+    if remote is None:  # changed here, deleted there: kept
+        return FileMerge(rel, local, "kept")
+    merged = merge_text(base, local, remote)
+    if merged is None:
+        return FileMerge(rel, local, "conflict", remote)
+    return FileMerge(rel, merged, "merged" if merged != local else "local")
+
+
+def merge_folder(base: Mapping[str, bytes], local: Mapping[str, bytes], remote: Mapping[str, bytes]) -> FolderMerge:
+    """Every topic file of the three sides (the caller leaves the index and team/ out)."""
+    out = FolderMerge()
+    for rel in sorted(set(base) | set(local) | set(remote)):
+        fm = merge_file(rel, base.get(rel), local.get(rel), remote.get(rel))
+        if fm.result is not None:
+            out.files[rel] = fm.result
+        if fm.how == "conflict":
+            out.conflicts.append(fm)
+        elif fm.how in ("remote", "merged") or (fm.how == "kept" and local.get(rel) is None):
+            out.taken.append(rel)
+    return out
+
+
+def prose(text: str) -> list[str]:
+    """The index's lines of prose: neither an entry nor blank (headings count: they are the user's)."""
+    entries = {e.line for e in mindex.parse(text).entries}
+    return [ln.rstrip("\r") for n, ln in enumerate(text.split("\n"), 1) if n not in entries and ln.strip()]
+
+
+def merge_index(base: str | None, local: str | None, remote: str | None) -> str | None:
+    """The index to rebuild from: the local one with the prose the other side added appended.
+
+    Prose the other side removed stays (prose is the user's: never dropped by a sync); entries are
+    not copied at all, they come back from the merged topic files when the index is rebuilt."""
+    if remote is None:
+        return local
+    if local is None:
+        return remote
+    have = set(prose(local)) | set(prose(base or ""))
+    new = [ln for ln in prose(remote) if ln not in have]
+    if not new:
+        return local
+    nl = "\r\n" if "\r\n" in local else "\n"
+    text = local if not local or local.endswith("\n") else local + nl
+    return text + nl + nl.join(dict.fromkeys(new)) + nl
+
+
+def index_news(local: str | None, remote: str | None) -> bool:
+    """The local index has prose the other side's lacks (so it is worth sending)."""
+    if local is None:
+        return False
+    theirs = set(prose(remote or ""))
+    return any(ln not in theirs for ln in prose(local))

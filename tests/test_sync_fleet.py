@@ -1,0 +1,19 @@
+"""The simulated fleet, short campaign (the long one: `python bench/bench_sync.py --fleet 500`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.sync_fleet import run_fleet, summary
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_three_machines_converge_and_lose_nothing(tmp_path: Path, file_remote: str, seed: int) -> None:
+    rep = run_fleet(tmp_path, file_remote, ops=60, seed=seed)
+    s = summary(rep)
+    assert rep.converged, s
+    assert rep.lost == [], s
+    assert rep.duplicate_conflicts == 0 and rep.conflict_events == rep.conflicts, s
+    assert rep.failed_syncs > 0 or rep.offline_flips == 0, s  # offline machines really were offline
