@@ -60,7 +60,8 @@ class ScheduleConfig(Record):
 
     dream_window: str = key("01:00-04:59", "Window in which the nightly dream minute is picked once.")
     checkin_window: str = key("07:00-08:59", "Window in which the morning check-in minute is picked once.")
-    catchup_cron: str = key("0 */2 * * *", "Crontab of the catch-up job.")
+    catchup_cron: str = key(
+        "0 */2 * * *", "Crontab of the catch-up job, as crontab(5) reads it (0 and 7 are Sunday; names, @daily work).")
 
 
 class DreamConfig(Record):
