@@ -21,10 +21,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    from memd.cli import select_projects
+    from memd.commands._projects import select
     from memd.maintenance import undo_project
 
-    (project,) = select_projects(args, ctx)
+    (project,) = select(args, ctx)
     res, rb = undo_project(project, ctx.config, ctx.state_dir, args.run, dry_run=args.dry_run)
     verb = "would restore" if args.dry_run else "restored"
     for rel in res.restored:
