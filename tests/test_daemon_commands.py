@@ -102,10 +102,11 @@ def test_logs_command(claude_home: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_report_command(claude_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = memd(capsys, "report")
-    assert code == 1 and "no check-in report yet" in err
+    # nothing to report: it says so and exits 0 (issue 13; it was exit 1, or an empty report)
+    code, out, _ = memd(capsys, "report")
+    assert code == 0 and out.startswith("nothing to report yet: no check-in report in")
     code, out, _ = memd(capsys, "report", "--now")
-    assert code == 0 and out.startswith("# memd check-in")
+    assert code == 0 and out.startswith("nothing to report since ") and "no runs" in out
     from memd.jobs import checkin
 
     sd = Path(os.environ["XDG_STATE_HOME"]) / "memd"
@@ -263,3 +264,23 @@ def test_service_status_exits_like_hooks_status(claude_home: Path, capsys: pytes
     _unit().mkdir()  # unreadable as a file
     code, out, _ = memd(capsys, "service", "status", "--manager", "systemd")
     assert code == 2 and "cannot read" in out
+
+
+def test_report_lists_manual_rebuilds_and_undos(claude_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    mem = claude_home / "projects" / "-home-u-app" / "memory"
+    mem.mkdir(parents=True)
+    (mem / "a.md").write_text("---\nname: a\ndescription: the a\ntype: user\n---\nA.\n")
+    (mem / "MEMORY.md").write_text("- [Gone](gone.md) — deleted\n")
+    code, out, err = memd(capsys, "rebuild", "-home-u-app")
+    assert code == 0 and "written" in out, err
+    code, out, err = memd(capsys, "undo", "-home-u-app")
+    assert code == 0 and "undid" in out, err
+    code, out, _ = memd(capsys, "report", "--now")
+    assert code == 0
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "-home-u-app" in line]
+    assert [row.split(" | ")[1:4] for row in rows] == [["rebuild", "-home-u-app", "changed"],
+                                                      ["undo", "-home-u-app", "changed"]]
+    assert "rebuild MEMORY.md" in rows[0] and "undo rebuild-" in rows[1]
+    code, out, _ = memd(capsys, "rebuild", "-home-u-app", "--dry-run")  # a dry run is no run
+    code, out, _ = memd(capsys, "report", "--now")
+    assert sum(1 for line in out.splitlines() if "-home-u-app" in line) == 2

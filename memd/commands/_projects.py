@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from memd.cli import Context
     from memd.errors import ConfigError
     from memd.layout import Project
+    from memd.maintenance import RebuildResult
 
 
 def require_claude_dir(args: argparse.Namespace, ctx: Context) -> None:
@@ -79,3 +80,34 @@ def config_warning(command: str, error: ConfigError) -> str:
     """What status and logs say about a bad config before going on."""
     return (f"memd {command}: {error}\n(going on with the config's valid keys and the defaults for the rest; "
             "`memd config validate` checks it again)")
+
+
+def record_manual_run(ctx: Context, job: str, project: Project, started: float, outcome: str, *,
+                      changed: int = 0, deleted: int = 0, summary: str = "", error: str | None = None) -> None:
+    """Put a run a person asked for (`memd rebuild`, `memd undo`) in the run log beside the jobs' runs,
+    so the check-in report (`memd report`) lists it. Never fails the command: the change is made."""
+    import time
+
+    from memd.state import StateStore
+
+    try:
+        with StateStore.open(ctx.state_dir) as st:
+            rid = st.start_run(job, project.name, started)
+            st.finish_run(rid, outcome=outcome, ended=time.time(), changed=changed, deleted=deleted,
+                          summary=summary[:300], error=error)
+    except Exception as e:  # the files are written and snapshotted; the run log is the lesser record
+        import sys
+
+        print(f"memd {job}: could not add the run to the run log ({type(e).__name__}: {e})", file=sys.stderr)
+
+
+def record_rebuild(ctx: Context, project: Project, res: RebuildResult, *, dry_run: bool) -> None:
+    """`memd rebuild`'s run in the run log: a written index (changed) or one that could not be (refused)."""
+    import time
+
+    if dry_run or not res.changed:
+        return
+    outcome = "changed" if res.written else "refused"
+    record_manual_run(ctx, "rebuild", project, time.time(), outcome, changed=1 if res.written else 0,
+                      summary="rebuild MEMORY.md: " + ("; ".join(res.actions) or "reformatted"),
+                      error=None if res.written else "; ".join(res.reasons) or None)

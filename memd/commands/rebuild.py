@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    from memd.commands._projects import preamble
+    from memd.commands._projects import preamble, record_rebuild
     from memd.maintenance import rebuild_project
 
     projects, notes = preamble(args, ctx)
@@ -39,6 +39,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         if args.all and not project.memory_dir.is_dir():
             continue
         res = rebuild_project(project, ctx.config, ctx.state_dir, dry_run=args.dry_run)
+        record_rebuild(ctx, project, res, dry_run=args.dry_run)  # the run log: `memd report` lists it
         if res.diff:
             out.write(res.diff)
         for a in res.actions:
