@@ -50,7 +50,7 @@ def render_table(rows: list[StatusRow], now: float | None = None) -> str:
         f = r.findings
         body.append([r.project, str(r.topic_files), f"{r.index_lines:,}/{r.max_lines}",
                      f"{r.index_chars:,}/{r.max_chars:,}", r.level.upper() if r.level == "error" else r.level,
-                     str(r.hidden_entries), f"{f.get('error', 0)}/{f.get('warning', 0)}/{f.get('info', 0)}",
+                     f"{r.hidden_entries:,}", f"{f.get('error', 0)}/{f.get('warning', 0)}/{f.get('info', 0)}",
                      _ago(r.last_session, now)])
     widths = [max(len(x[i]) for x in [head, *body]) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [head, *body]]
