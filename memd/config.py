@@ -27,7 +27,7 @@ from memd.record import replace as replace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
     from pathlib import Path
     from typing import Any
 
@@ -60,7 +60,8 @@ class ScheduleConfig(Record):
 
     dream_window: str = key("01:00-04:59", "Window in which the nightly dream minute is picked once.")
     checkin_window: str = key("07:00-08:59", "Window in which the morning check-in minute is picked once.")
-    catchup_cron: str = key("0 */2 * * *", "Crontab of the catch-up job.")
+    catchup_cron: str = key(
+        "0 */2 * * *", "Crontab of the catch-up job, as crontab(5) reads it (0 and 7 are Sunday; names, @daily work).")
 
 
 class DreamConfig(Record):
@@ -327,12 +328,28 @@ def _check_prices(p: str, value: Any) -> tuple[Any, list[str]]:
 
 def from_mapping(data: Mapping[str, Any], *, source: str | None = None) -> Config:
     """Build a Config from parsed TOML; raises ConfigError listing every problem."""
+    cfg, errors = _build(data)
+    if errors:
+        raise ConfigError(errors, path=source)
+    return cfg
+
+
+def _nearest(name: str, known: Iterable[str]) -> str:
+    """" (did you mean X?)" for a typo of a known name (``warn_ration`` -> ``warn_ratio``), else ""."""
+    import difflib  # only with an unknown key: never on a good config's path
+
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _build(data: Mapping[str, Any]) -> tuple[Config, list[str]]:
+    """The config with every key that passed its checks (the others keep their defaults), and the problems."""
     errors: list[str] = []
     known = dict(sections())
     built: dict[str, Any] = {}
     for sect, value in data.items():
         if sect not in known:
-            errors.append(f"{sect}: unknown section (known: {', '.join(known)})")
+            errors.append(f"{sect}: unknown section{_nearest(sect, known)} (known: {', '.join(known)})")
         elif not isinstance(value, dict):
             errors.append(f"{sect}: expected a table, got {value!r}")
     for sect, cls in known.items():
@@ -344,7 +361,7 @@ def from_mapping(data: Mapping[str, Any], *, source: str | None = None) -> Confi
         for k, v in raw.items():
             info = infos.get(k)
             if info is None:
-                errors.append(f"{sect}.{k}: unknown key")
+                errors.append(f"{sect}.{k}: unknown key{_nearest(k, infos)}")
                 continue
             checked, errs = _check(info, v)
             errors.extend(errs)
@@ -354,10 +371,14 @@ def from_mapping(data: Mapping[str, Any], *, source: str | None = None) -> Confi
     # keys that failed their own check kept their defaults, so the cross-checks can still run:
     # every problem is reported at once
     cfg = Config(**built)
-    errors.extend(_cross_checks(cfg))
-    if errors:
-        raise ConfigError(errors, path=source)
-    return cfg
+    crossed = _cross_checks(cfg)
+    for problem in crossed:  # a key that fails a cross-check is set back to its default too
+        sect, _, name = problem.split(":", 1)[0].partition(".")
+        section = getattr(cfg, sect, None)
+        if section is not None and name in {f.name for f in fields(section)}:
+            default = next(i.default for i in schema() if i.path == f"{sect}.{name}")
+            cfg = replace(cfg, **{sect: replace(section, **{name: default})})
+    return cfg, errors + crossed
 
 
 def _cross_checks(cfg: Config) -> list[str]:
@@ -408,26 +429,56 @@ def default_path() -> Path:
 
 def load(path: str | os.PathLike[str] | None = None) -> Config:
     """Load the config file (explicit path must exist; the default path may be absent)."""
+    cfg, error = load_tolerant(path)
+    if error is not None:
+        raise error
+    return cfg
+
+
+def load_tolerant(path: str | os.PathLike[str] | None = None) -> tuple[Config, ConfigError | None]:
+    """The config and what is wrong with it, never raising: a bad file gives its valid keys (the
+    others, and everything when it cannot be read or parsed, at their defaults) and the error. For the
+    commands a user needs to debug a bad config (`memd status`, `memd logs`)."""
+    data, error = _read(path)
+    if error is not None or data is None:
+        return Config(), error
+    cfg, problems = _build(data)
+    return cfg, ConfigError(problems, path=_where(path)) if problems else None
+
+
+def file_keys(path: str | os.PathLike[str] | None = None) -> set[str]:
+    """The key paths ("budget.warn_ratio") the config file sets itself (empty without a readable file)."""
+    data, _ = _read(path)
+    out: set[str] = set()
+    for sect, value in (data or {}).items():
+        if isinstance(value, dict):
+            out.update(f"{sect}.{k}" for k in value)
+    return out
+
+
+def _where(path: str | os.PathLike[str] | None) -> str:
+    return os.fspath(path) if path is not None else _default_path()
+
+
+def _read(path: str | os.PathLike[str] | None) -> tuple[dict[str, Any] | None, ConfigError | None]:
+    """The parsed TOML of the config file (None without a file) or why it cannot be had."""
     explicit = path is not None
-    p = os.fspath(path) if path is not None else _default_path()
+    p = _where(path)
     try:
         with open(p, "rb") as f:
             raw = f.read()
     except FileNotFoundError:
-        if explicit:
-            raise ConfigError(["file not found"], path=str(p)) from None
-        return Config()
+        return None, ConfigError(["file not found"], path=str(p)) if explicit else None
     except OSError as e:
-        raise ConfigError([f"cannot read: {e.strerror}"], path=str(p)) from None
+        return None, ConfigError([f"cannot read: {e.strerror}"], path=str(p))
     import tomllib  # only with a config file: ~4 ms the hooks would otherwise pay on every memory write
 
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        return tomllib.loads(raw.decode("utf-8")), None
     except UnicodeDecodeError:
-        raise ConfigError(["not valid UTF-8"], path=str(p)) from None
+        return None, ConfigError(["not valid UTF-8"], path=str(p))
     except tomllib.TOMLDecodeError as e:
-        raise ConfigError([f"not valid TOML: {e}"], path=str(p)) from None
-    return from_mapping(data, source=str(p))
+        return None, ConfigError([f"not valid TOML: {e}"], path=str(p))
 
 
 # --------------------------------------------------------------------------- rendering
@@ -445,8 +496,11 @@ def _toml_value(v: Any) -> str:
     raise TypeError(v)
 
 
-def render_toml(cfg: Config, *, comments: bool = True) -> str:
-    """The effective config as TOML, each key preceded by its description."""
+def render_toml(cfg: Config, *, comments: bool = True, from_file: set[str] | None = None,
+                file_label: str = "the config file") -> str:
+    """The effective config as TOML, each key preceded by its description; a key in ``from_file``
+    (key paths, ``file_keys``) is marked ``# set in <file_label>``, every other one is a default."""
+    marked = from_file or set()
     out: list[str] = []
     by_section: dict[str, list[KeyInfo]] = {}
     for info in schema():
@@ -463,6 +517,8 @@ def render_toml(cfg: Config, *, comments: bool = True) -> str:
             if isinstance(value, dict):
                 if comments:
                     tables.append(f"# {info.doc}")
+                if info.path in marked:
+                    tables.append(f"# set in {file_label}")
                 if all(isinstance(x, str) for x in value.values()):  # a table of strings
                     tables.append(f"[{info.path}]")
                     tables.extend(f"{_toml_value(k)} = {_toml_value(x)}" for k, x in value.items())
@@ -473,7 +529,8 @@ def render_toml(cfg: Config, *, comments: bool = True) -> str:
                 continue
             if comments:
                 out.append(f"# {info.doc} ({_type_name(info.type)}, default {_toml_value(info.default)})")
-            out.append(f"{name} = {_toml_value(value)}")
+            mark = f"  # set in {file_label}" if info.path in marked else ""
+            out.append(f"{name} = {_toml_value(value)}{mark}")
         out.extend(tables)
         out.append("")
     return "\n".join(out)

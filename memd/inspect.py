@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from memd.config import BudgetConfig, Config
     from memd.core.files import FolderSnapshot
     from memd.core.findings import Finding
+    from memd.core.index import Budget
     from memd.layout import Project
 
 
@@ -132,10 +133,12 @@ class StatusRow(Record):
     max_lines: int
     index_chars: int
     max_chars: int
-    level: str  # ok | near | over | none
+    level: str  # ok | near | over | error (the index cannot be read whole: ``problem``) | none (no memory)
     hidden_entries: int
     findings: dict[str, int]  # error / warning / info -> count
     last_session: float | None  # mtime of the newest main-session transcript
+    problem: str | None = None  # why the index (or the folder) cannot be read whole; level is "error"
+    measured_level: str | None = None  # with a problem: the level of what could be read, as the hooks see it
     extra: dict[str, Any] = field(default_factory=dict)  # other parts of memd add columns here
 
     def as_json(self) -> dict[str, Any]:
@@ -143,7 +146,8 @@ class StatusRow(Record):
             "project": self.project, "memory_dir": self.memory_dir, "has_memory": self.has_memory,
             "topic_files": self.topic_files,
             "index": {"lines": self.index_lines, "max_lines": self.max_lines, "chars": self.index_chars,
-                      "max_chars": self.max_chars, "level": self.level, "hidden_entries": self.hidden_entries},
+                      "max_chars": self.max_chars, "level": self.level, "hidden_entries": self.hidden_entries,
+                      "problem": self.problem, "measured_level": self.measured_level},
             "findings": dict(self.findings),
             "last_session": _iso(self.last_session),
             **self.extra,
@@ -171,20 +175,107 @@ def last_session(project: Project) -> float | None:
     return newest
 
 
+@dataclass(frozen=True)
+class IndexMeasure:
+    """A project's MEMORY.md measured the way the SessionStart hook measures it."""
+
+    budget: Budget | None  # None: nothing could be read (no index, or unreadable)
+    problem: str | None  # why it cannot be read whole (too large, unreadable, not a file, not UTF-8)
+
+
+def measure_index(project: Project, budget: BudgetConfig) -> IndexMeasure:
+    """Measure MEMORY.md as the SessionStart hook does (``memd.hooks.tool_use.read_text``): at most
+    ``max_file_bytes`` read (a longer file is cut there and measured), undecodable bytes replaced, so
+    `memd status` and the hook give one figure for one file. Whatever stops a whole read is the problem."""
+    import os
+
+    from memd.core import index
+    from memd.core.paths import INDEX_NAME
+    from memd.memfolder.read import read_bounded
+    from memd.memfolder.walk import locate
+
+    path = locate(project.memory_dir, INDEX_NAME, None)
+    if path is None:
+        if not os.path.lexists(project.index_path):
+            return IndexMeasure(None, None)
+        what = ("is a folder, not a file" if os.path.isdir(project.index_path) else
+                "is a symlink memd does not follow" if os.path.islink(project.index_path) else
+                "is not a regular file")
+        return IndexMeasure(None, f"{what}, so it cannot be measured")
+    r = read_bounded(path, budget.max_file_bytes, hash=False, cut=True)
+    if r.data is None:
+        return IndexMeasure(None, None if r.problem == "missing" else r.problem)
+    problem = r.problem  # "not valid UTF-8" (measured with replacement characters, as the hook does)
+    if r.cut:
+        try:
+            size = f"{os.stat(path).st_size:,} bytes"
+        except OSError:
+            size = "larger"
+        problem = f"too large to read whole ({size}, limit {budget.max_file_bytes:,})"
+    text = r.data.decode("utf-8", errors="replace")
+    return IndexMeasure(index.measure(text, budget.max_lines, budget.max_chars, budget.warn_ratio), problem)
+
+
 def status_row(project: Project, config: Config, cache_dir: Path | None = None) -> StatusRow:
     from memd.core.findings import counts
 
     b = config.budget
     res = check_project(project, b, team_pii=config.hooks.team_pii, cache_dir=cache_dir)
-    return StatusRow(
+    row = StatusRow(
         project.name, str(project.memory_dir), res.exists, res.topic_files, res.lines, b.max_lines,
         res.chars, b.max_chars, res.level if res.exists else "none", res.hidden_entries,
         counts(res.findings), last_session(project))
+    if not res.exists:
+        return row
+    # status measures the index itself (never only what the daemon recorded), as the hook does
+    folder_problem = next((f.message for f in res.findings if f.code == "MEM071"), None)
+    m = measure_index(project, b)
+    if m.budget is not None:
+        row.index_lines, row.index_chars, row.hidden_entries = m.budget.lines, m.budget.chars, len(m.budget.hidden)
+        row.level = m.budget.level
+    if folder_problem or m.problem:
+        row.problem = folder_problem or f"MEMORY.md {m.problem}"
+        row.measured_level = m.budget.level if m.budget is not None else None
+        row.level = "error"
+    return row
 
 
 def status_rows(projects: list[Project], config: Config, cache_dir: Path | None = None) -> list[StatusRow]:
-    """One row per project; cache_dir (memd's state folder) lets unchanged folders skip the re-check."""
-    return [status_row(p, config, cache_dir) for p in projects]
+    """One row per project, those with a memory folder first; cache_dir (memd's state folder) lets
+    unchanged folders skip the re-check."""
+    rows = [status_row(p, config, cache_dir) for p in projects]
+    return sorted(rows, key=lambda r: not r.has_memory)  # stable: by name within each group
+
+
+MEASURED_KINDS = ("budget", "topic_files")  # the daemon's warning kinds status measures itself
+
+
+def _share(row: StatusRow) -> str:
+    # the hook's figure (memd.hooks.tool_use): the larger of the two ratios, of what Claude Code loads
+    return f"{max(row.index_lines / row.max_lines, row.index_chars / row.max_chars):.0%}"
+
+
+def measured_warnings(rows: list[StatusRow], config: Config) -> list[dict[str, Any]]:
+    """The warnings `memd status` measures now (never only what the daemon recorded): an index that
+    cannot be read whole, over or near its budget, more topic files than recall reads."""
+    out: list[dict[str, Any]] = []
+    limit = config.budget.max_topic_files
+    for r in rows:
+        figures = (f"{r.index_lines:,}/{r.max_lines} lines, {r.index_chars:,}/{r.max_chars:,} characters, "
+                   f"{_share(r)} of what Claude Code loads")
+        if r.level == "error":
+            text = f"{r.project}: {r.problem}"
+            if r.measured_level is not None:
+                text += f"; what a session reads of it is {r.measured_level} the budget ({figures})"
+            out.append({"project": r.project, "kind": "budget", "level": "error", "text": text})
+        elif r.level in ("near", "over"):
+            hidden = f"; {r.hidden_entries} entries hidden" if r.hidden_entries else ""
+            out.append({"project": r.project, "kind": "budget", "level": r.level,
+                        "text": f"{r.project}: MEMORY.md {r.level} the budget ({figures}){hidden}"})
+        if r.has_memory and r.topic_files > limit:
+            out.append({"project": r.project, "kind": "topic_files", "level": "over",
+                        "text": f"{r.project}: {r.topic_files} topic files; recall reads only {limit}"})
+    return out
 
 
 def model_credential(config: Config, claude: Path | None = None) -> dict[str, Any]:

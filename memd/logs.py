@@ -41,7 +41,7 @@ def _clean(v: str) -> str:
 
 def _scrub(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
     for k, v in list(event.items()):
-        if k in ("timestamp", "severity", "logger"):
+        if k in ("timestamp", "level", "logger"):
             continue
         if isinstance(v, str):
             event[k] = _clean(v)
@@ -58,17 +58,26 @@ def console_wanted(stream: Any = None) -> bool:
     return _isatty(s)
 
 
+def console_stream() -> Any:
+    """Where readable lines go: stderr on a terminal or under journald, else stdout (launchd's
+    ``StandardOutPath``, a redirect), so the lines are where a service manager's out log is."""
+    if os.environ.get("JOURNAL_STREAM") or _isatty(sys.stderr):
+        return sys.stderr
+    return sys.stdout
+
+
 def setup(state_dir: Path | None, *, level: str = "info", console: bool | None = None) -> None:
     """Configure structlog and the stdlib root logger (idempotent: a second call reconfigures).
 
     ``state_dir`` None logs to the console only (foreground commands without a state folder).
+    ``console``: readable lines too (None: only on a terminal or under journald), on ``console_stream()``.
     """
     import structlog
 
     lvl = getattr(logging, level.upper(), logging.INFO)
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
-        _add_severity,
+        _add_level,
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         _scrub,
@@ -104,9 +113,9 @@ def setup(state_dir: Path | None, *, level: str = "info", console: bool | None =
         fh._memd = True  # type: ignore[attr-defined]
         root.addHandler(fh)
     if console if console is not None else console_wanted():
-        ch = logging.StreamHandler(sys.stderr)
         journald = bool(os.environ.get("JOURNAL_STREAM"))
-        procs: list[Any] = [structlog.stdlib.ProcessorFormatter.remove_processors_meta, _console_level]
+        ch = logging.StreamHandler(console_stream())
+        procs: list[Any] = [structlog.stdlib.ProcessorFormatter.remove_processors_meta]
         if journald:
             procs.append(_drop_timestamp)  # journald stamps each line itself
         procs.append(structlog.dev.ConsoleRenderer(colors=not journald and _isatty(sys.stderr)))
@@ -124,7 +133,7 @@ def reset() -> None:
             h.close()
 
 
-_FIRST = ("timestamp", "severity", "event")
+_FIRST = ("timestamp", "level", "event")
 
 
 def _order(logger: Any, method: str, event: MutableMapping[str, Any]) -> dict[str, Any]:
@@ -134,18 +143,14 @@ def _order(logger: Any, method: str, event: MutableMapping[str, Any]) -> dict[st
     return out
 
 
-def _add_severity(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
-    # The log level goes under "severity": "level" belongs to events (budget.warning's near|over).
-    event["severity"] = "warning" if method == "warn" else ("critical" if method == "fatal" else method)
-    return event
-
-
-def _console_level(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
-    # ConsoleRenderer shows "level" in its level column: give it the severity there.
+def _add_level(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+    # One key for severity everywhere, structlog's "level" (the hooks write it too), so
+    # `jq 'select(.level == "error")'` finds every error. An event's own figure named "level" (a
+    # caller's slip: budget.warning says budget_level) is kept beside it, never over it.
     own = event.pop("level", None)
-    event["level"] = event.pop("severity", method)
     if own is not None:
-        event["budget_level" if event.get("event", "").startswith("budget.") else "level_"] = own
+        event["event_level"] = own
+    event["level"] = "warning" if method == "warn" else ("critical" if method == "fatal" else method)
     return event
 
 
@@ -179,7 +184,8 @@ def render_line(line: str) -> str:
     if not isinstance(ev, dict):
         return line.rstrip("\n")
     ts = str(ev.pop("timestamp", ""))
-    level = str(ev.pop("severity", "")).upper()
+    old = ev.pop("severity", "")  # logs written before the one "level" key
+    level = str(ev.pop("level", None) or old).upper()
     name = str(ev.pop("event", ""))
     ev.pop("logger", None)
     rest = " ".join(f"{k}={_short(v)}" for k, v in ev.items())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -20,6 +21,28 @@ pytest_plugins = [
 
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+
+# Variables of the caller's environment that change what memd does: where its folders are, which
+# credentials and settings it sees, colour, journald, debugging. Every test starts without them and
+# with a HOME of its own (no ~/.config/memd/config.toml, ~/.claude or state of the user's leaks in).
+_CALLER_PREFIXES = ("XDG_", "ANTHROPIC_", "CLAUDE", "MEMD_", "AWS_", "GOOGLE_", "CLOUDSDK_", "VERTEX_")
+_CALLER_NAMES = ("NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "TERM", "COLUMNS", "JOURNAL_STREAM",
+                 "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "INVOCATION_ID", "CLOUD_ML_REGION")
+_KEPT = ("MEMD_REALCC_",)  # how to reach the pinned Claude Code CLI of the real-client tier
+
+
+def caller_variables(environ: dict[str, str] | os._Environ[str]) -> list[str]:
+    """The names in environ that a test must not inherit."""
+    return [k for k in environ
+            if (k.startswith(_CALLER_PREFIXES) or k in _CALLER_NAMES) and not k.startswith(_KEPT)]
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    for name in caller_variables(os.environ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path_factory.mktemp("home")))
 
 
 def claude_data_source() -> Path | None:
@@ -48,11 +71,6 @@ def claude_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
-    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
-    for name in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"):
-        monkeypatch.delenv(name, raising=False)  # other credential sources (memd.llm.client.credential_source)
     claude = home / ".claude"
     (claude / "projects").mkdir(parents=True)
     return claude

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +14,7 @@ from typing import Any
 from memd.config import BudgetConfig
 from memd.core.lint import lint
 from memd.memfolder.folder import read_folder
-from tests.plugins.memory_folders import topic
+from tests.plugins.memory_folders import ROOT, topic
 
 Run = Callable[..., Any]
 
@@ -56,10 +58,15 @@ def test_errors_exit_1_and_json_has_the_contract(make_project: Callable[..., Pat
 
 
 def test_all_without_a_claude_folder_says_so(tmp_path: Path, memd_cli: Run) -> None:
+    # no Claude folder yet where memd looks by default: friendly (issue 13: an explicit one is an error)
+    env = {**os.environ, "CLAUDE_CONFIG_DIR": str(tmp_path / "no-such-claude")}
+    for fmt, out in (("text", None), ("json", [])):
+        r = subprocess.run([sys.executable, "-m", "memd", "check", "--all", "--format", fmt], env=env, cwd=ROOT,
+                           capture_output=True, text=True, timeout=60, check=False)
+        assert r.returncode == 0 and "no Claude Code folder" in (r.stdout if out is None else r.stderr)
+        assert out is None or json.loads(r.stdout) == out
     r = memd_cli("check", "--all", claude=tmp_path / "no-such-claude")
-    assert r.returncode == 0 and "no Claude Code folder" in r.stdout
-    j = memd_cli("check", "--all", "--format", "json", claude=tmp_path / "no-such-claude")
-    assert j.returncode == 0 and json.loads(j.stdout) == []
+    assert r.returncode == 2 and "no Claude Code folder at" in r.stderr and "(given by --claude-dir)" in r.stderr
 
 
 def test_all_skips_projects_without_memory_and_notes_disabled_memory(

@@ -121,3 +121,45 @@ def test_the_budget_section_is_the_cores_value() -> None:
     snap = FolderSnapshot.from_texts({"MEMORY.md": "".join(f"- [e{i}](e{i}.md) — x\n" for i in range(5))})
     assert "MEM001" in {f.code for f in lint(snap, built)}  # the limit given is the limit used
     assert "MEM001" not in {f.code for f in lint(snap, config.Config().budget)}
+
+
+def test_validate_suggests_the_nearest_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as e:
+        config.from_mapping({"budget": {"warn_ration": 0.7}, "schedul": {}})
+    assert "budget.warn_ration: unknown key (did you mean warn_ratio?)" in e.value.problems
+    assert any(p.startswith("schedul: unknown section (did you mean schedule?)") for p in e.value.problems)
+    with pytest.raises(ConfigError) as e:
+        config.from_mapping({"budget": {"zzzz": 1}})
+    assert e.value.problems == ["budget.zzzz: unknown key"]  # nothing near: no guess
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[budget]\nwarn_ration = 0.7\n")
+    r = memd("config", "validate", str(bad), home=tmp_path)
+    assert r.returncode == 2 and "did you mean warn_ratio?" in r.stderr
+
+
+def test_show_marks_the_values_the_file_sets(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[budget]\nmax_lines = 150\n[schedule]\ncatchup_cron = \"0 9 * * 1\"\n")
+    out = memd("--config", str(cfg), "config", "show", home=tmp_path).stdout
+    assert f"max_lines = 150  # set in {cfg}" in out.splitlines()
+    assert f'catchup_cron = "0 9 * * 1"  # set in {cfg}' in out.splitlines()
+    assert "max_chars = 25000" in out.splitlines()  # a default: unmarked
+    assert sum("# set in" in line for line in out.splitlines()) == 2
+    assert config.from_mapping(__import__("tomllib").loads(out)).budget.max_lines == 150
+    assert "set in" not in memd("config", "show", home=tmp_path).stdout.replace("sets nothing", "")
+
+
+def test_a_bad_config_loads_tolerantly_with_its_valid_keys(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[budget]\nmax_lines = 150\nmax_chars = 'x'\n[schedule]\ncatchup_cron = '0 0 31 2 *'\n"
+                   "[paths]\nstate_dir = '/tmp/s'\n")
+    cfg, err = config.load_tolerant(bad)
+    assert err is not None and any("budget.max_chars" in p for p in err.problems)
+    assert any("schedule.catchup_cron" in p for p in err.problems)
+    assert cfg.budget.max_lines == 150 and cfg.budget.max_chars == 25_000 and cfg.paths.state_dir == "/tmp/s"
+    assert cfg.schedule.catchup_cron == "0 */2 * * *"  # a cross-check failure falls back to the default
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[budget\n")
+    cfg, err = config.load_tolerant(broken)
+    assert cfg == config.Config() and err is not None and "not valid TOML" in str(err)
+    assert config.load_tolerant(tmp_path / "missing.toml")[1] is not None

@@ -102,10 +102,11 @@ def test_logs_command(claude_home: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_report_command(claude_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = memd(capsys, "report")
-    assert code == 1 and "no check-in report yet" in err
+    # nothing to report: it says so and exits 0 (issue 13; it was exit 1, or an empty report)
+    code, out, _ = memd(capsys, "report")
+    assert code == 0 and out.startswith("nothing to report yet: no check-in report in")
     code, out, _ = memd(capsys, "report", "--now")
-    assert code == 0 and out.startswith("# memd check-in")
+    assert code == 0 and out.startswith("nothing to report since ") and "no runs" in out
     from memd.jobs import checkin
 
     sd = Path(os.environ["XDG_STATE_HOME"]) / "memd"
@@ -184,3 +185,102 @@ def test_logs_follow_survives_rotation(claude_home: Path) -> None:
         proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def _unit() -> Path:
+    return Path(os.environ["XDG_CONFIG_HOME"]) / "systemd" / "user" / "memd.service"
+
+
+def test_service_files_carry_the_marker_line() -> None:
+    unit = sf.systemd_unit(sf.current(20.0, Path("/s"), "/etc/memd.toml"))
+    plist = sf.launchd_plist(sf.current(20.0, Path("/s"), "/etc/memd.toml"))
+    assert f"# {sf.MARKER}" in unit.splitlines()
+    assert f"<!-- {sf.MARKER} -->".encode() in plist.splitlines()
+    assert sf.is_memds(unit.encode()) and sf.is_memds(plist)
+    assert not sf.is_memds(b"[Service]\nExecStart=/usr/bin/memd run\n")  # a command line is no marker
+    assert not sf.is_memds(b"<?xml version='1.0'?><plist><dict><key>Label</key><string>x</string></dict></plist>")
+
+
+def test_service_with_a_config_uninstalls_and_reinstalls(claude_home: Path, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """`memd --config F service install` wrote a unit `service uninstall` then called "not memd's"
+    (the check looked for the text `memd run`, and --config sits between the two)."""
+    cfg = tmp_path / "memd.toml"
+    cfg.write_text("[budget]\nwarn_ratio = 0.7\n")
+    code, out, err = memd(capsys, "--config", str(cfg), "service", "install", "--manager", "systemd")
+    assert code == 0, err
+    assert f"-m memd --config {cfg.resolve()} run" in _unit().read_text()
+    code, out, err = memd(capsys, "--config", str(cfg), "service", "status", "--manager", "systemd")
+    assert code == 0 and "installed, up to date" in out
+    # a plain install (no --config) rewrites memd's own unit instead of refusing it
+    code, out, err = memd(capsys, "service", "install", "--manager", "systemd")
+    assert code == 0 and "--config" not in _unit().read_text(), err
+    code, out, err = memd(capsys, "--config", str(cfg), "service", "install", "--manager", "systemd")
+    assert code == 0, err
+    code, out, err = memd(capsys, "service", "uninstall", "--manager", "systemd")
+    assert code == 0 and not _unit().exists(), err
+
+
+def test_a_unit_written_before_the_marker_is_still_memds(claude_home: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    _unit().parent.mkdir(parents=True)
+    _unit().write_text("# memd user service (written by `memd service install`; `memd service uninstall` "
+                       "removes it)\n[Service]\nExecStart=/old/python -m memd --config /x.toml run\n")
+    code, _, err = memd(capsys, "service", "uninstall", "--manager", "systemd")
+    assert code == 0 and not _unit().exists(), err
+
+
+def test_service_install_carries_every_global_flag(claude_home: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """`memd --claude-dir X service install` dropped the flag: the service watched ~/.claude."""
+    other = tmp_path / "other-claude"
+    (other / "projects").mkdir(parents=True)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("")
+    code, _, err = memd(capsys, "--claude-dir", str(other), "--config", str(cfg), "service", "install",
+                        "--manager", "launchd")
+    assert code == 0, err
+    path = Path(os.environ["HOME"]) / "Library" / "LaunchAgents" / "com.memd.agent.plist"
+    argv = plistlib.loads(path.read_bytes())["ProgramArguments"]
+    assert argv == [sys.executable, "-m", "memd", "--config", str(cfg.resolve()), "--claude-dir",
+                    str(other.resolve()), "run"]
+    code, _, err = memd(capsys, "service", "install", "--manager", "systemd", "--claude-dir", str(other))
+    assert code == 0 and f"--claude-dir {other.resolve()} run" in _unit().read_text(), err
+    # and the daemon that line starts parses it (global flags before the command)
+    args = cli.build_parser("run").parse_args(argv[3:])
+    assert args.command == "run" and args.claude_dir == str(other.resolve())
+
+
+def test_service_status_exits_like_hooks_status(claude_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = memd(capsys, "service", "status", "--manager", "systemd")
+    assert code == 1 and "not installed" in out
+    memd(capsys, "service", "install", "--manager", "systemd")
+    code, out, _ = memd(capsys, "service", "status", "--manager", "systemd")
+    assert code == 0 and "up to date" in out
+    _unit().write_text(_unit().read_text().replace("RestartSec=10", "RestartSec=11"))
+    code, out, _ = memd(capsys, "service", "status", "--manager", "systemd")
+    assert code == 1 and "differs" in out
+    _unit().unlink()
+    _unit().mkdir()  # unreadable as a file
+    code, out, _ = memd(capsys, "service", "status", "--manager", "systemd")
+    assert code == 2 and "cannot read" in out
+
+
+def test_report_lists_manual_rebuilds_and_undos(claude_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    mem = claude_home / "projects" / "-home-u-app" / "memory"
+    mem.mkdir(parents=True)
+    (mem / "a.md").write_text("---\nname: a\ndescription: the a\ntype: user\n---\nA.\n")
+    (mem / "MEMORY.md").write_text("- [Gone](gone.md) — deleted\n")
+    code, out, err = memd(capsys, "rebuild", "-home-u-app")
+    assert code == 0 and "written" in out, err
+    code, out, err = memd(capsys, "undo", "-home-u-app")
+    assert code == 0 and "undid" in out, err
+    code, out, _ = memd(capsys, "report", "--now")
+    assert code == 0
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "-home-u-app" in line]
+    assert [row.split(" | ")[1:4] for row in rows] == [["rebuild", "-home-u-app", "changed"],
+                                                      ["undo", "-home-u-app", "changed"]]
+    assert "rebuild MEMORY.md" in rows[0] and "undo rebuild-" in rows[1]
+    code, out, _ = memd(capsys, "rebuild", "-home-u-app", "--dry-run")  # a dry run is no run
+    code, out, _ = memd(capsys, "report", "--now")
+    assert sum(1 for line in out.splitlines() if "-home-u-app" in line) == 2

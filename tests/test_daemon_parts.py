@@ -196,7 +196,7 @@ def test_budget_warns_once_per_crossing_and_clears(tmp_path: Path) -> None:
         assert BudgetMonitor(Config(), st, rec).check(p).warned
         assert not BudgetMonitor(Config(), st, rec).check(p).warned
     warns = rec.named("budget.warning")
-    assert [w["level"] for w in warns] == ["near", "over", "over"]
+    assert [w["budget_level"] for w in warns] == ["near", "over", "over"]
     assert warns[1]["hidden_titles"] == [f"entry {i}" for i in range(200, 230)]
     assert len(rec.named("budget.cleared")) == 1
 
@@ -250,7 +250,7 @@ def test_logs_are_json_lines_and_stdlib_loggers_share_the_format(tmp_path: Path)
     logs.setup(tmp_path, level="info", console=False)
     try:
         log = logs.get_logger("memd.test")
-        log.warning("budget.warning", project="-p", level="over", lines=230)
+        log.warning("budget.warning", project="-p", budget_level="over", lines=230)
         log.info("job.finish", note="key sk-ant-api03-" + "A" * 90)
         log.info("job.finish", note="x" * 5000, titles=["fine", "token ghp_" + "a" * 36])
         logging.getLogger("apscheduler.scheduler").warning("Run time of job was missed by %d s", 5)
@@ -259,13 +259,13 @@ def test_logs_are_json_lines_and_stdlib_loggers_share_the_format(tmp_path: Path)
         for h in logging.getLogger().handlers:
             h.flush()
     lines = [json.loads(x) for x in (tmp_path / "memd.log").read_text().splitlines()]
-    assert lines[0]["event"] == "budget.warning" and lines[0]["level"] == "over"
-    assert lines[0]["severity"] == "warning" and lines[0]["timestamp"].endswith("Z")
+    assert lines[0]["event"] == "budget.warning" and lines[0]["budget_level"] == "over"
+    assert lines[0]["level"] == "warning" and lines[0]["timestamp"].endswith("Z")
     assert "sk-ant" not in json.dumps(lines[1]) and "redacted" in lines[1]["note"]
     assert len(lines[2]["note"]) < 600
     assert lines[2]["titles"] == ["fine", "[redacted: looks like a secret]"]
     assert lines[3]["event"] == "Run time of job was missed by 5 s"
-    assert lines[3]["logger"] == "apscheduler.scheduler" and lines[3]["severity"] == "warning"
+    assert lines[3]["logger"] == "apscheduler.scheduler" and lines[3]["level"] == "warning"
     assert len(lines) == 4
     assert os.stat(tmp_path / "memd.log").st_mode & 0o077 == 0
     assert "budget.warning" in logs.render_line(json.dumps(lines[0]))

@@ -24,7 +24,7 @@ def test_over_budget_write_warns_once_per_crossing(run_daemon: RunDaemon) -> Non
     d.wait_for("daemon.ready")
     d.write_memory("-home-u-app", "MEMORY.md", over_budget_index(260))
     ev = d.wait_for("budget.warning", project="-home-u-app")
-    assert ev["level"] == "over"
+    assert ev["budget_level"] == "over"
     assert ev["lines"] == 260 and ev["max_lines"] == 200 and ev["max_chars"] == 25_000
     assert ev["hidden"] == 60
     assert ev["hidden_titles"][0] == "entry 200"
@@ -38,7 +38,7 @@ def test_over_budget_write_warns_once_per_crossing(run_daemon: RunDaemon) -> Non
     # barrier: a later write elsewhere is handled after the ones above (the loop is ordered)
     d.write_memory("-home-u-other", "MEMORY.md", over_budget_index(170))
     near = d.wait_for("budget.warning", project="-home-u-other")
-    assert near["level"] == "near"
+    assert near["budget_level"] == "near"
     assert len(d.events("budget.warning", project="-home-u-app")) == 1
     # the open warning is in the state store (status shows it) until the index is back in budget
     with StateStore.open(d.state_dir) as st:
@@ -132,7 +132,7 @@ def test_sighup_with_a_broken_config_keeps_the_old_one(run_daemon: RunDaemon) ->
     assert any("schedule.catchup_cron: minute: 99" in p for p in ev["problems"])  # never reaches the scheduler
     # still alive, still with the old budget (200 lines): 230 lines is over
     d.write_memory("-p", "MEMORY.md", over_budget_index(230))
-    assert d.wait_for("budget.warning", project="-p")["level"] == "over"
+    assert d.wait_for("budget.warning", project="-p")["budget_level"] == "over"
     # a good config is taken
     d.write_config(FAST_CONFIG + "\n[budget]\nmax_lines = 500\n")
     d.signal(signal.SIGHUP)

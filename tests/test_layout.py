@@ -95,10 +95,13 @@ def test_a_memory_folder_that_is_a_symlink_is_resolved_as_all_finds_it(claude_ho
 
 
 def test_scan_all_without_a_claude_folder_says_so(tmp_path: Path) -> None:
+    # no Claude folder yet where memd looks by default: friendly; one given explicitly is an error (issue 13)
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-m", "memd", "scan", "--all"], capture_output=True, text=True, env=env)
+    assert out.returncode == 0 and "no Claude Code folder" in out.stdout
     out = subprocess.run([sys.executable, "-m", "memd", "--claude-dir", str(tmp_path / "none"), "scan", "--all"],
                          capture_output=True, text=True, env=env)
-    assert out.returncode == 0 and "no Claude Code folder" in out.stdout
+    assert out.returncode == 2 and "(given by --claude-dir)" in out.stderr
 
 
 def test_memory_override_and_disable(claude_home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

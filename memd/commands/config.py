@@ -17,7 +17,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        description="Check a config file (default: --config, else ~/.config/memd/config.toml).")
     v.add_argument("file", nargs="?", metavar="FILE", help="the file to check")
     s = sub.add_parser("show", help="print the effective configuration (defaults filled in) as TOML",
-                       description="Print the effective configuration, every key with its description.")
+                       description="Print the effective configuration, every key with its description; "
+                                   "the keys the config file sets are marked.")
     s.add_argument("--bare", action="store_true", help="leave out the descriptions")
     for q in (v, s):
         q.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS,
@@ -36,5 +37,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         config.load(path)  # raises ConfigError (exit 2) listing every problem
         print(f"{path}: valid")
         return 0
-    print(config.render_toml(ctx.config, comments=not args.bare), end="")
+    explicit = getattr(args, "config", None)
+    path = explicit or config.default_path()
+    keys = config.file_keys(path) if (explicit or path.exists()) and not args.bare else set()
+    if not args.bare:
+        print(f"# keys marked 'set in {path}' come from that file; every other value is the default"
+              if keys else f"# {path} sets nothing: every value is the default")
+    print(config.render_toml(ctx.config, comments=not args.bare, from_file=keys, file_label=str(path)), end="")
     return 0

@@ -23,9 +23,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     import time
 
     from memd import history
-    from memd.cli import select_projects
+    from memd.commands._projects import select
 
-    (project,) = select_projects(args, ctx)
+    (project,) = select(args, ctx)
     repo = history.repo_dir(ctx.state_dir, project.name)
     print(f"# {project.name} (git --git-dir={repo} log)")
     limit = max(1, args.limit)

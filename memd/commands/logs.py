@@ -1,4 +1,6 @@
-"""`memd logs [-f] [-n N] [--json]`: the daemon's log, as readable lines (or the JSON itself)."""
+"""`memd logs [-f] [-n N] [--json]`: the daemon's log, as readable lines (or the JSON itself).
+
+Works with a bad config (its valid keys, defaults for the rest; the problems on stderr), exiting as usual."""
 
 from __future__ import annotations
 
@@ -40,9 +42,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     import sys
     import time
 
+    from memd.commands._projects import config_warning, tolerant_config
     from memd.errors import MemdError
     from memd.logs import log_path, render_line
 
+    bad_config = tolerant_config(ctx)  # the log is where a user debugs a bad config: never locked out
+    if bad_config is not None:
+        print(config_warning("logs", bad_config), file=sys.stderr)
     path = log_path(ctx.state_dir)
     show = (lambda s: s) if args.json else render_line
     if not path.exists() and not args.follow:

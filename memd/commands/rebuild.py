@@ -28,7 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    from memd.commands._projects import preamble
+    from memd.commands._projects import preamble, record_rebuild
     from memd.maintenance import rebuild_project
 
     projects, notes = preamble(args, ctx)
@@ -42,6 +42,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         if args.all and not project.memory_dir.is_dir():
             continue
         res = rebuild_project(project, ctx.config, ctx.state_dir, dry_run=args.dry_run)
+        record_rebuild(ctx, project, res, dry_run=args.dry_run)  # the run log: `memd report` lists it
         out.write(format_result(project, res, dry_run=args.dry_run))
         if not res.fits or (res.changed and not res.written and not args.dry_run):
             status = 1

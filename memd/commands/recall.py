@@ -26,12 +26,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from memd import recall
-    from memd.cli import select_projects
+    from memd.commands._projects import select
     from memd.errors import MemdError, UsageError
     from memd.llm import client as llm
 
     cfg = ctx.config
-    project = select_projects(args, ctx)[0]
+    project = select(args, ctx)[0]
     if not project.memory_dir.is_dir():
         raise MemdError(f"no memory folder for this project (looked for {project.memory_dir})")
     if args.manifest:

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from memd.cli import Context
 
-HELP = "print the latest check-in report (the night's runs, changes, open warnings, tokens and cost)"
+HELP = ("print the latest check-in report (the night's runs, manual rebuilds and undos, changes, open warnings, "
+        "tokens and cost); says so when there is nothing to report")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -30,12 +31,21 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         with StateStore.open(state_dir) as state:
             now = time.time()
             since = checkin.since_last(state, now)
-            print(checkin.build_report(state, now=now, since=since).markdown, end="")
+            report = checkin.build_report(state, now=now, since=since)
+        s = report.summary
+        if not (s["runs"] or s["open_warnings"] or s["idle_projects"]):
+            print(f"nothing to report since {time.strftime('%Y-%m-%d %H:%M', time.localtime(since))}: no runs "
+                  "(jobs, rebuilds, undos), no open warnings")
+            return 0
+        print(report.markdown, end="")
         return 0
     path = checkin.latest_report(state_dir)
     if path is None:
-        raise MemdError(f"no check-in report yet in {checkin.reports_dir(state_dir)} (the daemon writes one "
-                        "each morning; `memd report --now` shows the runs since the last one)")
+        if args.path:
+            raise MemdError(f"no check-in report yet in {checkin.reports_dir(state_dir)}")
+        print(f"nothing to report yet: no check-in report in {checkin.reports_dir(state_dir)} (the daemon "
+              "writes one each morning; `memd report --now` shows the runs since the last one)")
+        return 0
     if args.path:
         print(path)
         return 0

@@ -13,7 +13,8 @@ HELP = "run the daemon in the foreground: watch memory, warn, schedule jobs (sto
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--console", choices=("auto", "yes", "no"), default="auto",
-                   help="readable log lines on stderr (auto: on a terminal or under journald)")
+                   help="readable log lines besides the JSON log (auto, yes: on stderr on a terminal or under "
+                        "journald, else on stdout, e.g. launchd's out log; no: none)")
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
@@ -36,7 +37,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     def claude_for(c: config_mod.Config) -> Path:
         return layout.claude_dir(explicit_claude, "" if explicit_claude else c.paths.claude_dir)
 
-    console = {"auto": None, "yes": True, "no": False}[args.console]
+    # not on a terminal too: launchd's out log shows what a terminal would (memd.logs.console_stream)
+    console = args.console != "no"
     daemon = Daemon(config=cfg, load_config=load, claude_dir_for=claude_for, state_dir=ctx.state_dir,
                     console=console)
     code = daemon.run()

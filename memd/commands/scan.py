@@ -8,7 +8,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from memd.cli import project_args, select_projects
+from memd.cli import project_args
 
 if TYPE_CHECKING:
     from memd.cli import Context
@@ -26,9 +26,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ctx: Context) -> int:
     # Like `memd check`: no PROJECT means the current folder's project; --all means every one.
     from memd import layout
+    from memd.commands._projects import require_claude_dir, select
     from memd.state import StateStore
     from memd.transcripts.scan import scan_project
 
+    require_claude_dir(args, ctx)
     root = layout.projects_root(ctx.claude_dir)
     if args.all and not root.is_dir():
         print(f"no Claude Code folder at {ctx.claude_dir} (no projects yet): nothing to scan",
@@ -36,7 +38,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         if args.format == "json":
             print("[]")
         return 0
-    projects = select_projects(args, ctx)
+    projects = select(args, ctx)
     now = time.time()
     results: list[ProjectScan] = []
     store = StateStore.open(ctx.state_dir)

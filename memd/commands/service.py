@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from memd.cli import Context
+    from memd.daemon.service_files import Target
 
-HELP = "install memd as a user service (systemd on Linux, launchd on macOS), remove it, or show it"
+HELP = ("install memd as a user service (systemd on Linux, launchd on macOS), remove it, or show it "
+        "(status exits 0 installed and current, 1 not installed or out of date, 2 on an error)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -18,7 +20,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="service manager (default: launchd on macOS, systemd elsewhere)")
 
 
-_MARK = (b"memd run", b"com.memd.agent")
+def _status(args: argparse.Namespace, kind: str, t: Target, existing: bytes | None, pid: int | None) -> int:
+    """Exit codes as `memd hooks status`: 0 installed and current, 1 not installed or out of date."""
+    from memd.daemon import service_files as sf
+
+    if existing is None:
+        state, code = "not installed", 1
+    elif not sf.is_memds(existing):
+        state, code = "another program's file is there (not memd's)", 1
+    elif existing == t.content:
+        state, code = "installed, up to date", 0
+    else:
+        state, code = "installed, differs from this installation (run `memd service install` again)", 1
+    print(f"{kind} service {t.path}: {state}")
+    print(f"daemon: {'running, pid ' + str(pid) if pid else 'not running'}")
+    if existing is None:
+        print(f"install it with: memd service install{'' if args.manager is None else ' --manager ' + kind}")
+    return code
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
@@ -30,23 +48,22 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from memd.store import atomic_write
 
     kind = args.manager or sf.default_kind()
-    inst = sf.current(ctx.config.daemon.stop_timeout_s, ctx.state_dir, getattr(args, "config", None))
+    # every global flag given now is carried into the service (it must watch what you see)
+    inst = sf.current(ctx.config.daemon.stop_timeout_s, ctx.state_dir, getattr(args, "config", None),
+                      getattr(args, "claude_dir", None))
     t = sf.target(kind, inst)
     try:
         existing: bytes | None = t.path.read_bytes()
-    except OSError:
+    except FileNotFoundError:
         existing = None
+    except OSError as e:
+        if args.action == "status":
+            print(f"{kind} service {t.path}: cannot read it ({e.strerror})")
+            return 2
+        raise
 
     if args.action == "status":
-        pid = running_pid(ctx.state_dir)
-        state = "not installed" if existing is None else (
-            "installed, up to date" if existing == t.content else
-            "installed, differs from this installation (run `memd service install` again)")
-        print(f"{kind} service {t.path}: {state}")
-        print(f"daemon: {'running, pid ' + str(pid) if pid else 'not running'}")
-        if existing is None:
-            print(f"install it with: memd service install{'' if args.manager is None else ' --manager ' + kind}")
-        return 0
+        return _status(args, kind, t, existing, running_pid(ctx.state_dir))
 
     if args.action == "install":
         if args.dry_run:
@@ -54,7 +71,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             print(t.content.decode(), end="" if t.content.endswith(b"\n") else "\n")
             print(f"# then start it with: {t.start}")
             return 0
-        if existing is not None and existing != t.content and not any(m in existing for m in _MARK):
+        if existing is not None and existing != t.content and not sf.is_memds(existing):
             raise MemdError("exists and is not memd's; not overwritten", path=str(t.path))
         ctx.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # launchd's log paths live here
         t.path.parent.mkdir(parents=True, exist_ok=True)
@@ -72,7 +89,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
     # uninstall
     paths = [p for p in (t.path, *t.extra) if os.path.lexists(p)]
-    if existing is not None and not any(m in existing for m in _MARK):
+    if existing is not None and not sf.is_memds(existing):
         raise MemdError("is not memd's; not removed", path=str(t.path))
     if args.dry_run:
         for p in paths:

@@ -1,7 +1,10 @@
-"""memd status: one row per project (topic files, index against its budget, findings, last session).
+"""memd status: one row per project (topic files, index against its budget, findings, last session),
+the warnings measured now, the daemon, and the credential model work uses.
 
-``memd.inspect.status_rows`` makes the rows and ``render_table`` prints them; the daemon's part of the
-status (memd.daemon.info) adds its own lines to the output.
+``memd.inspect.status_rows`` makes the rows (measuring each index as the SessionStart hook does) and
+``render_table`` prints them; the daemon's part (memd.daemon.info) adds its own lines. Projects without a
+memory folder are summed up in one line unless named or ``--all``. A bad config does not lock the user
+out: status goes on with the config's valid keys, says what is wrong, and exits 2.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memd.cli import project_args
 
@@ -17,7 +20,8 @@ if TYPE_CHECKING:
     from memd.cli import Context
     from memd.inspect import StatusRow
 
-HELP = "show each project's memory: topic files, index budget, hidden entries, findings, last session"
+HELP = ("show each project's memory (index budget, hidden entries, findings, last session), the warnings "
+        "measured now, the daemon and model work; --all lists projects without a memory folder too")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -44,43 +48,71 @@ def render_table(rows: list[StatusRow], now: float | None = None) -> str:
             body.append([r.project, "-", "-", "-", "no memory", "-", "-", _ago(r.last_session, now)])
             continue
         f = r.findings
-        body.append([r.project, str(r.topic_files), f"{r.index_lines}/{r.max_lines}",
-                     f"{r.index_chars:,}/{r.max_chars:,}", r.level, str(r.hidden_entries),
-                     f"{f.get('error', 0)}/{f.get('warning', 0)}/{f.get('info', 0)}",
+        body.append([r.project, str(r.topic_files), f"{r.index_lines:,}/{r.max_lines}",
+                     f"{r.index_chars:,}/{r.max_chars:,}", r.level.upper() if r.level == "error" else r.level,
+                     f"{r.hidden_entries:,}", f"{f.get('error', 0)}/{f.get('warning', 0)}/{f.get('info', 0)}",
                      _ago(r.last_session, now)])
     widths = [max(len(x[i]) for x in [head, *body]) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [head, *body]]
     return "\n".join(lines) + "\n"
 
 
-def run(args: argparse.Namespace, ctx: Context) -> int:
-    from memd.commands._projects import preamble
-    from memd.inspect import credential_line, model_credential, status_rows
+def _recorded(daemon: dict[str, Any] | None, names: set[str]) -> list[dict[str, Any]]:
+    """The daemon's open warnings about these projects that status does not measure itself."""
+    from memd.inspect import MEASURED_KINDS
 
+    return [w for w in (daemon or {}).get("warnings", [])
+            if w["project"] in names and w["kind"] not in MEASURED_KINDS]
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    from memd.commands._projects import config_warning, preamble, tolerant_config
+    from memd.daemon import info
+    from memd.inspect import credential_line, measured_warnings, model_credential, status_rows
+
+    bad_config = tolerant_config(ctx)
+    if bad_config is not None:
+        print(config_warning("status", bad_config), file=sys.stderr)
+    every = bool(args.all)
     if not args.projects:
-        args.all = True  # status with no PROJECT shows every project
+        args.all = True  # status with no PROJECT looks at every project
     projects, notes = preamble(args, ctx)
     as_json = args.format == "json"
     for n in notes:
         print(n, file=sys.stderr if as_json else sys.stdout)
     rows = status_rows(projects or [], ctx.config, ctx.state_dir)
+    warnings = measured_warnings(rows, ctx.config)
     cred = model_credential(ctx.config, ctx.claude_dir)  # which credential source model work uses (never the secret)
+    text, daemon = info.status_section(ctx.state_dir, ctx.config)
+    recorded = _recorded(daemon, {r.project for r in rows})
     if as_json:
         import json
 
-        from memd.daemon.info import daemon_status  # the daemon's part (issue 4)
-
-        doc = {"projects": [r.as_json() for r in rows], "daemon": daemon_status(ctx.state_dir, ctx.config),
-               "model": cred}
+        doc = {"projects": [r.as_json() for r in rows],
+               "warnings": [*warnings, *({"recorded": True, **w} for w in recorded)],
+               "daemon": daemon, "model": cred,
+               "config": None if bad_config is None else {"path": bad_config.path, "problems": bad_config.problems}}
         sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
-    elif rows:
-        sys.stdout.write(render_table(rows))
-    if not as_json:
-        from memd.daemon.info import status_section  # the daemon's part (issue 4)
+        return 2 if bad_config is not None else 0
+    shown = rows if (every or args.projects) else [r for r in rows if r.has_memory]
+    if shown:
+        sys.stdout.write(render_table(shown))
+    if len(shown) < len(rows):
+        left = len(rows) - len(shown)
+        print(f"+ {left} project{'s' if left != 1 else ''} with no memory folder (`memd status --all` lists "
+              f"{'them' if left != 1 else 'it'})")
+    sys.stdout.write(text)
+    if warnings or recorded:
+        print(f"open warnings ({len(warnings) + len(recorded)}, measured now"
+              + (" and recorded by the daemon" if recorded else "") + "):")
+        for w in warnings:
+            print(f"  {w['text']}")
+        for line in info.warning_lines(recorded):
+            print(line)
+    else:
+        print("open warnings: none")
+    sys.stdout.write(credential_line(cred))
+    from memd.sync.evidence import status_line  # issue 15: conflicts between machines, kept for the dream
 
-        sys.stdout.write(status_section(ctx.state_dir, ctx.config))
-        sys.stdout.write(credential_line(cred))
-        from memd.sync.evidence import status_line  # issue 15: conflicts between machines, kept for the dream
-
-        sys.stdout.write(status_line(ctx.state_dir))
-    return 0
+    sys.stdout.write(status_line(ctx.state_dir))
+    return 2 if bad_config is not None else 0

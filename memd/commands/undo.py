@@ -21,11 +21,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    from memd.cli import select_projects
+    import time
+
+    from memd.commands._projects import record_manual_run, select
     from memd.maintenance import undo_project
 
-    (project,) = select_projects(args, ctx)
+    (project,) = select(args, ctx)
+    started = time.time()
     res, rb = undo_project(project, ctx.config, ctx.state_dir, args.run, dry_run=args.dry_run)
+    if not args.dry_run and (res.restored or res.removed):
+        record_manual_run(ctx, "undo", project, started, "changed", changed=len(res.restored),
+                          deleted=len(res.removed), summary=f"undo {res.run}",
+                          error="; ".join(f"{rel}: {why}" for rel, why in res.skipped) or None)
     verb = "would restore" if args.dry_run else "restored"
     for rel in res.restored:
         print(f"{verb} {rel}")

@@ -88,7 +88,7 @@ class BudgetMonitor:
                        "hidden": len(m.hidden), "hidden_titles": [e.title for e in m.hidden[:_MAX_TITLES]]}
             self.state.set_warning(project.name, KIND_INDEX, m.level, details)
             if action == "warn":
-                self.log.warning("budget.warning", project=project.name, kind=KIND_INDEX, level=m.level,
+                self.log.warning("budget.warning", project=project.name, kind=KIND_INDEX, budget_level=m.level,
                                  lines=m.lines, chars=m.chars, max_lines=m.max_lines, max_chars=m.max_chars,
                                  warn_ratio=b.warn_ratio, hidden=len(m.hidden),
                                  hidden_titles=details["hidden_titles"])
@@ -103,7 +103,7 @@ class BudgetMonitor:
         if action in ("warn", "hold"):
             self.state.set_warning(project.name, KIND_FILES, "over", {"files": n, "limit": limit})
             if action == "warn":
-                self.log.warning("budget.warning", project=project.name, kind=KIND_FILES, level="over",
+                self.log.warning("budget.warning", project=project.name, kind=KIND_FILES, budget_level="over",
                                  files=n, limit=limit)
         elif action == "clear":
             self.state.clear_warning(project.name, KIND_FILES)

@@ -92,7 +92,8 @@ def daemon_status(state_dir: Path, config: Config, *, now: datetime | None = Non
     return info
 
 
-def render(info: dict[str, Any]) -> str:
+def render(info: dict[str, Any], *, warnings: bool = True) -> str:
+    """The daemon's status as text; ``warnings``: with the open warnings it recorded."""
     lines: list[str] = []
     if info["running"]:
         state = f"running (pid {info['pid']}, since {info.get('since') or '?'})"
@@ -117,21 +118,27 @@ def render(info: dict[str, Any]) -> str:
         else:
             last_s = "never run"
         lines.append(f"  {job:<8} {when}; next {j.get('next', '-')}; {last_s}")
-    ws = info["warnings"]
-    if ws:
-        lines.append(f"open warnings ({len(ws)}):")
-        for w in ws:
-            fig = ", ".join(f"{k} {w[k]}" for k in ("lines", "chars", "files", "hidden", "runs") if k in w)
-            lines.append(f"  {w['project']}: {w['kind']} {w['level']}" + (f" ({fig})" if fig else "")
-                         + f" since {w['since']}")
-    else:
-        lines.append("open warnings: none")
+    if warnings:
+        ws = info["warnings"]
+        lines.extend([f"open warnings ({len(ws)}):", *warning_lines(ws)] if ws else ["open warnings: none"])
     return "\n".join(lines) + "\n"
 
 
-def status_section(state_dir: Path, config: Config) -> str:
-    """The text ``memd status`` appends under its table."""
+def warning_lines(ws: list[dict[str, Any]]) -> list[str]:
+    """One indented line per warning the daemon recorded."""
+    out: list[str] = []
+    for w in ws:
+        fig = ", ".join(f"{k} {w[k]}" for k in ("lines", "chars", "files", "hidden", "runs") if k in w)
+        out.append(f"  {w['project']}: {w['kind']} {w['level']}" + (f" ({fig})" if fig else "")
+                   + f" since {w['since']}")
+    return out
+
+
+def status_section(state_dir: Path, config: Config) -> tuple[str, dict[str, Any] | None]:
+    """The text ``memd status`` appends under its table (without the warnings, which status measures
+    itself) and the daemon's status it was made from (None when it could not be read)."""
     try:
-        return render(daemon_status(state_dir, config))
+        d = daemon_status(state_dir, config)
     except Exception as e:  # status must never fail because of the daemon's part
-        return f"daemon: status unavailable ({type(e).__name__}: {e})\n"
+        return f"daemon: status unavailable ({type(e).__name__}: {e})\n", None
+    return render(d, warnings=False), d

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from typing import Any
 
-from memd.schedule_windows import parse_window
+from memd.schedule_windows import parse_crontab, parse_window
 
 JOBS = ("dream", "checkin", "catchup")
 # A missed-run search never looks further back than this (a laptop shut for a month runs once).
@@ -93,7 +93,10 @@ class Daily:
 
 @dataclass(frozen=True)
 class Cron:
-    """A crontab expression (catch-up), through APScheduler's CronTrigger arithmetic."""
+    """A crontab expression (catch-up) as crontab(5) reads it, through APScheduler's CronTrigger arithmetic.
+
+    The string is parsed by ``memd.schedule_windows.parse_crontab``, the parser the config's
+    validation uses, never by ``CronTrigger.from_crontab`` (which reads day of week 0 as Monday)."""
 
     expr: str
     tz: tzinfo
@@ -103,7 +106,18 @@ class Cron:
         """Parsed once per rule: the loop asks for the next slot at every tick and heartbeat."""
         from apscheduler.triggers.cron import CronTrigger
 
-        return CronTrigger.from_crontab(self.expr, timezone=self.tz)
+        spec = parse_crontab(self.expr)
+
+        def cron(day: str, day_of_week: str) -> Any:
+            return CronTrigger(minute=spec.minute, hour=spec.hour, day=day, month=spec.month,
+                               day_of_week=day_of_week, timezone=self.tz)
+
+        if not spec.day_or:
+            return cron(spec.day, spec.day_of_week)
+        from apscheduler.triggers.combining import OrTrigger
+
+        # both day fields restricted: crontab(5) runs on either, so the earlier of the two wins
+        return OrTrigger([cron(spec.day, "*"), cron("*", spec.day_of_week)])
 
     def next_after(self, after: datetime) -> datetime:
         # from UTC: given the second 01:30 of a repeated DST hour (fold=1) in its own zone, CronTrigger

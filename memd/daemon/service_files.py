@@ -18,6 +18,10 @@ LABEL = "com.memd.agent"
 WATCHDOG_S = 120  # systemd restarts a daemon whose main loop has not pinged for this long
 # Variables that change where memd looks; captured at install time so the service sees what you see.
 PASSED_ENV = ("CLAUDE_CONFIG_DIR", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "CLAUDE_CODE_DISABLE_AUTO_MEMORY")
+# The line that marks a file as memd's: ownership checks match on it, never on the command line
+# (which changes with every global flag carried into it).
+MARKER = "memd-managed: written by `memd service install`; `memd service uninstall` removes it"
+_LEGACY_HEADER = b"# memd user service (written by `memd service install`"  # units written before the marker
 
 
 @dataclass(frozen=True)
@@ -29,11 +33,15 @@ class Install:
     env: dict[str, str] = field(default_factory=dict)
 
 
-def current(stop_timeout_s: float, state_dir: Path, config_path: str | None = None) -> Install:
-    """This installation: this interpreter running this memd, the variables that move its folders."""
-    argv = [sys.executable, "-m", "memd", "run"]
-    if config_path:
-        argv[3:3] = ["--config", str(Path(config_path).expanduser().resolve())]
+def current(stop_timeout_s: float, state_dir: Path, config_path: str | None = None,
+            claude_dir: str | None = None) -> Install:
+    """This installation: this interpreter running this memd with the global flags given at install
+    time (``--config``, ``--claude-dir``, as absolute paths), the variables that move its folders."""
+    flags: list[str] = []
+    for flag, value in (("--config", config_path), ("--claude-dir", claude_dir)):
+        if value:
+            flags += [flag, str(Path(value).expanduser().resolve())]
+    argv = [sys.executable, "-m", "memd", *flags, "run"]
     env = {k: os.environ[k] for k in PASSED_ENV if os.environ.get(k)}
     return Install(argv, Path.home(), state_dir, stop_timeout_s, env)
 
@@ -61,7 +69,7 @@ def systemd_unit(inst: Install) -> str:
     xdg = inst.env.get("XDG_CONFIG_HOME")
     env_file = _systemd_quote(f"{xdg}/memd/env") if xdg else "%h/.config/memd/env"
     return f"""\
-# memd user service (written by `memd service install`; `memd service uninstall` removes it)
+# {MARKER}
 [Unit]
 Description=memd: keeps Claude Code's auto memory healthy
 After=default.target
@@ -98,7 +106,24 @@ def launchd_plist(inst: Install) -> bytes:
     }
     if inst.env:
         data["EnvironmentVariables"] = dict(sorted(inst.env.items()))
-    return plistlib.dumps(data, sort_keys=False)
+    xml = plistlib.dumps(data, sort_keys=False)
+    head, sep, rest = xml.partition(b"<plist ")  # the marker as a comment before the root element
+    return head + f"<!-- {MARKER} -->\n".encode() + sep + rest
+
+
+def is_memds(content: bytes) -> bool:
+    """Whether a service file is memd's: it carries the marker line (or, written before the marker,
+    memd's unit header or a plist labelled ``com.memd.agent``)."""
+    for line in content.splitlines():
+        text = line.strip()
+        if text in (f"# {MARKER}".encode(), f"<!-- {MARKER} -->".encode()) or text.startswith(_LEGACY_HEADER):
+            return True
+    if content.lstrip().startswith(b"<?xml"):
+        try:
+            return bool(plistlib.loads(content).get("Label") == LABEL)
+        except Exception:  # not a plist: not ours
+            return False
+    return False
 
 
 @dataclass(frozen=True)

@@ -206,6 +206,10 @@ class _Scanner:
                            last_record_at=digest.last_at or (prev.last_record_at if prev else None),
                            memory_write_at=mem_at)
         self.saves.append((scan, reader, digest, prev, cwd))
+        if reader.bytes_read and log.isEnabledFor(logging.DEBUG):  # the daemon at logging.level = "debug"
+            log.debug("transcript.appended", extra={"project": self.project.name, "session": sid,
+                                                    "bytes": reader.bytes_read, "records": reader.records,
+                                                    "offset": reader.end_offset, "feeds": feeds})
         return scan
 
     def _memory_paths(self, feeds: str) -> MemoryPaths:
