@@ -110,6 +110,33 @@ def memory_dir(value: Any, home: str | None = None) -> str | None:
     return path
 
 
+def user_memory_override(claude: str) -> str | None:
+    """``autoMemoryDirectory`` of the user settings (``<claude>/settings.json``) as Claude Code takes it,
+    or None. The hooks guard this one (a project's own settings can move its memory too, but the
+    hooks cannot afford to find the session's repository on every tool call)."""
+    value = read_json(os.path.join(claude, "settings.json")).get("autoMemoryDirectory")
+    return memory_dir(value.strip()) if isinstance(value, str) and value.strip() else None
+
+
+def guarded_folders(claude: str) -> list[tuple[str, bool]]:
+    """The folders memd's hooks guard for the Claude folder ``claude`` (expanded, absolute), as
+    ``(folder, per_project)``: ``autoMemoryDirectory`` (a memory folder itself, ``per_project`` False)
+    first, then the projects root (``per_project`` True: its memory folders are ``<root>/<x>/memory/``;
+    memory left there from before an override is still guarded). Each as written and, where a symlink
+    makes it differ, resolved: the hook's exact test and the ``if`` rules ``memd hooks install``
+    writes both come from this list."""
+    out: list[tuple[str, bool]] = []
+    override = user_memory_override(claude)
+    for folder, per_project in ((override, False), (os.path.join(claude, "projects"), True)):
+        if folder is None:
+            continue
+        plain = os.path.normpath(folder)
+        for f in (plain, os.path.realpath(plain)):
+            if (f, per_project) not in out:
+                out.append((f, per_project))
+    return out
+
+
 def project_dir_name() -> str | None:
     """``CLAUDE_CODE_PROJECT_DIR_NAME``: with ``CLAUDE_CONFIG_DIR`` set, every session's transcripts
     and memory go to ``projects/<that name>``; taken only when it is 1-64 of [A-Za-z0-9_-] and not a

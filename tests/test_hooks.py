@@ -434,7 +434,7 @@ def test_plain_configs_are_not_loaded_for_other_files(hook_project: HookProject,
 ])
 def test_memory_override_agrees_with_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings: object) -> None:
     from memd import layout
-    from memd.hooks.context import memory_override
+    from memd.ccsettings import user_memory_override as memory_override
 
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     claude = tmp_path / "claude"
