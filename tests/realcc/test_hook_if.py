@@ -76,8 +76,8 @@ def test_a_write_outside_memory_starts_no_hook_process(sandbox: Sandbox) -> None
 def test_a_write_into_memory_starts_one_hook_process_per_event(sandbox: Sandbox) -> None:
     marker = counted(sandbox)
     target = sandbox.memory / "deploy.md"
-    got = starts(sandbox, marker, [("Write", {"file_path": str(target),
-                                              "content": "---\nname: d\ndescription: d\ntype: project\n---\nvia CI\n"})])
+    content = "---\nname: d\ndescription: d\ntype: project\n---\nvia CI\n"
+    got = starts(sandbox, marker, [("Write", {"file_path": str(target), "content": content})])
     assert target.exists()
     assert got["PreToolUse"] == 1 and got["PostToolUse"] == 1, got
 
@@ -86,8 +86,8 @@ def test_an_edit_of_memory_starts_one_and_a_read_none(sandbox: Sandbox) -> None:
     marker = counted(sandbox)
     target = sandbox.memory / "deploy.md"
     target.write_text("---\nname: d\ndescription: d\ntype: project\n---\nvia CI\n")
-    got = starts(sandbox, marker, [("Read", {"file_path": str(target)}),
-                                   ("Edit", {"file_path": str(target), "old_string": "via CI", "new_string": "via CD"})])
+    edit = {"file_path": str(target), "old_string": "via CI", "new_string": "via CD"}
+    got = starts(sandbox, marker, [("Read", {"file_path": str(target)}), ("Edit", edit)])
     assert "via CD" in target.read_text()
     assert got["PreToolUse"] == 1 and got["PostToolUse"] == 1, got
 
