@@ -37,6 +37,10 @@ from memd.errors import MemdError
 log = logging.getLogger("memd.state")
 
 FILENAME = "state.sqlite3"
+# The open warnings, copied beside the database after every change by the one writer of the table:
+# the SessionStart hook reads this small JSON file ({project: [[kind, level, details], ...]}) and so
+# imports neither sqlite3 nor any SQL of its own.
+WARNINGS_FILE = "warnings.json"
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 # sqlite result codes that mean "this file is not a healthy database" (not "busy" or "locked").
 _SQLITE_CORRUPT = 11
@@ -225,6 +229,7 @@ class StateStore:
         self.path = path
         self._depth = 0  # nesting of batch()
         self.set_aside: Path | None = None  # where a corrupt file was moved on open, if it was
+        self._warnings_dirty = False  # the warnings table changed in the open transaction
 
     # ------------------------------------------------------------------ opening
 
@@ -252,6 +257,8 @@ class StateStore:
                 continue
             store = cls(conn, path)
             store.set_aside = moved
+            if moved is not None or not (state_dir / WARNINGS_FILE).exists():
+                store.export_warnings()
             return store
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -318,6 +325,8 @@ class StateStore:
             raise
         self._depth = 0
         self._conn.execute("COMMIT")
+        if self._warnings_dirty:
+            self.export_warnings()
 
     def _exec(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> sqlite3.Cursor:
         return self._conn.execute(sql, params)
@@ -532,21 +541,43 @@ class StateStore:
         now = time.time() if when is None else when
         blob = json.dumps(details, sort_keys=True, default=str)
         with self.batch():
-            row = self._exec("SELECT level FROM warnings WHERE project = ? AND kind = ?",
+            row = self._exec("SELECT level, details FROM warnings WHERE project = ? AND kind = ?",
                              (project, kind)).fetchone()
             if row is None or row[0] != level:
                 self._exec(
                     "INSERT OR REPLACE INTO warnings (project, kind, level, details, since, updated) "
                     "VALUES (?, ?, ?, ?, ?, ?)", (project, kind, level, blob, now, now))
+                self._warnings_dirty = True
                 return True
+            self._warnings_dirty |= row[1] != blob
             self._exec("UPDATE warnings SET details = ?, updated = ? WHERE project = ? AND kind = ?",
                        (blob, now, project, kind))
             return False
 
     def clear_warning(self, project: str, kind: str) -> bool:
         """Close a warning; True when one was open."""
-        cur = self._exec("DELETE FROM warnings WHERE project = ? AND kind = ?", (project, kind))
+        with self.batch():
+            cur = self._exec("DELETE FROM warnings WHERE project = ? AND kind = ?", (project, kind))
+            self._warnings_dirty |= cur.rowcount > 0
         return cur.rowcount > 0
+
+    def export_warnings(self) -> None:
+        """Write ``WARNINGS_FILE`` from the table (atomically; a failure is logged, never raised)."""
+        self._warnings_dirty = False
+        out: dict[str, list[list[Any]]] = {}
+        for w in self.warnings():
+            out.setdefault(w.project, []).append([w.kind, w.level, w.details])
+        target = self.path.parent / WARNINGS_FILE
+        tmp = target.with_name(f".{WARNINGS_FILE}.{os.getpid()}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(out, f, ensure_ascii=False, sort_keys=True, default=str)
+            os.replace(tmp, target)
+        except OSError as e:
+            log.warning("cannot write %s: %s", target, e)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
     def warnings(self, project: str | None = None) -> list[Warning]:
         if project is None:
