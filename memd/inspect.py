@@ -114,8 +114,17 @@ class CheckReport:
 def check_projects(projects: list[Project], config: Config, *, cache_dir: Path | None = None,
                    skip_missing: bool = False) -> CheckReport:
     """Check each project (``skip_missing``: leave out, and count, those without a memory folder)."""
-    results = [check_project(p, config.budget, team_pii=config.hooks.team_pii, cache_dir=cache_dir)
-               for p in projects]
+    def each() -> list[ProjectCheck]:
+        return [check_project(p, config.budget, team_pii=config.hooks.team_pii, cache_dir=cache_dir)
+                for p in projects]
+
+    if cache_dir is None:
+        results = each()
+    else:
+        from memd import checkcache
+
+        with checkcache.batch(cache_dir):  # one write of the cache file, not one per project
+            results = each()
     if not skip_missing:
         return CheckReport(results, 0)
     kept = [r for r in results if r.exists]
