@@ -69,7 +69,8 @@ def _read(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict) or data.get("code") != _code_key() or not isinstance(data.get("folders"), dict):
         return {}
-    return data["folders"]
+    folders: dict[str, Any] = data["folders"]
+    return folders
 
 
 def _cache(state_dir: Path) -> _Cache:
