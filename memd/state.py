@@ -126,6 +126,11 @@ MIGRATIONS: list[str] = [
     ALTER TABLE runs ADD COLUMN tokens_total INTEGER NOT NULL DEFAULT 0;
     UPDATE runs SET tokens_total = tokens_in + tokens_out + cache_read + cache_write
     """,
+    # 3 -> 4: a transcript's device beside its inode (its identity: st_dev, st_ino). The scan keys
+    # rows on resolved paths and reads a file it reaches twice once.
+    """
+    ALTER TABLE transcripts ADD COLUMN dev INTEGER NOT NULL DEFAULT 0
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -161,6 +166,7 @@ class ScanRow(NamedTuple):
     session_id: str
     last_record_at: float | None
     cwd: str
+    dev: int = 0
 
 
 @dataclass(frozen=True)
@@ -357,7 +363,7 @@ class StateStore:
         """What the scan needs of the known transcripts inside ``folder``, keyed by path string."""
         lo = str(folder).rstrip("/") + "/"
         rows = self._exec(
-            "SELECT path, project, inode, size, scan_offset, session_id, last_record_at, cwd FROM transcripts "
+            "SELECT path, project, inode, size, scan_offset, session_id, last_record_at, cwd, dev FROM transcripts "
             "WHERE path >= ? AND path < ?", (lo, lo[:-1] + "0")).fetchall()
         return {r[0]: ScanRow(*r) for r in rows}
 
@@ -365,7 +371,7 @@ class StateStore:
                   session_id: str = "", records: int = 0, bad_lines: int = 0,
                   first_record_at: float | None = None, last_record_at: float | None = None,
                   memory_write_seen_at: float | None = None, when: float | None = None,
-                  expect_offset: int | None = None, cwd: str = "") -> bool:
+                  expect_offset: int | None = None, cwd: str = "", dev: int = 0) -> bool:
         """Record a scan pass: ``records``/``bad_lines`` are this pass's counts (added to the totals);
         record times only move forward; the extract offset is left alone.
 
@@ -378,12 +384,13 @@ class StateStore:
             """
             INSERT INTO transcripts (path, project, inode, size, scan_offset, session_id, records,
                                      bad_lines, first_record_at, last_record_at, memory_write_seen_at,
-                                     scanned_at, cwd)
+                                     scanned_at, cwd, dev)
             VALUES (:path, :project, :inode, :size, :offset, :session_id, :records, :bad_lines,
-                    :first, :last, :mem, :now, :cwd)
+                    :first, :last, :mem, :now, :cwd, :dev)
             ON CONFLICT(path) DO UPDATE SET
                 project = excluded.project,
                 inode = excluded.inode,
+                dev = excluded.dev,
                 size = excluded.size,
                 scan_offset = excluded.scan_offset,
                 session_id = CASE WHEN excluded.session_id != '' THEN excluded.session_id
@@ -403,7 +410,7 @@ class StateStore:
             {"path": str(path), "project": project, "inode": inode, "size": size, "offset": offset,
              "session_id": session_id, "records": records, "bad_lines": bad_lines,
              "first": first_record_at, "last": last_record_at, "mem": memory_write_seen_at, "now": now,
-             "expect": expect_offset, "cwd": cwd})
+             "expect": expect_offset, "cwd": cwd, "dev": dev})
         return cur.rowcount > 0
 
     def save_extract(self, path: Path, *, inode: int, offset: int, when: float | None = None) -> None:
@@ -419,6 +426,13 @@ class StateStore:
                 extracted_at = excluded.extracted_at
             """,
             (str(path), inode, offset, inode, now))
+
+    def move_transcript(self, old: Path, new: Path) -> None:
+        """Key a transcript's row on another name of the same file (its resolved path), offsets and
+        all; a row already under ``new`` wins."""
+        with self.batch():
+            self._exec("UPDATE OR IGNORE transcripts SET path = ? WHERE path = ?", (str(new), str(old)))
+            self._exec("DELETE FROM transcripts WHERE path = ?", (str(old),))
 
     def reset_transcript(self, path: Path, *, expect_offset: int | None = None) -> bool:
         """A replaced or truncated file: both offsets and the scan's counts start over. With
