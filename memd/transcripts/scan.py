@@ -243,7 +243,7 @@ class _Scanner:
                                        bad_lines=scan.bad_lines, first_record_at=digest.first_at,
                                        last_record_at=digest.last_at, memory_write_seen_at=scan.memory_write_at,
                                        when=self.now, expect_offset=start, cwd=cwd,
-                                       dev=self.devs.get(scan.path, 0)):
+                                       dev=self.devs.get(scan.file, 0)):
                     continue
                 if digest.last_at is not None and scan.records:
                     state.touch_session(scan.feeds, scan.session_id, digest.last_at)
