@@ -37,6 +37,8 @@ FALSY = frozenset({"0", "false", "no", "off"})
 # patterns compiled on first use (re caches them): `memd check` imports this module on its quick path
 _DIR_NAME = r"^[A-Za-z0-9_-]{1,64}$"
 _RESERVED = r"(?i)^(?:con|prn|aux|nul|com[0-9]|lpt[0-9])$"
+_NON_ALNUM = r"[^A-Za-z0-9]"
+MAX_FOLDER_NAME = 200
 
 
 def claude_folder(explicit: str | os.PathLike[str] | None = None, configured: str = "") -> str:
@@ -96,27 +98,6 @@ def env_switch() -> str | None:
     return "off" if v in TRUTHY else "on" if v in FALSY else None
 
 
-def memory_off(claude: str, settings: dict[str, Any]) -> str | None:
-    """Why auto memory is off, or None when it is on (``memd.layout.memory_disabled``, which reads
-    the settings). ``CLAUDE_CODE_DISABLE_AUTO_MEMORY`` decides first (1/true/yes/on in any case: off;
-    0/false/no/off: on whatever the settings say)."""
-    switch = env_switch()
-    if switch == "off":
-        return "CLAUDE_CODE_DISABLE_AUTO_MEMORY is set"
-    if switch == "on":
-        return None
-    if settings.get("autoMemoryEnabled") is False:
-        where = settings.get(SOURCES_KEY, {}).get("autoMemoryEnabled") or os.path.join(claude, "settings.json")
-        return f"autoMemoryEnabled is false in {where}"
-    return None
-
-
-def memory_override(settings: dict[str, Any]) -> str | None:
-    """The memory folder the settings' ``autoMemoryDirectory`` names, or None (see ``memory_dir``)."""
-    value = settings.get("autoMemoryDirectory")
-    return memory_dir(value.strip() if isinstance(value, str) else value)
-
-
 def memory_dir(value: Any, home: str | None = None) -> str | None:
     """``autoMemoryDirectory`` as Claude Code takes it, or None (the default folder is used): an
     absolute path or one under ``~/``; a relative path is ignored; ``~/`` itself, ``/``, the home
@@ -139,6 +120,57 @@ def memory_dir(value: Any, home: str | None = None) -> str | None:
     return path
 
 
+def settings_memory_dir(settings: dict[str, Any]) -> str | None:
+    """The memory folder ``autoMemoryDirectory`` of (merged) settings names, or None for the default."""
+    value = settings.get("autoMemoryDirectory")
+    return memory_dir(value.strip() if isinstance(value, str) else value)
+
+
+def user_memory_override(claude: str) -> str | None:
+    """``autoMemoryDirectory`` of the user settings (``<claude>/settings.json``) as Claude Code takes it,
+    or None. The hooks guard this one (a project's own settings can move its memory too, but the
+    hooks cannot afford to find the session's repository on every tool call)."""
+    return settings_memory_dir(read_json(os.path.join(claude, "settings.json")))
+
+
+def memory_disabled(claude: str, settings: dict[str, Any] | None = None) -> str | None:
+    """Why auto memory is off, or None when it is on. ``CLAUDE_CODE_DISABLE_AUTO_MEMORY`` decides
+    first (1/true/yes/on in any case: off; 0/false/no/off: on whatever the settings say)."""
+    switch = env_switch()
+    if switch == "off":
+        return "CLAUDE_CODE_DISABLE_AUTO_MEMORY is set"
+    if switch == "on":
+        return None
+    s = merged(claude) if settings is None else settings
+    if s.get("autoMemoryEnabled") is False:
+        where = s.get(SOURCES_KEY, {}).get("autoMemoryEnabled") or os.path.join(claude, "settings.json")
+        return f"autoMemoryEnabled is false in {where}"
+    return None
+
+
+memory_off = memory_disabled  # the names the door's quick paths use
+memory_override = settings_memory_dir
+
+
+def guarded_folders(claude: str) -> list[tuple[str, bool]]:
+    """The folders memd's hooks guard for the Claude folder ``claude`` (expanded, absolute), as
+    ``(folder, per_project)``: ``autoMemoryDirectory`` (a memory folder itself, ``per_project`` False)
+    first, then the projects root (``per_project`` True: its memory folders are ``<root>/<x>/memory/``;
+    memory left there from before an override is still guarded). Each as written and, where a symlink
+    makes it differ, resolved: the hook's exact test and the ``if`` rules ``memd hooks install``
+    writes both come from this list."""
+    out: list[tuple[str, bool]] = []
+    override = user_memory_override(claude)
+    for folder, per_project in ((override, False), (os.path.join(claude, "projects"), True)):
+        if folder is None:
+            continue
+        plain = os.path.normpath(folder)
+        for f in (plain, os.path.realpath(plain)):
+            if (f, per_project) not in out:
+                out.append((f, per_project))
+    return out
+
+
 def project_dir_name() -> str | None:
     """``CLAUDE_CODE_PROJECT_DIR_NAME``: with ``CLAUDE_CONFIG_DIR`` set, every session's transcripts
     and memory go to ``projects/<that name>``; taken only when it is 1-64 of [A-Za-z0-9_-] and not a
@@ -149,3 +181,113 @@ def project_dir_name() -> str | None:
     if not name or not re.match(_DIR_NAME, name) or re.match(_RESERVED, name):
         return None
     return name
+
+
+# --------------------------------------------------------------------------- which folder a session uses
+# With os.path only (the SessionStart hook cannot afford pathlib); memd.layout wraps these in Paths.
+
+
+def _hash36(text: str) -> str:
+    # Claude Code appends a hash to names cut at 200 characters; the CLI and the SDK use
+    # different hashes, so existing folders are matched by their 200-character prefix and
+    # this hash only names folders memd itself must invent (it never creates them).
+    h = 0
+    for ch in text:
+        h = (h * 31 + ord(ch)) & 0xFFFFFFFF
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        h, r = divmod(h, 36)
+        out = digits[r] + out
+        if not h:
+            return out
+
+
+def sanitize(path: str) -> str:
+    """Folder name of a path, as Claude Code 2.1.328 makes it: every UTF-16 code unit outside
+    [A-Za-z0-9] becomes '-' (an emoji, two units, becomes "--"; a decomposed "e" + accent "e-"), with
+    no Unicode normalisation; a name over 200 units is cut to 200 and gets "-<hash>"."""
+    name = re.sub(_NON_ALNUM, _dashes, path)
+    if len(name) <= MAX_FOLDER_NAME:  # all ASCII now: characters are UTF-16 units
+        return name
+    return f"{name[:MAX_FOLDER_NAME]}-{_hash36(path)}"
+
+
+def _dashes(m: re.Match[str]) -> str:
+    return "--" if ord(m.group()) > 0xFFFF else "-"
+
+
+def git_root(path: str) -> str | None:
+    """The canonical git root of path: worktrees and subfolders all map to the main repository."""
+    try:
+        cur = os.path.realpath(path)
+    except (OSError, ValueError):
+        return None
+    while True:
+        dotgit = os.path.join(cur, ".git")
+        try:
+            if os.path.isdir(dotgit):
+                return cur
+            if os.path.isfile(dotgit):
+                return _worktree_main(cur, dotgit) or cur
+        except OSError:
+            return None
+        parent = os.path.dirname(cur)
+        if parent == cur:
+            return None
+        cur = parent
+
+
+def _read_text(path: str) -> str:
+    with open(path, "rb") as f:
+        return f.read(1 << 16).decode("utf-8", errors="replace").strip()
+
+
+def _worktree_main(folder: str, dotgit: str) -> str | None:
+    try:
+        line = _read_text(dotgit)
+    except OSError:
+        return None
+    if not line.startswith("gitdir:"):
+        return None
+    gitdir = os.path.join(folder, line[len("gitdir:"):].strip())  # an absolute gitdir replaces folder
+    common = gitdir
+    try:
+        common = os.path.realpath(os.path.join(gitdir, _read_text(os.path.join(gitdir, "commondir"))))
+    except OSError:
+        pass
+    if os.path.basename(common) == ".git":
+        return os.path.dirname(common)
+    return None
+
+
+def folder_for_cwd(cwd: str) -> str:
+    """The projects/ folder name Claude Code uses for the memory of a working folder: its canonical
+    git root's name (no Unicode normalisation: Claude Code names the path as the system gives it),
+    or ``CLAUDE_CODE_PROJECT_DIR_NAME`` where Claude Code honours it."""
+    fixed = project_dir_name()
+    if fixed is not None:
+        return fixed
+    root = git_root(cwd)
+    if root is None:
+        try:
+            root = os.path.realpath(cwd)
+        except (OSError, ValueError):
+            root = cwd
+    return sanitize(root)
+
+
+def find_folder(root: str, name: str) -> str | None:
+    """The folder under root named name, matching long names by their 200-character prefix."""
+    direct = os.path.join(root, name)
+    if os.path.isdir(direct):
+        return direct
+    if len(name) > MAX_FOLDER_NAME:
+        prefix = name[:MAX_FOLDER_NAME] + "-"
+        try:
+            for entry in os.scandir(root):
+                if entry.name.startswith(prefix) and entry.is_dir():
+                    return entry.path
+        except OSError:
+            return None
+    return None

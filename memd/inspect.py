@@ -113,11 +113,21 @@ def check_projects(projects: list[Project], config: Config, *, cache_dir: Path |
                    skip_missing: bool = False, step: Callable[[str], None] | None = None) -> CheckReport:
     """Check each project (``skip_missing``: leave out, and count, those without a memory folder;
     ``step``: told each project's name as it starts, for a progress bar)."""
-    results = []
-    for p in projects:
-        if step is not None:
-            step(p.name)
-        results.append(check_project(p, config.budget, team_pii=config.hooks.team_pii, cache_dir=cache_dir))
+    def each() -> list[ProjectCheck]:
+        results = []
+        for p in projects:
+            if step is not None:
+                step(p.name)
+            results.append(check_project(p, config.budget, team_pii=config.hooks.team_pii, cache_dir=cache_dir))
+        return results
+
+    if cache_dir is None:
+        results = each()
+    else:
+        from memd import checkcache
+
+        with checkcache.batch(cache_dir):  # one write of the cache file, not one per project
+            results = each()
     if not skip_missing:
         return CheckReport(results, 0)
     kept = [r for r in results if r.exists]
@@ -175,8 +185,7 @@ def last_session(project: Project) -> float | None:
     return newest
 
 
-@dataclass(frozen=True)
-class IndexMeasure:
+class IndexMeasure(Record):
     """A project's MEMORY.md measured the way the SessionStart hook measures it."""
 
     budget: Budget | None  # None: nothing could be read (no index, or unreadable)
@@ -230,13 +239,17 @@ def status_row(project: Project, config: Config, cache_dir: Path | None = None) 
     # status measures the index itself (never only what the daemon recorded), as the hook does
     folder_problem = next((f.message for f in res.findings if f.code == "MEM071"), None)
     m = measure_index(project, b)
+    changes: dict[str, Any] = {}
     if m.budget is not None:
-        row.index_lines, row.index_chars, row.hidden_entries = m.budget.lines, m.budget.chars, len(m.budget.hidden)
-        row.level = m.budget.level
+        changes.update(index_lines=m.budget.lines, index_chars=m.budget.chars, hidden_entries=len(m.budget.hidden),
+                       level=m.budget.level)
     if folder_problem or m.problem:
-        row.problem = folder_problem or f"MEMORY.md {m.problem}"
-        row.measured_level = m.budget.level if m.budget is not None else None
-        row.level = "error"
+        changes.update(problem=folder_problem or f"MEMORY.md {m.problem}",
+                       measured_level=m.budget.level if m.budget is not None else None, level="error")
+    if changes:
+        from memd.record import replace
+
+        row = replace(row, **changes)
     return row
 
 

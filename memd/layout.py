@@ -18,8 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-MAX_FOLDER_NAME = 200
-_NON_ALNUM = re.compile(r"[^A-Za-z0-9]")
+MAX_FOLDER_NAME = 200  # memd.ccsettings.MAX_FOLDER_NAME
 UUID_JSONL = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\.jsonl$")
 # A marker the CLI puts in front of arguments such as "-home-dev-x" so argparse does not read
 # them as options (folder names under projects/ start with "-").
@@ -37,34 +36,11 @@ def projects_root(claude: Path) -> Path:
     return claude / "projects"
 
 
-def _hash36(text: str) -> str:
-    # Claude Code appends a hash to names cut at 200 characters; the CLI and the SDK use
-    # different hashes, so existing folders are matched by their 200-character prefix and
-    # this hash only names folders memd itself must invent (it never creates them).
-    h = 0
-    for ch in text:
-        h = (h * 31 + ord(ch)) & 0xFFFFFFFF
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    out = ""
-    while True:
-        h, r = divmod(h, 36)
-        out = digits[r] + out
-        if not h:
-            return out
-
-
 def sanitize(path: str) -> str:
-    """Folder name of a path, as Claude Code 2.1.328 makes it: every UTF-16 code unit outside
-    [A-Za-z0-9] becomes '-' (an emoji, two units, becomes "--"; a decomposed "e" + accent "e-"), with
-    no Unicode normalisation; a name over 200 units is cut to 200 and gets "-<hash>"."""
-    name = _NON_ALNUM.sub(_dashes, path)
-    if len(name) <= MAX_FOLDER_NAME:  # all ASCII now: characters are UTF-16 units
-        return name
-    return f"{name[:MAX_FOLDER_NAME]}-{_hash36(path)}"
+    """Folder name of a path, as Claude Code 2.1.328 makes it (``memd.ccsettings.sanitize``)."""
+    from memd import ccsettings
 
-
-def _dashes(m: re.Match[str]) -> str:
-    return "--" if ord(m.group()) > 0xFFFF else "-"
+    return ccsettings.sanitize(path)
 
 
 def read_settings(claude: Path, repo: str | os.PathLike[str] | None = None) -> dict[str, Any]:
@@ -77,8 +53,7 @@ def read_settings(claude: Path, repo: str | os.PathLike[str] | None = None) -> d
 
 
 def memory_disabled(claude: Path, settings: dict[str, Any] | None = None) -> str | None:
-    """Why auto memory is off, or None when it is on. ``CLAUDE_CODE_DISABLE_AUTO_MEMORY`` decides
-    first (1/true/yes/on in any case: off; 0/false/no/off: on whatever the settings say)."""
+    """Why auto memory is off, or None when it is on (``memd.ccsettings.memory_disabled``)."""
     from memd import ccsettings
 
     if ccsettings.env_switch() is not None:
@@ -96,60 +71,20 @@ def memory_override(claude: Path, settings: dict[str, Any] | None = None) -> Pat
 
 
 def git_root(path: Path) -> Path | None:
-    """The canonical git root of path: worktrees and subfolders all map to the main repository."""
-    try:
-        cur = path.resolve()
-    except OSError:
-        return None
-    for folder in (cur, *cur.parents):
-        dotgit = folder / ".git"
-        try:
-            if dotgit.is_dir():
-                return folder
-            if dotgit.is_file():
-                return _worktree_main(folder, dotgit) or folder
-        except OSError:
-            return None
-    return None
+    """The canonical git root of path: worktrees and subfolders all map to the main repository
+    (``memd.ccsettings.git_root``, which the hooks use without pathlib)."""
+    from memd import ccsettings
 
-
-def _worktree_main(folder: Path, dotgit: Path) -> Path | None:
-    try:
-        line = dotgit.read_text(encoding="utf-8", errors="replace").strip()
-    except OSError:
-        return None
-    if not line.startswith("gitdir:"):
-        return None
-    gitdir = Path(line[len("gitdir:"):].strip())
-    if not gitdir.is_absolute():
-        gitdir = folder / gitdir
-    common = gitdir
-    try:
-        commondir = (gitdir / "commondir").read_text(encoding="utf-8").strip()
-        common = (gitdir / commondir).resolve()
-    except OSError:
-        pass
-    if common.name == ".git":
-        return common.parent
-    return None
+    root = ccsettings.git_root(os.fspath(path))
+    return Path(root) if root is not None else None
 
 
 def folder_for_cwd(cwd: str | os.PathLike[str]) -> str:
-    """The projects/ folder name Claude Code uses for the memory of a working folder: its canonical
-    git root's name (no Unicode normalisation: Claude Code names the path as the system gives it),
-    or ``CLAUDE_CODE_PROJECT_DIR_NAME`` where Claude Code honours it."""
+    """The projects/ folder name Claude Code uses for the memory of a working folder
+    (``memd.ccsettings.folder_for_cwd``)."""
     from memd import ccsettings
 
-    fixed = ccsettings.project_dir_name()
-    if fixed is not None:
-        return fixed
-    p = Path(cwd)
-    root = git_root(p)
-    try:
-        base = root if root is not None else p.resolve()
-    except OSError:
-        base = p
-    return sanitize(os.fspath(base))
+    return ccsettings.folder_for_cwd(os.fspath(cwd))
 
 
 class Project(Record):
@@ -164,18 +99,10 @@ class Project(Record):
 
 def find_folder(root: Path, name: str) -> Path | None:
     """The folder under root named name, matching long names by their 200-character prefix."""
-    direct = root / name
-    if direct.is_dir():
-        return direct
-    if len(name) > MAX_FOLDER_NAME:
-        prefix = name[:MAX_FOLDER_NAME] + "-"
-        try:
-            for entry in os.scandir(root):
-                if entry.name.startswith(prefix) and entry.is_dir():
-                    return Path(entry.path)
-        except OSError:
-            return None
-    return None
+    from memd import ccsettings
+
+    found = ccsettings.find_folder(os.fspath(root), name)
+    return Path(found) if found is not None else None
 
 
 def project_for_folder(claude: Path, folder: Path, settings: dict[str, Any] | None = None) -> Project:

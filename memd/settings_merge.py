@@ -33,15 +33,29 @@ from typing import Any
 
 from memd.errors import MemdError
 
-# event -> (matcher or None, timeout in seconds)
-EVENTS: dict[str, tuple[str | None, int]] = {
-    "PreToolUse": ("Write|Edit|MultiEdit", 10),
-    "PostToolUse": ("Write|Edit|MultiEdit", 10),
-    "SessionStart": (None, 15),
-    "UserPromptSubmit": (None, 30),
+# event -> (matcher or None, timeout in seconds, onFailure). onFailure is "continue" everywhere, on purpose
+# (docs/hooks.md, "When memd fails"): "block" would turn a memd that cannot start (a deleted venv) into a
+# block on every memory write (PreToolUse) or every prompt (UserPromptSubmit). The secret guard still does
+# not vanish silently: PreToolUse exits 1 with the reason on stderr when its check fails, which Claude
+# Code reports as a hook error and records in the transcript, as it does a hook that cannot start.
+EVENTS: dict[str, tuple[str | None, int, str]] = {
+    "PreToolUse": ("Write|Edit|MultiEdit", 10, "continue"),
+    "PostToolUse": ("Write|Edit|MultiEdit", 10, "continue"),
+    "SessionStart": (None, 15, "continue"),
+    "UserPromptSubmit": (None, 30, "continue"),
 }
+# The tools whose calls get an `if` rule per guarded folder. Claude Code 2.1.328 matches a rule by the
+# tool's own name only (`Edit(...)` does not fire for Write, nor for NotebookEdit); it has no MultiEdit
+# tool, and a rule naming one is accepted and never matches (tried: tests/realcc/test_hook_if.py).
+IF_TOOLS = ("Write", "Edit", "MultiEdit")
+TOOL_EVENTS = ("PreToolUse", "PostToolUse")  # `if` on any other event drops the hook (2.1.328)
+HOOK_SCRIPT = "memd-hook"
 BACKUPS_KEPT = 20
-_MEMD_COMMAND = re.compile(r"(?:^|[\s/\\\"'])memd(?:\.exe)?[\"']?\s+(?:.*\s)?hook(?:\s|$)|-m\s+memd\s+hook(?:\s|$)")
+_MEMD_COMMAND = re.compile(r"(?:^|[\s/\\\"'])memd(?:\.exe)?[\"']?\s+(?:.*\s)?hook(?:\s|$)|-m\s+memd\s+hook(?:\s|$)"
+                           r"|(?:^|[\s/\\\"'])memd-hook(?:\.exe)?[\"']?(?:\s|$)")
+# Characters a gitignore-style rule would read as a pattern. Claude Code 2.1.328 matched neither the raw
+# nor a backslash-escaped form of a folder holding them (tried), so such a folder gets no `if` at all.
+_GLOB_CHARS = frozenset("*?[]\\{}!#")
 
 
 class SettingsError(MemdError):
@@ -49,32 +63,79 @@ class SettingsError(MemdError):
 
 
 def is_memd_command(command: object) -> bool:
+    """A shell-form command (a string) that runs ``memd hook`` or ``memd-hook``."""
     return isinstance(command, str) and bool(_MEMD_COMMAND.search(command))
 
 
-def memd_executable() -> list[str]:
-    """The command that runs this installation of memd, as absolute as it can be made.
+def is_memd_hook(hook: object) -> bool:
+    """One hook of a matcher group that is memd's: the exec form (``command`` + ``args``) memd writes
+    now, or the shell form (one command string) of earlier installs."""
+    if not isinstance(hook, dict):
+        return False
+    command, args = hook.get("command"), hook.get("args")
+    if not isinstance(command, str):
+        return False
+    if not isinstance(args, list):
+        return is_memd_command(command)
+    name = os.path.basename(command).lower().removesuffix(".exe")
+    if name == HOOK_SCRIPT:
+        return True
+    if name == "memd":
+        return args[:1] == ["hook"]
+    return args[:3] == ["-m", "memd", "hook"]
 
-    The console script beside this interpreter (a venv's bin/) first, then the script this
-    process was started as, then one on PATH; else ``python -m memd`` with this interpreter.
+
+def memd_executable() -> tuple[str, list[str]]:
+    """(command, leading args) that run this installation's hook, as absolute as it can be made.
+
+    ``memd-hook`` beside this interpreter (a venv's bin/) first, else on PATH: run with no arguments
+    it is the hook, so a Claude Code too old to know ``args`` (which then runs ``command`` alone
+    through a shell) still gets the hook, not ``memd``'s usage and exit 2 (a block of every write).
+    Then ``memd hook`` the same way; else ``python -m memd hook`` with this interpreter.
     """
-    beside = Path(sys.executable).parent / ("memd.exe" if os.name == "nt" else "memd")
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return [str(beside.absolute())]
-    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
-    if argv0 is not None and argv0.name in ("memd", "memd.exe") and argv0.is_file():
-        return [str(argv0.resolve())]
-    found = shutil.which("memd")
-    if found:
-        return [str(Path(found).absolute())]
-    return [str(Path(sys.executable).absolute()), "-m", "memd"]
+    bindir = Path(sys.executable).parent
+    for script, lead in ((HOOK_SCRIPT, []), ("memd", ["hook"])):
+        beside = bindir / (script + (".exe" if os.name == "nt" else ""))
+        if beside.is_file() and os.access(beside, os.X_OK):
+            return str(beside.absolute()), lead
+        found = shutil.which(script)
+        if found:
+            return str(Path(found).absolute()), lead
+    return str(Path(sys.executable).absolute()), ["-m", "memd", "hook"]
 
 
-def hook_command(config_path: str | None = None, executable: list[str] | None = None) -> str:
-    parts = [*(executable or memd_executable()), "hook"]
+def hook_exec(config_path: str | None = None,
+              executable: tuple[str, list[str]] | None = None) -> tuple[str, list[str]]:
+    """(command, args) of memd's hooks in exec form: no shell between Claude Code and memd."""
+    command, lead = executable or memd_executable()
+    args = list(lead)
     if config_path:
-        parts += ["--config", str(Path(config_path).expanduser().absolute())]
-    return " ".join(shlex.quote(p) for p in parts)
+        args += ["--config", str(Path(config_path).expanduser().absolute())]
+    return command, args
+
+
+def if_rules(claude_dir: Path) -> list[str] | None:
+    """The ``if`` rules that make Claude Code start memd's tool hooks only for memory files: one per
+    tool and folder memd guards (``ccsettings.guarded_folders``), or None when a folder cannot be
+    written as a rule (then the tool hooks run for every write, as before ``if`` existed, and memd's
+    own path test decides).
+
+    Rule syntax as Claude Code 2.1.328 reads it (tried: tests/realcc/test_hook_if.py): ``~/`` is the
+    home folder, ``//`` starts an absolute path (one ``/`` would be relative to the project), ``*`` is
+    one path segment and ``**`` any number; matching is on the path as written with ``..`` resolved,
+    case-insensitive, and does not follow symlinks (hence the resolved folders too).
+    """
+    from memd.ccsettings import guarded_folders
+
+    home = os.path.expanduser("~").rstrip(os.sep)
+    patterns: list[str] = []
+    for folder, per_project in guarded_folders(os.path.abspath(claude_dir)):
+        if any(c in _GLOB_CHARS or ord(c) < 32 for c in folder) or folder != folder.strip():
+            return None
+        under_home = bool(home) and folder.startswith(home + os.sep)
+        shown = "~/" + folder[len(home) + 1:] if under_home else "/" + folder  # "/" + "/abs": "//abs"
+        patterns.append(shown.rstrip("/") + ("/*/memory/**" if per_project else "/**"))
+    return [f"{tool}({p})" for tool in IF_TOOLS for p in patterns]
 
 
 # --------------------------------------------------------------------------- reading
@@ -133,12 +194,26 @@ def _check_shape(data: dict[str, Any], path: Path) -> None:
 # --------------------------------------------------------------------------- pure edits
 
 
-def _entry(event: str, command: str) -> dict[str, Any]:
-    matcher, timeout = EVENTS[event]
+class Wanted:
+    """What memd installs: the exec form and the tool hooks' ``if`` rules (None: no rule possible)."""
+
+    def __init__(self, command: str, args: list[str], rules: list[str] | None) -> None:
+        self.command = command
+        self.args = list(args)
+        self.rules = rules
+
+
+def _entry(event: str, want: Wanted) -> dict[str, Any]:
+    matcher, timeout, on_failure = EVENTS[event]
     group: dict[str, Any] = {}
     if matcher is not None:
         group["matcher"] = matcher
-    group["hooks"] = [{"type": "command", "command": command, "timeout": timeout}]
+    base = {"type": "command", "command": want.command, "args": list(want.args)}
+    tail = {"timeout": timeout, "onFailure": on_failure}
+    if event in TOOL_EVENTS and want.rules:
+        group["hooks"] = [{**base, "if": rule, **tail} for rule in want.rules]
+    else:
+        group["hooks"] = [{**base, **tail}]
     return group
 
 
@@ -153,7 +228,7 @@ def without_memd(data: dict[str, Any]) -> dict[str, Any]:
         kept_groups = []
         for g in groups:
             inner = g.get("hooks", [])
-            kept = [h for h in inner if not (isinstance(h, dict) and is_memd_command(h.get("command")))]
+            kept = [h for h in inner if not is_memd_hook(h)]
             if len(kept) == len(inner):
                 kept_groups.append(g)
             elif kept:
@@ -167,12 +242,12 @@ def without_memd(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def with_memd(data: dict[str, Any], command: str, events: list[str] | None = None) -> dict[str, Any]:
-    """data with memd's hooks (exactly one entry per event, ``command``) and everything else kept."""
+def with_memd(data: dict[str, Any], want: Wanted, events: list[str] | None = None) -> dict[str, Any]:
+    """data with memd's hooks (one matcher group per event) and everything else kept."""
     out = without_memd(data)
     hooks = dict(out.get("hooks") or {})
     for event in events or list(EVENTS):
-        hooks[event] = [*hooks.get(event, []), _entry(event, command)]
+        hooks[event] = [*hooks.get(event, []), _entry(event, want)]
     out["hooks"] = hooks
     return out
 
@@ -183,6 +258,16 @@ class Installed:
     matcher: str | None
     command: str
     timeout: object
+    args: list[str] | None = None  # None: the shell form of an earlier install
+    rule: str | None = None  # the hook's `if`
+    on_failure: object = None
+
+    @property
+    def argv(self) -> str:
+        """The command as one line (for people; Claude Code runs ``command`` with ``args``, no shell)."""
+        if self.args is None:
+            return self.command
+        return " ".join(shlex.quote(p) for p in [self.command, *self.args])
 
 
 def installed(data: dict[str, Any]) -> list[Installed]:
@@ -195,8 +280,12 @@ def installed(data: dict[str, Any]) -> list[Installed]:
             if not isinstance(g, dict):
                 continue
             for h in g.get("hooks", []) if isinstance(g.get("hooks"), list) else []:
-                if isinstance(h, dict) and is_memd_command(h.get("command")):
-                    out.append(Installed(event, g.get("matcher"), str(h.get("command")), h.get("timeout")))
+                if is_memd_hook(h):
+                    args = h.get("args")
+                    rule = h.get("if")
+                    out.append(Installed(event, g.get("matcher"), str(h.get("command")), h.get("timeout"),
+                                         [str(a) for a in args] if isinstance(args, list) else None,
+                                         rule if isinstance(rule, str) else None, h.get("onFailure")))
     return out
 
 
@@ -257,31 +346,29 @@ class Change:
     path: Path
 
 
-def _key(i: Installed) -> tuple[str, str, str, str]:
-    return i.event, json.dumps(i.matcher), i.command, json.dumps(i.timeout, default=str)
+def _key(i: Installed) -> str:
+    return json.dumps([i.event, i.matcher, i.command, i.args, i.rule, i.timeout, i.on_failure], default=str)
 
 
-def is_current(data: dict[str, Any], command: str, events: list[str] | None = None) -> bool:
-    """True when exactly memd's wanted entries are installed, each alone in its group."""
-    want = sorted(_key(i) for i in installed(with_memd({}, command, events)))
-    have = installed(data)
-    if sorted(_key(i) for i in have) != want:
+def is_current(data: dict[str, Any], want: Wanted, events: list[str] | None = None) -> bool:
+    """True when exactly memd's wanted entries are installed, in groups that hold only memd's hooks."""
+    if sorted(_key(i) for i in installed(data)) != sorted(_key(i) for i in installed(with_memd({}, want, events))):
         return False
     hooks = data.get("hooks") or {}
     for groups in hooks.values():
         for g in groups:
             inner = g.get("hooks", [])
-            if len(inner) > 1 and any(isinstance(h, dict) and is_memd_command(h.get("command")) for h in inner):
+            if any(is_memd_hook(h) for h in inner) and not all(is_memd_hook(h) for h in inner):
                 return False
     return True
 
 
-def install(path: Path, state_dir: Path, command: str, events: list[str] | None = None) -> Change:
+def install(path: Path, state_dir: Path, want: Wanted, events: list[str] | None = None) -> Change:
     loaded = load(path)
     before = installed(loaded.data)
-    if loaded.existed and is_current(loaded.data, command, events):
+    if loaded.existed and is_current(loaded.data, want, events):
         return Change(False, None, before, before, loaded.path)
-    new = with_memd(loaded.data, command, events)
+    new = with_memd(loaded.data, want, events)
     bak = backup(loaded, state_dir)
     write(loaded, new)
     return Change(True, bak, before, installed(new), loaded.path)

@@ -37,6 +37,10 @@ from memd.errors import MemdError
 log = logging.getLogger("memd.state")
 
 FILENAME = "state.sqlite3"
+# The open warnings, copied beside the database after every change by the one writer of the table:
+# the SessionStart hook reads this small JSON file ({project: [[kind, level, details], ...]}) and so
+# imports neither sqlite3 nor any SQL of its own.
+WARNINGS_FILE = "warnings.json"
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 # sqlite result codes that mean "this file is not a healthy database" (not "busy" or "locked").
 _SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN = 10, 11, 13, 14
@@ -132,6 +136,11 @@ MIGRATIONS: list[str] = [
         WHEN outcome = 'review' THEN 'proposed'
         ELSE outcome END
     """,
+    # 4 -> 5: a transcript's device beside its inode (its identity: st_dev, st_ino). The scan keys
+    # rows on resolved paths and reads a file it reaches twice once.
+    """
+    ALTER TABLE transcripts ADD COLUMN dev INTEGER NOT NULL DEFAULT 0
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -167,6 +176,7 @@ class ScanRow(NamedTuple):
     session_id: str
     last_record_at: float | None
     cwd: str
+    dev: int = 0
 
 
 @dataclass(frozen=True)
@@ -258,6 +268,7 @@ class StateStore:
         self.path = path
         self._depth = 0  # nesting of batch()
         self.set_aside: Path | None = None  # where a corrupt file was moved on open, if it was
+        self._warnings_dirty = False  # the warnings table changed in the open transaction
 
     # ------------------------------------------------------------------ opening
 
@@ -285,6 +296,8 @@ class StateStore:
                 continue
             store = cls(conn, path)
             store.set_aside = moved
+            if moved is not None or not (state_dir / WARNINGS_FILE).exists():
+                store.export_warnings()
             return store
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -351,6 +364,8 @@ class StateStore:
             raise
         self._depth = 0
         self._conn.execute("COMMIT")
+        if self._warnings_dirty:
+            self.export_warnings()
 
     def _exec(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> sqlite3.Cursor:
         return self._conn.execute(sql, params)
@@ -381,7 +396,7 @@ class StateStore:
         """What the scan needs of the known transcripts inside ``folder``, keyed by path string."""
         lo = str(folder).rstrip("/") + "/"
         rows = self._exec(
-            "SELECT path, project, inode, size, scan_offset, session_id, last_record_at, cwd FROM transcripts "
+            "SELECT path, project, inode, size, scan_offset, session_id, last_record_at, cwd, dev FROM transcripts "
             "WHERE path >= ? AND path < ?", (lo, lo[:-1] + "0")).fetchall()
         return {r[0]: ScanRow(*r) for r in rows}
 
@@ -389,7 +404,7 @@ class StateStore:
                   session_id: str = "", records: int = 0, bad_lines: int = 0,
                   first_record_at: float | None = None, last_record_at: float | None = None,
                   memory_write_seen_at: float | None = None, when: float | None = None,
-                  expect_offset: int | None = None, cwd: str = "") -> bool:
+                  expect_offset: int | None = None, cwd: str = "", dev: int = 0) -> bool:
         """Record a scan pass: ``records``/``bad_lines`` are this pass's counts (added to the totals);
         record times only move forward; the extract offset is left alone.
 
@@ -402,12 +417,13 @@ class StateStore:
             """
             INSERT INTO transcripts (path, project, inode, size, scan_offset, session_id, records,
                                      bad_lines, first_record_at, last_record_at, memory_write_seen_at,
-                                     scanned_at, cwd)
+                                     scanned_at, cwd, dev)
             VALUES (:path, :project, :inode, :size, :offset, :session_id, :records, :bad_lines,
-                    :first, :last, :mem, :now, :cwd)
+                    :first, :last, :mem, :now, :cwd, :dev)
             ON CONFLICT(path) DO UPDATE SET
                 project = excluded.project,
                 inode = excluded.inode,
+                dev = excluded.dev,
                 size = excluded.size,
                 scan_offset = excluded.scan_offset,
                 session_id = CASE WHEN excluded.session_id != '' THEN excluded.session_id
@@ -427,7 +443,7 @@ class StateStore:
             {"path": str(path), "project": project, "inode": inode, "size": size, "offset": offset,
              "session_id": session_id, "records": records, "bad_lines": bad_lines,
              "first": first_record_at, "last": last_record_at, "mem": memory_write_seen_at, "now": now,
-             "expect": expect_offset, "cwd": cwd})
+             "expect": expect_offset, "cwd": cwd, "dev": dev})
         return cur.rowcount > 0
 
     def save_extract(self, path: Path, *, inode: int, offset: int, when: float | None = None) -> None:
@@ -443,6 +459,13 @@ class StateStore:
                 extracted_at = excluded.extracted_at
             """,
             (str(path), inode, offset, inode, now))
+
+    def move_transcript(self, old: Path, new: Path) -> None:
+        """Key a transcript's row on another name of the same file (its resolved path), offsets and
+        all; a row already under ``new`` wins."""
+        with self.batch():
+            self._exec("UPDATE OR IGNORE transcripts SET path = ? WHERE path = ?", (str(new), str(old)))
+            self._exec("DELETE FROM transcripts WHERE path = ?", (str(old),))
 
     def reset_transcript(self, path: Path, *, expect_offset: int | None = None) -> bool:
         """A replaced or truncated file: both offsets and the scan's counts start over. With
@@ -565,21 +588,43 @@ class StateStore:
         now = time.time() if when is None else when
         blob = json.dumps(details, sort_keys=True, default=str)
         with self.batch():
-            row = self._exec("SELECT level FROM warnings WHERE project = ? AND kind = ?",
+            row = self._exec("SELECT level, details FROM warnings WHERE project = ? AND kind = ?",
                              (project, kind)).fetchone()
             if row is None or row[0] != level:
                 self._exec(
                     "INSERT OR REPLACE INTO warnings (project, kind, level, details, since, updated) "
                     "VALUES (?, ?, ?, ?, ?, ?)", (project, kind, level, blob, now, now))
+                self._warnings_dirty = True
                 return True
+            self._warnings_dirty |= row[1] != blob
             self._exec("UPDATE warnings SET details = ?, updated = ? WHERE project = ? AND kind = ?",
                        (blob, now, project, kind))
             return False
 
     def clear_warning(self, project: str, kind: str) -> bool:
         """Close a warning; True when one was open."""
-        cur = self._exec("DELETE FROM warnings WHERE project = ? AND kind = ?", (project, kind))
+        with self.batch():
+            cur = self._exec("DELETE FROM warnings WHERE project = ? AND kind = ?", (project, kind))
+            self._warnings_dirty |= cur.rowcount > 0
         return cur.rowcount > 0
+
+    def export_warnings(self) -> None:
+        """Write ``WARNINGS_FILE`` from the table (atomically; a failure is logged, never raised)."""
+        self._warnings_dirty = False
+        out: dict[str, list[list[Any]]] = {}
+        for w in self.warnings():
+            out.setdefault(w.project, []).append([w.kind, w.level, w.details])
+        target = self.path.parent / WARNINGS_FILE
+        tmp = target.with_name(f".{WARNINGS_FILE}.{os.getpid()}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(out, f, ensure_ascii=False, sort_keys=True, default=str)
+            os.replace(tmp, target)
+        except OSError as e:
+            log.warning("cannot write %s: %s", target, e)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
     def warnings(self, project: str | None = None) -> list[Warning]:
         if project is None:

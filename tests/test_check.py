@@ -196,8 +196,9 @@ def test_unchanged_folders_reuse_their_result(tmp_path: Path) -> None:
     check_project(project, b, cache_dir=state)
     (cache_file,) = state.rglob("*.json")
     data = json.loads(cache_file.read_text())
-    data["result"]["findings"][0]["message"] = "from the cache"
+    data["folders"][str(mem)]["result"]["findings"][0]["message"] = "from the cache"
     cache_file.write_text(json.dumps(data))
+    checkcache._OPEN.clear()  # as a new process would read it
     assert check_project(project, b, cache_dir=state).findings[0].message == "from the cache"
     assert check_project(project, b).findings[0].message != "from the cache"  # no cache_dir: afresh
     assert check_project(project, BudgetConfig(max_lines=2), cache_dir=state).findings[0].message != \
@@ -205,6 +206,7 @@ def test_unchanged_folders_reuse_their_result(tmp_path: Path) -> None:
     (mem / "MEMORY.md").write_text("# Memory\n\n- [Ok](ok.md) — fine\n")
     assert check_project(project, b, cache_dir=state).findings == []  # a changed file is checked again
     cache_file.write_text("not json")
+    checkcache._OPEN.clear()
     key, hit = checkcache.lookup(state, mem, b, True)
     assert key is not None and hit is None
 
@@ -215,7 +217,8 @@ def test_cli_no_cache_flag(make_project: Callable[..., Path], memd_cli: Run) -> 
     assert memd_cli("check", "-home-u-broken").returncode == 1
     (cache_file,) = (Path(os.environ["XDG_STATE_HOME"]) / "memd" / "cache").rglob("*.json")
     data = json.loads(cache_file.read_text())
-    data["result"]["findings"][0]["message"] = "from the cache"
+    (entry,) = data["folders"].values()
+    entry["result"]["findings"][0]["message"] = "from the cache"
     cache_file.write_text(json.dumps(data))
     assert "from the cache" in memd_cli("check", "-home-u-broken").stdout
     fresh = memd_cli("check", "-home-u-broken", "--no-cache")

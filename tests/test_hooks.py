@@ -211,12 +211,13 @@ def test_session_start_with_a_corrupt_state_file_still_reports_the_budget(hook_p
     (hook_project.memory / "MEMORY.md").write_text(index_text(210))
     hook_project.state.mkdir(parents=True)
     (hook_project.state / "state.sqlite3").write_bytes(b"this is not a database" * 100)
+    (hook_project.state / "warnings.json").write_bytes(b'{"broken": ')
     run = run_hook(hook_project.event("SessionStart", source="startup"))
     assert "OVER the budget" in run.context
-    # the hook only reads: the daemon's file is not set aside, rebuilt or joined by -wal/-shm files
-    assert sorted(p.name for p in hook_project.state.iterdir()) == ["memd.log", "state.sqlite3"]
+    # the hook only reads: the daemon's files are not set aside, rebuilt or joined by -wal/-shm files
+    assert sorted(p.name for p in hook_project.state.iterdir()) == ["memd.log", "state.sqlite3", "warnings.json"]
     assert (hook_project.state / "state.sqlite3").read_bytes() == b"this is not a database" * 100
-    assert any(x["event"] == "hook.session_start.state_unreadable" for x in hook_project.log_lines())
+    assert any(x["event"] == "hook.session_start.warnings_unreadable" for x in hook_project.log_lines())
 
 
 # --------------------------------------------------------------------------- never break a session
@@ -434,7 +435,7 @@ def test_plain_configs_are_not_loaded_for_other_files(hook_project: HookProject,
 ])
 def test_memory_override_agrees_with_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings: object) -> None:
     from memd import layout
-    from memd.hooks.context import memory_override
+    from memd.ccsettings import user_memory_override as memory_override
 
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     claude = tmp_path / "claude"

@@ -135,7 +135,7 @@ def test_rejected_memory_directories_fall_back_to_the_default(claude_home: Path,
     assert layout.memory_override(claude_home) is None
     (claude_home / "projects" / "-p").mkdir(exist_ok=True)
     assert layout.list_projects(claude_home)[0].memory_dir == claude_home / "projects" / "-p" / "memory"
-    from memd.hooks.context import memory_override  # the secret guard's reading agrees
+    from memd.ccsettings import user_memory_override as memory_override  # the secret guard's reading agrees
 
     assert memory_override(os.fspath(claude_home)) is None
 
@@ -148,7 +148,7 @@ def test_accepted_memory_directories(claude_home: Path, value: str, expected: st
     _write(claude_home / "settings.json", {"autoMemoryDirectory": value})
     want = Path(expected.replace("HOME", home))
     assert layout.memory_override(claude_home) == want
-    from memd.hooks.context import memory_override
+    from memd.ccsettings import user_memory_override as memory_override
 
     assert memory_override(os.fspath(claude_home)) == os.fspath(want)
 

@@ -62,11 +62,12 @@ def test_install_keeps_everything_else(claude_home: Path, settings: Path) -> Non
     assert data["hooks"]["PostToolUse"][0] == EXISTING["hooks"]["PostToolUse"][0]
     assert data["hooks"]["Stop"] == EXISTING["hooks"]["Stop"]
     rows = sm.installed(data)
-    assert sorted(r.event for r in rows) == ["PostToolUse", "PreToolUse", "SessionStart", "UserPromptSubmit"]
+    assert sorted({r.event for r in rows}) == ["PostToolUse", "PreToolUse", "SessionStart", "UserPromptSubmit"]
     tool_rows = [r for r in rows if r.event in ("PreToolUse", "PostToolUse")]
     assert all(r.matcher == "Write|Edit|MultiEdit" for r in tool_rows)
-    exe = rows[0].command.split()[0]
-    assert os.path.isabs(exe) and rows[0].command.endswith(" hook")
+    # the exec form: the hook script itself, no shell, no arguments
+    assert all(os.path.isabs(r.command) and r.command.endswith("/memd-hook") and r.args == [] for r in rows)
+    assert all(r.on_failure == "continue" for r in rows)
     # a backup of the original, in memd's state folder (not beside settings.json)
     (bak,) = backups(claude_home)
     assert bak.read_bytes() == original
@@ -85,11 +86,16 @@ def test_install_is_idempotent(claude_home: Path, settings: Path) -> None:
 
 
 def test_install_replaces_entries_of_a_moved_installation(claude_home: Path, settings: Path) -> None:
-    old = sm.with_memd(EXISTING, "/old/venv/bin/memd hook")
+    old = sm.with_memd(EXISTING, sm.Wanted("/old/venv/bin/memd", ["hook"], None))
+    # and a shell-form entry of an install before the exec form
+    old["hooks"]["Stop"].append({"hooks": [{"type": "command", "command": "/older/bin/memd hook"}]})
     settings.write_text(json.dumps(old))
     assert cli(claude_home, "install").returncode == 0
-    rows = sm.installed(json.loads(settings.read_text()))
-    assert len(rows) == 4 and all(not r.command.startswith("/old/") for r in rows)
+    data = json.loads(settings.read_text())
+    rows = sm.installed(data)
+    assert {r.event for r in rows} == set(sm.EVENTS)
+    assert all(not r.command.startswith(("/old/", "/older/")) for r in rows)
+    assert data["hooks"]["Stop"] == EXISTING["hooks"]["Stop"]
 
 
 def test_uninstall_restores_the_original(claude_home: Path, settings: Path) -> None:
@@ -97,7 +103,8 @@ def test_uninstall_restores_the_original(claude_home: Path, settings: Path) -> N
     proc = cli(claude_home, "uninstall")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(settings.read_text()) == EXISTING
-    assert "removed 4 memd hook(s)" in proc.stdout
+    n = 2 + 2 * len(sm.IF_TOOLS)  # one hook per tool's rule on the tool events (the projects root only)
+    assert f"removed {n} memd hook(s)" in proc.stdout
     proc = cli(claude_home, "uninstall")
     assert proc.returncode == 0 and "nothing to remove" in proc.stdout
 
@@ -114,7 +121,7 @@ def test_install_into_a_missing_file_and_folder(claude_home: Path) -> None:
     target = claude_home / "sub" / "settings.json"
     proc = cli(claude_home, "install", "--settings", str(target))
     assert proc.returncode == 0, proc.stderr
-    assert len(sm.installed(json.loads(target.read_text()))) == 4
+    assert {r.event for r in sm.installed(json.loads(target.read_text()))} == set(sm.EVENTS)
     assert target.stat().st_mode & 0o077 == 0
     assert backups(claude_home) == []  # nothing to back up
 
@@ -126,7 +133,7 @@ def test_malformed_settings_are_left_untouched(claude_home: Path, text: str) -> 
     p.write_text(text)
     for action in ("install", "uninstall", "status"):
         proc = cli(claude_home, action)
-        assert proc.returncode == 1, (action, proc)
+        assert proc.returncode == (2 if action == "status" else 1), (action, proc)
         assert "Traceback" not in proc.stderr
         assert str(p) in proc.stderr and "left untouched" in proc.stderr
         assert p.read_text() == text
@@ -140,7 +147,7 @@ def test_a_symlinked_settings_file_stays_a_symlink(claude_home: Path, tmp_path: 
     (claude_home / "settings.json").symlink_to(real)
     assert cli(claude_home, "install").returncode == 0
     assert (claude_home / "settings.json").is_symlink()
-    assert len(sm.installed(json.loads(real.read_text()))) == 4
+    assert {r.event for r in sm.installed(json.loads(real.read_text()))} == set(sm.EVENTS)
 
 
 def test_status(claude_home: Path, settings: Path) -> None:
@@ -151,17 +158,20 @@ def test_status(claude_home: Path, settings: Path) -> None:
     assert proc.returncode == 0, proc.stdout
     assert "PreToolUse" in proc.stdout and "recall (UserPromptSubmit): off" in proc.stdout
     data = json.loads(cli(claude_home, "status", "--format", "json").stdout)
-    assert data["current"] and len(data["installed"]) == 4 and data["missing"] == []
+    assert data["current"] and {r["event"] for r in data["installed"]} == set(sm.EVENTS) and data["missing"] == []
+    assert data["expected"]["if"] == [f"{t}(~/.claude/projects/*/memory/**)" for t in sm.IF_TOOLS]
     # an entry pointing at a memd that is gone is reported
-    settings.write_text(json.dumps(sm.with_memd({}, "/gone/bin/memd hook")))
+    settings.write_text(json.dumps(sm.with_memd({}, sm.Wanted("/gone/bin/memd-hook", [], None))))
     proc = cli(claude_home, "status")
-    assert proc.returncode == 1 and "/gone/bin/memd is not an executable file" in proc.stdout
+    assert proc.returncode == 1 and "/gone/bin/memd-hook is not an executable file" in proc.stdout
 
 
 def test_dry_run_writes_nothing(claude_home: Path, settings: Path) -> None:
     before = settings.read_bytes()
     proc = cli(claude_home, "install", "--dry-run")
-    assert proc.returncode == 0 and len(sm.installed(json.loads(proc.stdout))) == 4
+    assert proc.returncode == 0, proc.stderr
+    rules = [r.rule for r in sm.installed(json.loads(proc.stdout)) if r.rule]
+    assert rules and all(f"if {r}" in proc.stderr for r in rules)  # the `if` rules shown
     assert settings.read_bytes() == before
 
 
@@ -175,20 +185,88 @@ def test_a_concurrent_change_is_not_clobbered(claude_home: Path, settings: Path,
 
     monkeypatch.setattr(sm, "write", racing_write)
     with pytest.raises(sm.SettingsError, match="changed while memd was editing"):
-        sm.install(settings, claude_home.parent / "state", "/x/memd hook")
+        sm.install(settings, claude_home.parent / "state", sm.Wanted("/x/memd-hook", [], None))
     assert json.loads(settings.read_text()) == {"model": "changed by Claude Code"}
 
 
 @pytest.mark.parametrize(("command", "mine"), [
     ("/home/u/.venv/bin/memd hook", True), ("memd hook", True), ("'/path with space/memd' hook", True),
     ("/usr/bin/python3 -m memd hook", True), ("/x/memd hook --config /y/c.toml", True),
+    ("/x/bin/memd-hook", True), ("'/a b/memd-hook' --config c", True), ("memd-hooks", False),
     ("memd-other hook", False), ("prettier --write", False), ("/bin/memd status", False), (None, False),
 ])
 def test_which_commands_are_memds(command: str | None, mine: bool) -> None:
     assert sm.is_memd_command(command) is mine
 
 
-def test_hook_command_quotes_paths_and_keeps_an_explicit_config(tmp_path: Path) -> None:
-    cmd = sm.hook_command(str(tmp_path / "my config.toml"), executable=["/opt/my tools/memd"])
-    assert cmd == f"'/opt/my tools/memd' hook --config '{tmp_path / 'my config.toml'}'"
-    assert sm.is_memd_command(cmd)
+def test_hook_exec_keeps_an_explicit_config_as_one_argument(tmp_path: Path) -> None:
+    command, args = sm.hook_exec(str(tmp_path / "my config.toml"), executable=("/opt/my tools/memd-hook", []))
+    assert (command, args) == ("/opt/my tools/memd-hook", ["--config", str(tmp_path / "my config.toml")])
+    assert sm.is_memd_hook({"type": "command", "command": command, "args": args})
+
+
+@pytest.mark.parametrize(("hook", "mine"), [
+    ({"command": "/v/bin/memd-hook", "args": []}, True),
+    ({"command": "/v/bin/memd", "args": ["hook", "--config", "c"]}, True),
+    ({"command": "/usr/bin/python3", "args": ["-m", "memd", "hook"]}, True),
+    ({"command": "/v/bin/memd", "args": ["status"]}, False),
+    ({"command": "/usr/bin/python3", "args": ["guard.py", "memd", "hook"]}, False),
+    ({"command": "/x/memd hook"}, True), ({"command": "prettier --write"}, False), ({"args": []}, False), ("x", False),
+])
+def test_which_hooks_are_memds(hook: object, mine: bool) -> None:
+    assert sm.is_memd_hook(hook) is mine
+
+
+def test_if_rules_name_the_projects_root_under_home(claude_home: Path) -> None:
+    assert sm.if_rules(claude_home) == [f"{t}(~/.claude/projects/*/memory/**)" for t in sm.IF_TOOLS]
+
+
+def test_if_rules_outside_home_are_absolute(claude_home: Path, tmp_path: Path) -> None:
+    claude = tmp_path / "elsewhere" / "claude"
+    (claude / "projects").mkdir(parents=True)
+    assert sm.if_rules(claude) == [f"{t}(/{claude}/projects/*/memory/**)" for t in sm.IF_TOOLS]
+    assert sm.if_rules(claude)[0].startswith("Write(//")  # "//" is absolute; one "/" is the project's
+
+
+def test_if_rules_add_auto_memory_directory_and_resolved_folders(claude_home: Path, tmp_path: Path) -> None:
+    real = tmp_path / "dotfiles" / "claude"
+    (real / "projects").mkdir(parents=True)
+    linked = claude_home.parent / "linked-claude"
+    linked.symlink_to(real)
+    (real / "settings.json").write_text(json.dumps({"autoMemoryDirectory": "~/notes/memory"}))
+    rules = sm.if_rules(linked)
+    assert rules is not None
+    writes = [r for r in rules if r.startswith("Write(")]
+    assert writes == ["Write(~/notes/memory/**)", "Write(~/linked-claude/projects/*/memory/**)",
+                      f"Write(/{real}/projects/*/memory/**)"]
+    assert len(rules) == len(writes) * len(sm.IF_TOOLS)
+
+
+def test_a_folder_no_rule_can_hold_gets_hooks_without_if(claude_home: Path, tmp_path: Path) -> None:
+    claude = tmp_path / "we[ir]d*"
+    (claude / "projects").mkdir(parents=True)
+    assert sm.if_rules(claude) is None
+    data = sm.with_memd({}, sm.Wanted("/x/memd-hook", [], None))
+    rows = sm.installed(data)
+    assert len(rows) == len(sm.EVENTS) and all(r.rule is None for r in rows)
+
+
+def test_only_tool_events_get_if_rules(claude_home: Path) -> None:
+    data = sm.with_memd({}, sm.Wanted("/x/memd-hook", [], sm.if_rules(claude_home)))
+    for r in sm.installed(data):
+        assert (r.rule is not None) == (r.event in sm.TOOL_EVENTS)  # `if` on any other event drops the hook
+    pre = data["hooks"]["PreToolUse"]
+    assert len(pre) == 1 and len(pre[0]["hooks"]) == len(sm.IF_TOOLS)  # one group, one hook per rule
+
+
+def test_status_is_out_of_date_when_the_memory_folders_move(claude_home: Path, settings: Path) -> None:
+    assert cli(claude_home, "install").returncode == 0
+    assert cli(claude_home, "status").returncode == 0
+    data = json.loads(settings.read_text())
+    data["autoMemoryDirectory"] = "~/notes/memory"
+    settings.write_text(json.dumps(data))
+    proc = cli(claude_home, "status")
+    assert proc.returncode == 1 and "not the current set" in proc.stdout
+    assert cli(claude_home, "install").returncode == 0
+    assert "Write(~/notes/memory/**)" in settings.read_text()
+    assert cli(claude_home, "status").returncode == 0

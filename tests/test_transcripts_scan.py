@@ -327,3 +327,69 @@ def test_memory_folder_is_decided_once_a_cwd_arrives(claude_home: Path, transcri
         assert t is not None and t.cwd == cwd and t.project == second.feeds
         transcript.append(p, [user("moved", cwd="/nowhere/else")])
         assert scan_project(proj, store, CFG, now=time.time()).sessions[0].feeds == second.feeds
+
+
+# --------------------------------------------------------------------------- one tree, two names (issue 14)
+
+
+def _one_session_tree(tmp_path: Path) -> Path:
+    claude = tmp_path / "real" / ".claude"
+    folder = claude / "projects" / "-home-u-app"
+    folder.mkdir(parents=True)
+    line = json.dumps({"type": "user", "uuid": "u1", "sessionId": "s", "timestamp": "2026-01-01T00:00:00Z",
+                       "cwd": "/home/u/app", "message": {"role": "user", "content": "hi"}})
+    (folder / "0b0e8f4e-6a47-4a5c-9f51-3d2f0e1c2a11.jsonl").write_text(line + "\n")
+    return claude
+
+
+def test_a_relative_or_symlinked_claude_dir_is_the_same_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memd.config import Config
+    from memd.state import StateStore
+    from memd.transcripts.scan import scan_all
+
+    claude = _one_session_tree(tmp_path)
+    (tmp_path / "link").symlink_to(claude)
+    monkeypatch.chdir(tmp_path)
+    with StateStore.open(tmp_path / "state") as st:
+        first = scan_all(claude, st, Config(), now=0.0)
+        assert sum(s.new_bytes for p in first for s in p.sessions) > 0
+        for other in (Path("real/.claude"), tmp_path / "link", Path("link")):
+            again = scan_all(other, st, Config(), now=0.0)
+            assert sum(s.new_bytes for p in again for s in p.sessions) == 0, other  # read once
+        rows = st.transcripts()
+        assert len(rows) == 1 and rows[0].path == claude.resolve() / "projects" / "-home-u-app" / \
+            "0b0e8f4e-6a47-4a5c-9f51-3d2f0e1c2a11.jsonl"
+
+
+def test_rows_kept_under_a_typed_name_move_with_their_offsets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memd.config import Config
+    from memd.state import StateStore
+    from memd.transcripts.scan import scan_all
+
+    claude = _one_session_tree(tmp_path)
+    (tmp_path / "link").symlink_to(claude)
+    name = "0b0e8f4e-6a47-4a5c-9f51-3d2f0e1c2a11.jsonl"
+    typed = tmp_path / "link" / "projects" / "-home-u-app" / name
+    with StateStore.open(tmp_path / "state") as st:  # what an earlier memd saved under the link's name
+        size = typed.stat().st_size
+        st.save_scan(typed, project="-home-u-app", inode=typed.stat().st_ino, size=size, offset=size, records=1)
+        st.save_extract(typed, inode=typed.stat().st_ino, offset=size)
+        again = scan_all(tmp_path / "link", st, Config(), now=0.0)
+        assert sum(s.new_bytes for p in again for s in p.sessions) == 0  # not read again
+        (row,) = st.transcripts()
+        assert row.path == claude.resolve() / "projects" / "-home-u-app" / name
+        assert (row.scan_offset, row.extract_offset, row.records) == (size, size, 1)  # the catch-up's too
+
+
+def test_a_hard_linked_transcript_is_read_once(tmp_path: Path) -> None:
+    from memd.config import Config
+    from memd.state import StateStore
+    from memd.transcripts.scan import scan_all
+
+    claude = _one_session_tree(tmp_path)
+    folder = claude / "projects" / "-home-u-app"
+    first = folder / "0b0e8f4e-6a47-4a5c-9f51-3d2f0e1c2a11.jsonl"
+    os.link(first, folder / "1b0e8f4e-6a47-4a5c-9f51-3d2f0e1c2a11.jsonl")
+    with StateStore.open(tmp_path / "state") as st:
+        (proj,) = scan_all(claude, st, Config(), now=0.0)
+        assert len(proj.sessions) == 1 and len(st.transcripts()) == 1

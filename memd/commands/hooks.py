@@ -20,7 +20,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     for name, text in (("install", "add memd's hooks (keeps every other setting and hook; backs up first)"),
                        ("uninstall", "remove memd's hooks, and only those"),
-                       ("status", "show which of memd's hooks are installed (exit 1 when not all are)")):
+                       ("status", "show memd's hooks: exit 0 installed and current, 1 not installed or out of date, "
+                                  "2 the settings file cannot be read")):
         sp = sub.add_parser(name, help=text, description=text)
         sp.add_argument("--settings", metavar="FILE",
                         help="the settings file (default: settings.json in the Claude folder)")
@@ -31,23 +32,43 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _describe(rows: list[Any]) -> list[str]:
-    return [f"  {r.event:<17} {('[' + r.matcher + ']') if r.matcher else '(all)':<24} {r.command}"
-            f"  (timeout {r.timeout} s)" for r in rows]
+    out: list[str] = []
+    for r in rows:
+        matcher = ("[" + r.matcher + "]") if r.matcher else "(all)"
+        rule = f"  if {r.rule}" if r.rule else ""
+        out.append(f"  {r.event:<17} {matcher:<24} {r.argv}{rule}  (timeout {r.timeout} s"
+                   + (f", onFailure {r.on_failure})" if r.on_failure else ")"))
+    return out
+
+
+def _wanted(args: argparse.Namespace, ctx: Context) -> Any:
+    from memd import settings_merge as sm
+
+    command, hook_args = sm.hook_exec(getattr(args, "config", None))
+    return sm.Wanted(command, hook_args, sm.if_rules(ctx.claude_dir))
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from memd import settings_merge as sm
 
     path = sm.settings_path(ctx.claude_dir, args.settings)
-    command = sm.hook_command(getattr(args, "config", None))
     if args.action == "status":
-        return _status(args, ctx, path, command)
+        try:
+            return _status(args, ctx, path, _wanted(args, ctx))
+        except sm.SettingsError as e:
+            print(f"memd: {e}", file=sys.stderr)
+            return 2
+    want = _wanted(args, ctx)
     if args.action == "install":
         if args.dry_run:
             loaded = sm.load(path)
-            sys.stdout.write(sm.render(sm.with_memd(loaded.data, command)))
+            new = sm.with_memd(loaded.data, want)
+            sys.stdout.write(sm.render(new))
+            print(f"\n# memd's hooks as they would be in {loaded.path}:", file=sys.stderr)
+            print("\n".join(_describe(sm.installed(new))), file=sys.stderr)
+            _say_rules(want, sys.stderr)
             return 0
-        change = sm.install(path, ctx.state_dir, command)
+        change = sm.install(path, ctx.state_dir, want)
         if not change.changed:
             print(f"memd's hooks are already installed in {change.path}:")
             print("\n".join(_describe(change.after)))
@@ -55,6 +76,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         print(f"memd's hooks installed in {change.path}" + (f" (backup: {change.backup})" if change.backup
                                                                 else " (new file)") + ":")
         print("\n".join(_describe(change.after)))
+        _say_rules(want, sys.stdout)
         if not ctx.config.hooks.recall:
             print("Recall (UserPromptSubmit) stays silent until `recall = true` under [hooks] in the config.")
         print("Sessions already running keep their old hooks until they are restarted.")
@@ -72,28 +94,44 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-def _status(args: argparse.Namespace, ctx: Context, path: Path, command: str) -> int:
+def _say_rules(want: Any, out: Any) -> None:
+    if want.rules is None:
+        print("note: a memory folder's path has characters an `if` rule cannot hold; the tool hooks run for "
+              "every Write/Edit and memd's own path test decides", file=out)
+
+
+def _problems(rows: list[Any]) -> list[str]:
+    problems: list[str] = []
+    for r in rows:
+        if r.args is not None:
+            exe = r.command
+        else:
+            try:
+                exe = shlex.split(r.command)[0]
+            except (ValueError, IndexError):
+                problems.append(f"{r.event}: cannot read the command {r.command!r}")
+                continue
+        if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+            problems.append(f"{r.event}: {exe} is not an executable file (moved or deleted venv?)")
+    return sorted(set(problems), key=problems.index)
+
+
+def _status(args: argparse.Namespace, ctx: Context, path: Path, want: Any) -> int:
+    """Exit 0: installed and current; 1: not installed, out of date or pointing at a memd that is gone."""
     from memd import settings_merge as sm
 
     loaded = sm.load(path)
     rows = sm.installed(loaded.data)
-    current = sm.is_current(loaded.data, command)
+    current = sm.is_current(loaded.data, want)
     missing = [e for e in sm.EVENTS if e not in {r.event for r in rows}]
-    problems: list[str] = []
-    for r in rows:
-        try:
-            exe = shlex.split(r.command)[0]
-        except (ValueError, IndexError):
-            problems.append(f"{r.event}: cannot read the command {r.command!r}")
-            continue
-        if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
-            problems.append(f"{r.event}: {exe} is not an executable file (moved or deleted venv?)")
+    problems = _problems(rows)
     if args.format == "json":
         print(json.dumps({
             "settings": str(loaded.path), "exists": loaded.existed, "current": current,
-            "installed": [{"event": r.event, "matcher": r.matcher, "command": r.command, "timeout": r.timeout}
-                          for r in rows],
-            "missing": missing, "problems": problems, "expected_command": command,
+            "installed": [{"event": r.event, "matcher": r.matcher, "command": r.command, "args": r.args,
+                           "if": r.rule, "timeout": r.timeout, "onFailure": r.on_failure} for r in rows],
+            "missing": missing, "problems": problems,
+            "expected": {"command": want.command, "args": want.args, "if": want.rules},
             "recall_enabled": ctx.config.hooks.recall,
         }, indent=2))
         return 0 if current and not problems else 1
@@ -106,7 +144,7 @@ def _status(args: argparse.Namespace, ctx: Context, path: Path, command: str) ->
     if missing:
         print(f"missing: {', '.join(missing)}")
     if not current:
-        print(f"not the current set for this memd ({command}): run `memd hooks install` to update them")
+        print("not the current set for this memd and these memory folders: run `memd hooks install` to update them")
     for p in problems:
         print(f"problem: {p}")
     print(f"recall (UserPromptSubmit): {'on' if ctx.config.hooks.recall else 'off (hooks.recall = false)'}")

@@ -109,11 +109,13 @@ JS_SPACE = ("\t\n\x0b\x0c\r \xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006
 _JS_S = f"[{JS_SPACE}]"
 # Claude Code's frontmatter regex, /^---\s*\n([\s\S]*?)---\s*\n?/: it closes at the first "---"
 # anywhere after the opening line, and eats the blank space after it.
-_FRONTMATTER = re.compile(f"---{_JS_S}*\n[\\s\\S]*?---{_JS_S}*\n?")
-_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
-_LIST_ITEM = re.compile(r"^( {0,3})([*+-]|\d{1,9}[.)])( {1,4}(?! )|[ \t]*$)")
-_BLOCK_START = re.compile(r"^ {0,3}(?:<!--|#{1,6}(?:[ \t]|$)|>|`{3,}|~{3,}"
-                          r"|(?:(?:\*[ \t]*){3,}|(?:-[ \t]*){3,}|(?:_[ \t]*){3,})$)")
+# Patterns used only on some texts (frontmatter, comments, non-ASCII) stay strings, compiled on first
+# use through re's own cache: compiling them at import cost every hook run about 10 ms.
+_FRONTMATTER = f"---{_JS_S}*\n[\\s\\S]*?---{_JS_S}*\n?"
+_ASTRAL = "[\U00010000-\U0010ffff]"
+_LIST_ITEM = r"^( {0,3})([*+-]|\d{1,9}[.)])( {1,4}(?! )|[ \t]*$)"
+_BLOCK_START = (r"^ {0,3}(?:<!--|#{1,6}(?:[ \t]|$)|>|`{3,}|~{3,}"
+                r"|(?:(?:\*[ \t]*){3,}|(?:-[ \t]*){3,}|(?:_[ \t]*){3,})$)")
 
 
 def strip_comments(text: str) -> str:
@@ -135,9 +137,9 @@ def strip_comments(text: str) -> str:
 def js_string(text: str) -> str:
     """``text`` as a JavaScript string: characters outside the BMP as two surrogates, so that
     ``len``, slicing and ``find`` count UTF-16 units as Claude Code does."""
-    if text.isascii() or not _ASTRAL.search(text):
+    if text.isascii() or not re.search(_ASTRAL, text):
         return text
-    return _ASTRAL.sub(_pair, text)
+    return re.sub(_ASTRAL, _pair, text)
 
 
 def _pair(m: re.Match[str]) -> str:
@@ -187,7 +189,7 @@ def source(text: str) -> Source:
     pieces[-1] = (len(raw), raw[-1])
     masked: set[int] = set()
     if body.startswith("---") and body.find("---", 3) >= 0:
-        m = _FRONTMATTER.match(body)
+        m = re.match(_FRONTMATTER, body)
         if m:
             skip = len(js) - len(body)
             off = skip + m.end()
@@ -246,14 +248,14 @@ def _strip_comments(pieces: list[tuple[int, str]], masked: set[int]) -> tuple[li
             continue
         ind = _indent(ln)
         lead = ln.lstrip(" \t")
-        item = _LIST_ITEM.match(ln)
+        item = re.match(_LIST_ITEM, ln)
         if list_w is not None and ind >= list_w:
             pass  # inside the list item: nothing here is top-level
         elif item:
             gap = item.group(3)
             gap_w = len(gap) if 0 < len(gap) <= 4 and "\t" not in gap else 1
             list_w = len(item.group(1)) + len(item.group(2)) + gap_w
-        elif list_w is not None and not prev_blank and not _BLOCK_START.match(ln):
+        elif list_w is not None and not prev_blank and not re.match(_BLOCK_START, ln):
             pass  # a lazy continuation line of the item's paragraph
         else:
             list_w = None
@@ -381,11 +383,14 @@ def warning_line(trimmed: str, kept: int, max_lines: int, max_chars: int) -> str
 # surrogate and other default-ignorable characters, C0/C1 controls but tab and newline; ZWNJ, ZWJ and
 # the emoji variation selectors stay. (Claude Code also drops unassigned code points, which depend on
 # its Unicode version: not modelled.)
-_INVISIBLE = re.compile(
+_INVISIBLE = (
     "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891"
     "\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b\u200e-\u200f\u202a-\u202e\u2060-\u206f\u3164"
     "\ud800-\uf8ff\ufe00-\ufe0d\ufeff\uffa0\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
     "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff\U000f0000-\U0010ffff]")
+
+
+_ASCII_INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # _INVISIBLE's ASCII part
 
 
 def _clean(js: str) -> str:
@@ -394,7 +399,7 @@ def _clean(js: str) -> str:
     text = js if js.isascii() else js.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "ignore")
     if "\r" in text or "\u2028" in text or "\u2029" in text:
         text = re.sub("\r\n?|[\u2028\u2029]", "\n", text)
-    return _INVISIBLE.sub("", text)
+    return _ASCII_INVISIBLE.sub("", text) if text.isascii() else re.sub(_INVISIBLE, "", text)
 
 
 def loaded_view(text: str, max_lines: int = 200, max_chars: int = 25_000, *, idx: Index | None = None) -> LoadedView:

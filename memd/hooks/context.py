@@ -11,7 +11,6 @@ an editable install has not loaded it already).
 
 from __future__ import annotations
 
-import json
 import os
 import re  # already loaded by json
 
@@ -208,7 +207,9 @@ class HookContext:
 
     def memory_folder(self, path: str) -> MemoryTarget | None:
         """The memory folder path lies in (under projects/<x>/memory/ or autoMemoryDirectory), exactly."""
-        claude = self.claude_dir()
+        from memd.ccsettings import guarded_folders  # os and json only, like this module
+
+        folders = guarded_folders(self.claude_dir())
         candidates = [path]
         try:
             real = os.path.realpath(path)
@@ -216,28 +217,16 @@ class HookContext:
                 candidates.append(real)
         except (OSError, ValueError):
             pass
-        override = memory_override(claude)
-        roots = [os.path.normpath(os.path.join(claude, "projects"))]
-        try:
-            rroot = os.path.realpath(roots[0])
-            if rroot != roots[0]:
-                roots.append(rroot)
-        except (OSError, ValueError):
-            pass
         for cand in candidates:
-            if override is not None:
-                for folder in {os.path.normpath(override), os.path.realpath(override)}:
-                    rel = within(cand, folder)
-                    if rel is not None:
-                        return MemoryTarget(folder, cand, rel)
-            # memory left under projects/<x>/memory/ from before an override is still guarded
-            for root in roots:
-                rel = within(cand, root)
+            for folder, per_project in folders:
+                rel = within(cand, folder)
                 if rel is None:
                     continue
+                if not per_project:
+                    return MemoryTarget(folder, cand, rel)
                 parts = rel.split(os.sep)
                 if len(parts) >= 3 and parts[1] == "memory" and parts[0]:
-                    return MemoryTarget(os.path.join(root, parts[0], "memory"), cand, os.sep.join(parts[2:]))
+                    return MemoryTarget(os.path.join(folder, parts[0], "memory"), cand, os.sep.join(parts[2:]))
         return None
 
 
@@ -251,24 +240,6 @@ def _clean(path: str) -> str:
     if path.startswith(os.sep * 2) and not path.startswith(os.sep * 3):
         head = os.sep * 2  # POSIX leaves a leading "//" implementation-defined; pathlib keeps it
     return head + os.sep.join(parts) if parts or head else "."
-
-
-def memory_override(claude: str) -> str | None:
-    """settings.json's autoMemoryDirectory when Claude Code takes it (``memd.layout.memory_override``,
-    without pathlib): a missing, unreadable or malformed file, a relative path, ``~/``, ``/``, the home
-    folder or above mean none, so the guard never takes a home or a repository for memory."""
-    try:
-        with open(os.path.join(claude, "settings.json"), "rb") as f:
-            data = json.loads(f.read().decode("utf-8"))
-    except (OSError, ValueError):
-        return None
-    value = data.get("autoMemoryDirectory") if isinstance(data, dict) else None
-    if not isinstance(value, str) or not value.strip():
-        return None
-    from memd.ccsettings import memory_dir  # only here: os and json, like this module
-
-    chosen = memory_dir(value.strip())
-    return _clean(chosen) if chosen is not None else None
 
 
 def absolute(file_path: str, cwd: str | None) -> str:

@@ -2,9 +2,10 @@
 
 It reads the event (JSON) from stdin, dispatches on ``hook_event_name`` and prints the hook's JSON
 answer. It never breaks a session: on any failure (a bug, a broken config, an unreadable folder, a
-slow model) it exits 0 with no output and appends the error to memd's log. It also runs on every
-matching tool call, so this module and the tool-use handlers import only ``os``, ``sys`` and
-``json`` until an event turns out to concern a memory folder.
+slow model) it appends the error to memd's log and exits 0 with no output, except that a failed
+PreToolUse (the secret guard) exits 1 with one line on stderr, a non-blocking error Claude Code
+shows. It also runs on every matching tool call, so this module and the tool-use handlers import
+only ``os``, ``sys`` and ``json`` until an event turns out to concern a memory folder.
 
 Options (for the command line in settings.json): ``--config FILE``, ``--claude-dir DIR``.
 """
@@ -92,6 +93,12 @@ def dispatch(event: dict[str, Any], hc: HookContext) -> dict[str, Any] | None:
     return handler(event, hc)
 
 
+def run() -> int:
+    """The ``memd-hook`` console script: ``memd hook`` without the ``hook`` argument (see
+    ``memd.settings_merge.memd_executable`` for why it exists)."""
+    return main(sys.argv[1:])
+
+
 def main(argv: list[str]) -> int:
     try:
         config_path, claude_dir, want_help = _parse_argv(list(argv))
@@ -124,10 +131,18 @@ def main(argv: list[str]) -> int:
         name = event.get("hook_event_name")
         answer = dispatch(event, hc)
         out = json.dumps(_clip_all(answer), ensure_ascii=False) if answer else ""
-    except BaseException as exc:  # the one place where every failure becomes silence
+    except BaseException as exc:  # the one place where every failure is caught
         from memd.hooks.log import describe_exception
 
-        hc.log("error", "hook.failed", hook_event=str(name), **describe_exception(exc))
+        described = describe_exception(exc)
+        hc.log("error", "hook.failed", hook_event=str(name), **described)
+        if name == "PreToolUse" and isinstance(exc, Exception):
+            # The secret guard must not vanish silently: exit 1 is a non-blocking error to Claude Code
+            # (the write goes ahead, as with onFailure "continue"), shown to the user and recorded in
+            # the transcript with this line. Every other event's failure only loses a note: silence.
+            sys.stderr.write(f"memd: the secret guard could not check this write ({described['error'][:300]}); "
+                             "see memd's log (memd logs)\n")
+            return 1
         return 0
     if out:
         try:

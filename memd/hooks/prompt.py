@@ -6,6 +6,7 @@ With recall off (the default) this costs one look at the config file: a config w
 
 from __future__ import annotations
 
+import os
 import time
 
 from memd.hooks.context import HookContext
@@ -26,28 +27,29 @@ def user_prompt_submit(event: dict[str, Any], hc: HookContext) -> dict[str, Any]
     cfg = hc.config
     if not cfg.hooks.recall:
         return None
-    from pathlib import Path
+    from pathlib import Path  # recall works on Paths (and imports the SDK): pathlib is the least of it
 
-    from memd import layout, recall
+    from memd import ccsettings, recall
     from memd.hooks.session import project_for_cwd
 
-    claude = Path(hc.claude_dir())
-    settings = layout.read_settings(claude, cwd)  # every scope, read once for all three questions
-    if layout.memory_disabled(claude, settings):
+    claude = hc.claude_dir()
+    settings = ccsettings.merged(claude, cwd)  # every scope, read once for all three questions
+    if ccsettings.memory_disabled(claude, settings):
         return None
-    project = project_for_cwd(cwd, hc, settings)
-    if project is None or not project.memory_dir.is_dir():
+    found = project_for_cwd(cwd, claude, settings)
+    if found is None or not os.path.isdir(found[1]):
         return None
+    name, memory_dir = found
 
     def abandon() -> None:
         hc.abandoned_work = True
 
     session = event.get("session_id")
     timeout = cfg.hooks.recall_timeout_s - (time.monotonic() - started)
-    result = recall.recall(prompt, project.memory_dir, cfg, state_dir=Path(hc.state_dir),
+    result = recall.recall(prompt, Path(memory_dir), cfg, state_dir=Path(hc.state_dir),
                            session_id=session if isinstance(session, str) and session else None,
                            timeout_s=timeout, on_abandon=abandon)
-    hc.log("info", "hook.recall", project=project.name, chosen=result.chosen, dropped=len(result.dropped),
+    hc.log("info", "hook.recall", project=name, chosen=result.chosen, dropped=len(result.dropped),
            left=len(result.left), note=result.note, **{f"usage_{k}": v for k, v in result.usage.items()})
     if not result.text:
         return None

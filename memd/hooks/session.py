@@ -1,12 +1,16 @@
 """SessionStart: tell the model what it cannot see of its memory, and what the daemon found.
 
-Runs once per session, so it may afford the config, the index parser and (lazily) the daemon's
-SQLite state store. Each source fails on its own: a missing or corrupt state store leaves the
-budget message intact, and a missing memory folder leaves the daemon's warnings intact.
+Runs once per session, but every session pays for it before its first turn, so it keeps to what the
+tool hooks import plus ``memd.ccsettings`` (which folder the session uses, with ``os.path``: no
+pathlib) and the index parser. The daemon's open warnings come from the small JSON file the state
+store writes beside its database (``memd.state.WARNINGS_FILE``), not from SQLite. Each source fails
+on its own: a missing or broken warnings file leaves the budget message intact, and a missing memory
+folder leaves the daemon's warnings intact.
 """
 
 from __future__ import annotations
 
+import json
 import os
 
 from memd.hooks.context import HookContext
@@ -15,66 +19,51 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from memd.layout import Project
-
 _MAX_WARNINGS = 10
+WARNINGS_FILE = "warnings.json"  # memd.state.WARNINGS_FILE (not imported: memd.state imports sqlite3)
+_MAX_WARNINGS_BYTES = 4 << 20
 
 
-def project_for_cwd(cwd: str, hc: HookContext, settings: dict[str, Any]) -> Project | None:
-    """The project whose memory a session started in cwd uses (git root -> folder under projects/);
-    settings: the Claude folder's settings.json as ``memd.layout.read_settings`` read it."""
-    from pathlib import Path
+def project_for_cwd(cwd: str, claude: str, settings: dict[str, Any]) -> tuple[str, str] | None:
+    """(project name, memory folder) of a session started in cwd (git root -> folder under projects/,
+    ``autoMemoryDirectory``), as ``memd.layout`` finds them; settings: every scope, merged."""
+    from memd import ccsettings
 
-    from memd import layout
-
-    claude = Path(hc.claude_dir())
-    name = layout.folder_for_cwd(cwd)
-    folder = layout.find_folder(layout.projects_root(claude), name)
+    root = os.path.join(claude, "projects")
+    name = ccsettings.folder_for_cwd(cwd)
+    folder = ccsettings.find_folder(root, name)
+    override = ccsettings.settings_memory_dir(settings)
     if folder is None:
-        override = layout.memory_override(claude, settings)
         if override is None:
             return None
-        folder = layout.projects_root(claude) / name
-    return layout.project_for_folder(claude, folder, settings)
+        folder = os.path.join(root, name)
+    return os.path.basename(folder), override if override is not None else os.path.join(folder, "memory")
 
 
-def daemon_warnings(hc: HookContext, project: Project) -> list[tuple[str, str]]:
-    """(kind, text) of the open warnings the daemon recorded for this project; [] without a store.
+def daemon_warnings(hc: HookContext, project: str) -> list[tuple[str, str]]:
+    """(kind, text) of the open warnings the daemon recorded for this project; [] without any.
 
-    Read-only and side-effect free on purpose: ``StateStore.open`` creates, migrates, and sets aside
-    a corrupt file — right for the daemon (its one writer), wrong for a hook that may run while the
-    daemon holds the file open. So the hook opens the file with SQLite's ``mode=ro`` and reads the
-    ``warnings`` table (project, kind, level, details) the state module keeps; anything unexpected
-    (no file, another schema, corruption, a lock) means no warnings, logged.
-    """
-    path = os.path.join(hc.state_dir, "state.sqlite3")
-    if not os.path.isfile(path):
-        return []  # no daemon has run here
+    Read from the state store's warnings file: no daemon (no file), a file being replaced (the
+    writer renames a complete one into place) or a broken one all mean no warnings, the last logged."""
+    path = os.path.join(hc.state_dir, WARNINGS_FILE)
     try:
-        import json
-        import sqlite3  # only here: SessionStart runs once per session
-        from urllib.parse import quote
-
-        conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=2.0)
-        try:
-            rows = conn.execute("SELECT kind, level, details FROM warnings WHERE project = ? ORDER BY kind",
-                                (project.name,)).fetchmany(50)
-        finally:
-            conn.close()
-    except Exception as exc:  # a corrupt, locked or newer store must not silence the rest
+        with open(path, "rb") as f:
+            raw = f.read(_MAX_WARNINGS_BYTES)
+    except OSError:
+        return []
+    try:
+        data = json.loads(raw)
+        rows = data.get(project, []) if isinstance(data, dict) else []
+        out: list[tuple[str, str]] = []
+        for kind, level, details in rows[:50]:
+            out.append((str(kind), warning_text(str(kind), str(level or ""),
+                                                details if isinstance(details, dict) else {})))
+        return out
+    except (ValueError, TypeError, AttributeError) as exc:
         from memd.hooks.log import describe_exception
 
-        hc.log("warning", "hook.session_start.state_unreadable", **describe_exception(exc))
+        hc.log("warning", "hook.session_start.warnings_unreadable", **describe_exception(exc))
         return []
-    out: list[tuple[str, str]] = []
-    for kind, level, details in rows:
-        try:
-            parsed = json.loads(details) if isinstance(details, str) else {}
-        except ValueError:
-            parsed = {}
-        text = warning_text(str(kind), str(level or ""), parsed if isinstance(parsed, dict) else {})
-        out.append((str(kind), text))
-    return out
 
 
 def warning_text(kind: str, level: str, details: dict[str, Any]) -> str:
@@ -96,22 +85,21 @@ def session_start(event: dict[str, Any], hc: HookContext) -> dict[str, Any] | No
     if not isinstance(cwd, str) or not cwd:
         return None
     cfg = hc.config
-    from pathlib import Path
+    from memd import ccsettings
 
-    from memd import layout
-
-    claude = Path(hc.claude_dir())
-    settings = layout.read_settings(claude, cwd)  # every scope, read once for all three questions
-    if layout.memory_disabled(claude, settings):
+    claude = hc.claude_dir()
+    settings = ccsettings.merged(claude, cwd)  # every scope, read once for all three questions
+    if ccsettings.memory_disabled(claude, settings):
         return None
-    project = project_for_cwd(cwd, hc, settings)
-    if project is None:
+    found = project_for_cwd(cwd, claude, settings)
+    if found is None:
         return None
+    name, memory_dir = found
     parts: list[str] = []
     from memd.core.paths import INDEX_NAME
     from memd.hooks.tool_use import budget_message, read_text
 
-    text = read_text(os.fspath(project.memory_dir), INDEX_NAME, cfg.budget.max_file_bytes)
+    text = read_text(memory_dir, INDEX_NAME, cfg.budget.max_file_bytes)
     if text is not None:
         from memd.core import index
 
@@ -121,13 +109,13 @@ def session_start(event: dict[str, Any], hc: HookContext) -> dict[str, Any] | No
             if msg:
                 parts.append(msg + " Do it early in this session, before you save new memories.")
     # the index measured now beats the daemon's record of it
-    warnings = [t for k, t in daemon_warnings(hc, project) if not (parts and k.startswith("budget"))]
+    warnings = [t for k, t in daemon_warnings(hc, name) if not (parts and k.startswith("budget"))]
     if warnings:
         shown = "\n".join(f"- {w[:500]}" for w in warnings[:_MAX_WARNINGS])
         more = f"\n- … and {len(warnings) - _MAX_WARNINGS} more" if len(warnings) > _MAX_WARNINGS else ""
         parts.append(f"memd (the memory daemon) has open warnings about this project's memory "
-                     f"({project.memory_dir}):\n{shown}{more}\nAddress them when you next touch memory.")
+                     f"({memory_dir}):\n{shown}{more}\nAddress them when you next touch memory.")
     if not parts:
         return None
-    hc.log("info", "hook.session_start.note", project=project.name, notes=len(parts))
+    hc.log("info", "hook.session_start.note", project=name, notes=len(parts))
     return {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": "\n\n".join(parts)}}

@@ -162,15 +162,22 @@ class _Scanner:
         self._paths_cache: dict[str, MemoryPaths] = {}
         self._settings: dict[str, Any] | None = None
         self.saves: list[tuple[SessionScan, LineReader, _Digest, ScanRow | None, str]] = []
+        self.seen: set[tuple[int, int]] = set()  # (st_dev, st_ino) of the files read in this pass
+        self.devs: dict[str, int] = {}
 
     def one(self, spath: str, prev: ScanRow | None) -> SessionScan | None:
         try:
             st = os.stat(spath)
         except OSError:  # vanished since the listing
             return None
+        identity = (st.st_dev, st.st_ino)
+        if identity in self.seen:
+            return None  # the same file under a second name (a hard link): read once
+        self.seen.add(identity)
+        self.devs[spath] = st.st_dev
         active = self.now - st.st_mtime < self.active_s
-        if prev is not None and prev.inode == st.st_ino and prev.size == st.st_size \
-                and prev.scan_offset <= st.st_size:
+        if prev is not None and prev.inode == st.st_ino and (not prev.dev or prev.dev == st.st_dev) \
+                and prev.size == st.st_size and prev.scan_offset <= st.st_size:
             main = not (os.path.basename(spath).startswith("agent-") or _SUBAGENTS in spath)
             return SessionScan(spath, prev.session_id or session_id_for(Path(spath)), prev.project, main, 0, 0, 0,
                                prev.scan_offset, st.st_size, active, last_record_at=prev.last_record_at)
@@ -239,7 +246,8 @@ class _Scanner:
                                        offset=scan.offset, session_id=scan.session_id, records=scan.records,
                                        bad_lines=scan.bad_lines, first_record_at=digest.first_at,
                                        last_record_at=digest.last_at, memory_write_seen_at=scan.memory_write_at,
-                                       when=self.now, expect_offset=start, cwd=cwd):
+                                       when=self.now, expect_offset=start, cwd=cwd,
+                                       dev=self.devs.get(scan.file, 0)):
                     continue
                 if digest.last_at is not None and scan.records:
                     state.touch_session(scan.feeds, scan.session_id, digest.last_at)
@@ -252,11 +260,22 @@ class _Scanner:
 def scan_project(project: layout.Project, state: StateStore, config: Config, *, now: float,
                  dry_run: bool = False) -> ProjectScan:
     """Read every transcript of ``project.dir`` from its scan offset; save the new offsets (unless
-    ``dry_run``), the sessions touched and the memory writes seen. Never raises for a file's sake."""
-    known = state.scan_rows(project.dir)
+    ``dry_run``), the sessions touched and the memory writes seen. Never raises for a file's sake.
+
+    Rows are keyed on resolved paths: the same tree reached through a relative ``--claude-dir`` or a
+    symlink is the same rows, read once (rows an earlier memd kept under such another name move to
+    the resolved one, offsets kept, so the tree is neither read nor counted twice)."""
+    folder = os.path.realpath(project.dir)
+    known = state.scan_rows(Path(folder))
+    if os.fspath(project.dir) != folder:  # rows an earlier memd kept under the name as typed
+        for name, row in state.scan_rows(project.dir).items():
+            real = os.path.join(folder, os.path.relpath(name, project.dir))
+            known.setdefault(real, row._replace(path=real))
+            if not dry_run:
+                state.move_transcript(Path(name), Path(real))  # offsets kept: the catch-up's too
     out = ProjectScan(project)
     scanner = _Scanner(project, state, config, now)
-    files = _transcript_paths(str(project.dir))
+    files = _transcript_paths(folder)
     for spath in files:
         scan = scanner.one(spath, known.get(spath))
         if scan is not None:
@@ -271,12 +290,12 @@ def scan_project(project: layout.Project, state: StateStore, config: Config, *, 
 def scan_file(project: layout.Project, path: Path, state: StateStore, config: Config, *, now: float,
               dry_run: bool = False) -> SessionScan | None:
     """Scan one transcript of ``project.dir`` (a watcher event); None when it does not exist."""
-    spath = str(path)
-    prev = state.scan_rows(path.parent).get(spath)
+    spath = os.path.realpath(path)  # rows are keyed on resolved paths (scan_project)
+    prev = state.scan_rows(Path(os.path.dirname(spath))).get(spath)
     scanner = _Scanner(project, state, config, now)
     scan = scanner.one(spath, prev)
     if scan is None and prev is not None and not os.path.exists(spath) and not dry_run:
-        state.forget_transcript(path)
+        state.forget_transcript(Path(spath))
     if scan is not None and not dry_run:
         scanner.save([], mark=False)
     return scan

@@ -1,0 +1,35 @@
+"""A regular (non-editable) install of memd built from this checkout, as users get it from pip.
+
+The benchmarks measure memd where users run it: ``pip install .`` into a venv of its own, so the
+interpreter starts without the editable install's finder (which imports pathlib and importlib.util
+at every start of the development venv, the bare ``python -c pass`` included, and so halves every
+ratio). ``--no-deps``: neither the hooks nor ``memd check`` import a third-party package (the tests
+hold their import lists), and resolving anthropic's tree would make every run slow.
+
+``build(folder)`` creates ``folder`` (a venv with pip) if it is not one yet and (re)installs memd
+from the checkout into it, byte-compiled as pip does; it returns the venv's ``bin`` folder.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def build(folder: Path, *, quiet: bool = True) -> Path:
+    bindir = folder / ("Scripts" if os.name == "nt" else "bin")
+    python = bindir / "python"
+    base = getattr(sys, "_base_executable", sys.executable)
+    if not python.exists():
+        subprocess.run([base, "-m", "venv", str(folder)], check=True)
+    q = ["-q"] if quiet else []
+    subprocess.run([str(python), "-m", "pip", "install", *q, "--disable-pip-version-check", "--no-deps",
+                    "--force-reinstall", str(ROOT)], check=True,
+                   stderr=subprocess.DEVNULL if quiet else None)
+    if not (bindir / "memd-hook").exists():
+        raise SystemExit(f"the regular install in {folder} has no memd-hook script")
+    return bindir
