@@ -24,7 +24,8 @@ READS = {"memd.memfolder", "memd.memfolder.read", "memd.memfolder.walk", "memd.c
 PINNED = {
     "PreToolUse, other file": TOOL,
     "PostToolUse, other file": TOOL,
-    "PreToolUse, memory file": MEMORY | {"memd.core.secrets", "memd.core.secret_rules", "memd.core.fastscan"},
+    "PreToolUse, memory file": MEMORY | {"memd.core.secrets", "memd.core.secret_rules", "memd.core.fastscan",
+                                         "memd.core.secret_views"},
     "PostToolUse, memory file": MEMORY | READS | {"memd.core.frontmatter"},
     "SessionStart": MEMORY | READS | {"memd.hooks.session"},
 }

@@ -27,7 +27,9 @@ from memd.core.paths import INDEX_NAME
 
 ELLIPSIS = "…"
 MIN_HOOK = 12  # shorter than this, a cut hook says nothing: shorten the title instead
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
+# possessive: the text is (spaces/# then one other character)*, so a long inner run of spaces is
+# not tried at every split (the lazy (.*?) before [ \t#]*$ was quadratic); same groups as before
+_HEADING = re.compile(r"^(#{1,6})[ \t]++((?:[ \t#]*+[^ \t#\n])*+)[ \t#]*+$")
 _TYPE_TITLES = {"user": "User", "feedback": "Feedback", "project": "Project", "reference": "Reference"}
 
 
