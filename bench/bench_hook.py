@@ -164,7 +164,7 @@ def write_docs(med: dict[str, float], runs: int) -> None:
 
 Command: `.venv/bin/python bench/bench_hook.py --runs {runs} --write-docs` (2-core shared machine; each
 variant run {runs} times, interleaved round-robin with the baselines; medians). "Regular install" is
-memd built from the checkout and installed with `pip install --no-deps .` into a venv of its own
+memd built from the checkout and installed with `pip install .` (its dependencies included) into a venv of its own
 (`bench/regular.py`), run through its `memd-hook` console script (what `memd hooks install` writes, exec
 form), as a ratio to that venv's `python -c pass` ({rbase * 1000:.1f} ms). "Editable" is the development
 venv (its `python -c pass`: {ebase * 1000:.1f} ms; the editable install's finder imports pathlib at every

@@ -3,8 +3,8 @@
 The benchmarks measure memd where users run it: ``pip install .`` into a venv of its own, so the
 interpreter starts without the editable install's finder (which imports pathlib and importlib.util
 at every start of the development venv, the bare ``python -c pass`` included, and so halves every
-ratio). ``--no-deps``: neither the hooks nor ``memd check`` import a third-party package (the tests
-hold their import lists), and resolving anthropic's tree would make every run slow.
+ratio). With its dependencies, as a user's install has them: `memd check` reads lenient frontmatter
+with PyYAML (a ``--no-deps`` install once made it fail fast, and the bench timed the failure).
 
 ``build(folder)`` creates ``folder`` (a venv with pip) if it is not one yet and (re)installs memd
 from the checkout into it, byte-compiled as pip does; it returns the venv's ``bin`` folder.
@@ -27,8 +27,11 @@ def build(folder: Path, *, quiet: bool = True) -> Path:
     if not python.exists():
         subprocess.run([base, "-m", "venv", str(folder)], check=True)
     q = ["-q"] if quiet else []
-    subprocess.run([str(python), "-m", "pip", "install", *q, "--disable-pip-version-check", "--no-deps",
-                    "--force-reinstall", str(ROOT)], check=True,
+    subprocess.run([str(python), "-m", "pip", "install", *q, "--disable-pip-version-check",
+                    "--force-reinstall", "--no-deps", str(ROOT)], check=True,
+                   stderr=subprocess.DEVNULL if quiet else None)
+    # the dependencies once (a reinstall of memd alone keeps them): what `pip install .` gives a user
+    subprocess.run([str(python), "-m", "pip", "install", *q, "--disable-pip-version-check", str(ROOT)], check=True,
                    stderr=subprocess.DEVNULL if quiet else None)
     if not (bindir / "memd-hook").exists():
         raise SystemExit(f"the regular install in {folder} has no memd-hook script")

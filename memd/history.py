@@ -77,7 +77,7 @@ def _open(state_dir: Path, project: str, *, create: bool) -> Any:
     return repo
 
 
-def _tree_for(repo: Any, files: dict[str, bytes]) -> bytes:
+def tree_for(repo: Any, files: dict[str, bytes]) -> bytes:
     from dulwich.objects import Blob, Tree
 
     def build(entries: dict[str, Any]) -> Any:
@@ -145,7 +145,7 @@ def _commit_files(state_dir: Path, project: str, files: dict[str, bytes], summar
 
     repo = _open(state_dir, project, create=True)
     try:
-        tree = _tree_for(repo, files)
+        tree = tree_for(repo, files)
         for _ in range(20):  # another writer (the CLI beside the daemon) may move the branch
             parent = _head(repo)
             c = Commit()

@@ -158,7 +158,7 @@ def test_catchup_creates_and_updates_from_a_real_transcript(env: Env, claude_dat
     assert [r.job for r in history.list_runs(env.state_dir, p.name)] == ["catchup"]
     # a second run has nothing to read: no model call
     n = len(s.requests)
-    assert catchup_project(env.jc(), p).outcome == "unchanged"
+    assert catchup_project(env.jc(), p).outcome == "skipped"  # nothing new to read
     assert len(s.requests) == n
 
 
@@ -184,6 +184,21 @@ def test_catchup_skips_a_span_where_the_session_wrote_memory(env: Env) -> None:
     assert out.outcome == "unchanged" and env.stub.requests == []
     t = env.state.transcript(sess)
     assert t is not None and t.extract_offset == sess.stat().st_size
+
+
+def test_catchup_with_nothing_to_read_is_skipped_not_an_idle_run(env: Env) -> None:
+    """No finished session with unread records: the run had nothing to do (skipped), so the check-in
+    does not count it among the runs that "call the model and change nothing" (the soak saw 1,032)."""
+    from memd.jobs import runner
+    from memd.jobs.checkin import idle_projects
+
+    p = env.project("-home-dev-quiet")
+    env.memory(p, {"MEMORY.md": ""})
+    for _ in range(4):
+        res = runner.run_job("catchup", env.jc(force=True), [p], catchup_project)
+        assert [(o.outcome, o.message) for o in res.outcomes] == [
+            ("skipped", "no finished session has unread records")]
+    assert env.stub.requests == [] and idle_projects(env.state, [p.name]) == []
 
 
 def test_catchup_without_a_key_says_model_work_is_off(env: Env, monkeypatch: pytest.MonkeyPatch,

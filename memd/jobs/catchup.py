@@ -119,7 +119,8 @@ def catchup_project(jc: JobContext, project: Project) -> ProjectOutcome:
         scan_project(project, jc.state, cfg, now=now, dry_run=jc.dry_run)
     pending, active = pending_sessions(jc, project, now)
     out.details["pending_sessions"] = len(pending)
-    if not pending:
+    if not pending:  # nothing to do: not a run that "changed nothing" (the check-in's idle list)
+        out.outcome = "skipped"
         out.message = "no finished session has unread records"
         if active:
             out.message += f" ({active} active session(s) wait until they have been quiet for "

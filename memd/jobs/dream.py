@@ -184,10 +184,9 @@ def _deterministic(jc: JobContext, project: Project, off: str) -> ProjectOutcome
 
 def _cwd(jc: JobContext, project: Project) -> str | None:
     """The working folder of the project's newest session (whose CLAUDE.md files the dream is given)."""
-    if jc.state is None:
-        return None
-    rows = [t for t in jc.state.transcripts(project.name) if t.cwd]
-    return max(rows, key=lambda t: t.last_record_at or 0.0).cwd if rows else None
+    from memd.transcripts.sessions import project_cwds
+
+    return next(iter(project_cwds(project, jc.state)), None)
 
 
 def _transcripts(jc: JobContext, project: Project) -> list[Path]:

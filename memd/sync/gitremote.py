@@ -274,10 +274,10 @@ def commit(repo: Any, files: dict[str, bytes], parent: str | None, *, machine: s
     """A commit of ``files`` on top of ``parent``, signed with the machine's name; returns its id."""
     from dulwich.objects import Commit
 
-    from memd.history import _tree_for  # the one tree builder of memd's git histories
+    from memd.history import tree_for  # the one tree builder of memd's git histories
 
     c = Commit()
-    c.tree = _tree_for(repo, files)
+    c.tree = tree_for(repo, files)
     c.parents = [_oid(parent)] if parent else []
     who = re.sub(r"[^A-Za-z0-9._-]+", "-", machine) or "machine"
     c.author = c.committer = f"memd on {machine} <memd@{who}>".encode()

@@ -10,8 +10,6 @@ identity (it differs between machines).
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +26,6 @@ _URL = re.compile(r"^(?P<scheme>[a-z][a-z0-9+.-]*)://(?:[^@/]+@)?(?P<host>[^/:]+
                   re.I)
 _DEFAULT_PORTS = {"ssh": "22", "git+ssh": "22", "https": "443", "http": "80", "git": "9418"}
 _REF_UNSAFE = re.compile(r"[^A-Za-z0-9._/-]+")
-HEAD_BYTES = 256 * 1024  # a transcript is read this far for its first cwd
 
 
 def normalise_url(url: str) -> str | None:
@@ -79,39 +76,6 @@ def origin_of(repo_root: Path) -> str | None:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else None
 
 
-def _first_cwd(path: Path) -> str | None:
-    try:
-        with open(path, "rb") as f:
-            head = f.read(HEAD_BYTES)
-    except OSError:
-        return None
-    for line in head.split(b"\n"):
-        if b'"cwd"' not in line:
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        cwd = obj.get("cwd") if isinstance(obj, dict) else None
-        if isinstance(cwd, str) and os.path.isabs(cwd):
-            return cwd
-    return None
-
-
-def cwds(project: Project, state: Any = None) -> list[str]:
-    """Working folders of the project's sessions, newest knowledge first: the state's, then the transcripts'."""
-    out: list[str] = []
-    if state is not None:
-        out.extend(t.cwd for t in state.transcripts(project.name) if getattr(t, "cwd", ""))
-    if not out:
-        for p in reversed(layout.session_files(project.dir)):
-            cwd = _first_cwd(p)
-            if cwd is not None:
-                out.append(cwd)
-                break
-    return list(dict.fromkeys(out))
-
-
 @dataclass(frozen=True)
 class Identity:
     project: str  # the local folder name under projects/
@@ -133,7 +97,9 @@ def identify(project: Project, config: Config, state: Any = None) -> Identity:
     if mapped:
         return Identity(project.name, mapped.strip().lower(), "config")
     seen_root = False
-    for cwd in cwds(project, state):
+    from memd.transcripts.sessions import project_cwds
+
+    for cwd in project_cwds(project, state):
         root = layout.git_root(Path(cwd))
         if root is None:
             continue

@@ -125,3 +125,46 @@ class Writes:
         """(line offset, file path) of the writes that were not refused or failed."""
         return [(off, fp) for tid, _, fp, off in self._uses if not tid or tid not in self._failed]
 
+
+
+HEAD_BYTES = 256 * 1024  # a transcript is read this far for its first cwd (when the state has none)
+
+
+def first_cwd(path: Path) -> str | None:
+    """The first absolute ``cwd`` a transcript's records carry, from its head."""
+    import json
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(HEAD_BYTES)
+    except OSError:
+        return None
+    for line in head.split(b"\n"):
+        if b'"cwd"' not in line:
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        cwd = obj.get("cwd") if isinstance(obj, dict) else None
+        if isinstance(cwd, str) and os.path.isabs(cwd):
+            return cwd
+    return None
+
+
+def project_cwds(project: layout.Project, state: Any = None) -> list[str]:
+    """The working folders of a project's sessions, the newest session's first: from the state's scan
+    (the cwd each transcript's records carried), else the newest transcript's own head. The dream
+    reads the CLAUDE.md files of the first; sync finds the project's repository through them."""
+    out: list[str] = []
+    if state is not None:
+        rows = sorted((t for t in state.transcripts(project.name) if t.cwd),
+                      key=lambda t: t.last_record_at or 0.0, reverse=True)
+        out.extend(t.cwd for t in rows)
+    if not out:
+        for p in reversed(layout.session_files(project.dir)):
+            cwd = first_cwd(p)
+            if cwd is not None:
+                out.append(cwd)
+                break
+    return list(dict.fromkeys(out))
