@@ -9,8 +9,10 @@ symlink leaving the folder, nothing memd cannot read whole).
 
 Commits memd makes:
 - before any change, a snapshot of the folder (``kind: before``; ``snapshot_before``), and
-- after a run is applied, the folder as it is then (``kind: after``; ``record_after``, or
-  ``commit_files`` with exactly the map applied), whose message carries the run's summary.
+- after a run is applied, its "before" commit with exactly what the run wrote laid over it
+  (``kind: after``; ``record_after``, or ``commit_files`` with exactly the map applied), never the
+  folder re-read: what Claude Code wrote meanwhile is not the run's, and undo must not revert it.
+  The message carries the run's summary.
   ``list_runs`` reads these back; ``undo_run`` reverts one run.
 
 Commit messages end with trailers (``memd-run: <id>``, ``memd-kind: before|after|undo|snapshot``,
@@ -187,9 +189,19 @@ def snapshot_before(state_dir: Path, project: str, memory_dir: Path, reason: str
                     kind="before" if run else "snapshot", run=run, job=job)
 
 
-def record_after(state_dir: Path, project: str, memory_dir: Path, reason: str, run: str, summary: str) -> str:
-    """Commit the folder as a run left it (the "after" half): the run then shows in ``memd history``."""
-    return snapshot(state_dir, project, memory_dir, summary, kind="after", run=run, job=_job(reason))
+def record_after(state_dir: Path, project: str, before: str, changes: dict[str, bytes | None], reason: str,
+                 run: str, summary: str, *, kind: str = "after") -> str:
+    """Commit what a run did (the "after" half): the run's "before" commit with exactly the run's own
+    ``changes`` laid over it (rel path -> new bytes, None: removed). Never the folder as it is then: a
+    file Claude Code wrote while the run worked is not the run's change, and undoing the run must
+    not take it back. The run then shows in ``memd history``."""
+    files = files_at(state_dir, project, before)
+    for rel, data in changes.items():
+        if data is None:
+            files.pop(rel, None)
+        else:
+            files[rel] = data
+    return commit_files(state_dir, project, files, summary, kind=kind, run=run, job=_job(reason))
 
 
 @dataclass(frozen=True)
@@ -355,10 +367,12 @@ def undo_run(state_dir: Path, project: str, memory_dir: Path, run: str | None = 
             res.skipped.append((rel, f"not written: {e}"))
     with contextlib.suppress(OSError):
         _remove_empty_dirs(memory_dir, res.removed)
-    res.undo_commit = snapshot(
-        state_dir, project, memory_dir,
+    done: dict[str, bytes | None] = {rel: data for rel, data in plan if rel in res.restored or rel in res.removed}
+    res.undo_commit = record_after(
+        state_dir, project, res.snapshot, done, "undo",
+        f"undo-{rec.run}",
         f"undo {rec.run}: {len(res.restored)} restored, {len(res.removed)} removed, {len(res.skipped)} skipped",
-        kind="undo", run=f"undo-{rec.run}", job="undo")
+        kind="undo")
     return res
 
 

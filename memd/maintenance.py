@@ -118,7 +118,8 @@ def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_ru
         why = f"{INDEX_NAME} was not written: {os_reason(e)}"
         return RebuildResult(diff, False, plan.fits, [*reasons, why], snap_id, plan.actions, error=why)
     summary = f"rebuild {INDEX_NAME}: " + ("; ".join(plan.actions) or "reformatted")
-    history.record_after(state_dir, project.name, project.memory_dir, "rebuild", run, summary[:300])
+    history.record_after(state_dir, project.name, snap_id, {INDEX_NAME: plan.text.encode("utf-8")}, "rebuild", run,
+                         summary[:300])
     return RebuildResult(diff, True, plan.fits, reasons, snap_id, plan.actions)
 
 

@@ -214,3 +214,48 @@ def test_guard_delete_share_and_over_budget_index(tmp_path: Path) -> None:
     (st.root / "MEMORY.md").write_text((st.root / "MEMORY.md").read_text() + "- [C](a.md) — again\n")
     assert any("over its budget" in r for r in ap.guard(st, ap.changes(st), tiny))
     st.cleanup()
+
+
+def test_undoing_a_rebuild_keeps_what_claude_code_wrote_while_it_ran(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run's "after" commit is what the run wrote, not the folder re-read: a topic file Claude Code
+    edited between the rebuild's snapshot and its record is not the rebuild's change, and undoing the
+    rebuild leaves it (a lost write found by the concurrent-writers campaign)."""
+    from memd import maintenance, store
+
+    p = make(tmp_path)
+    state = tmp_path / "state"
+    (p.memory_dir / "MEMORY.md").write_text("- [A](a.md) — a\n- [Gone](gone.md) — gone\n- [B](b.md) — b\n")
+    real_write = store.atomic_write  # the rebuild imports it when it runs
+
+    def write_then_claude_code_edits(*a: object, **k: object) -> None:
+        real_write(*a, **k)  # type: ignore[arg-type]
+        (p.memory_dir / "b.md").write_text("---\nname: B\ndescription: b\ntype: user\n---\nbeta, and w-121\n")
+
+    monkeypatch.setattr(store, "atomic_write", write_then_claude_code_edits)
+    res = maintenance.rebuild_project(p, Config(), state, dry_run=False)
+    assert res.written, res.reasons
+    monkeypatch.setattr(store, "atomic_write", real_write)
+    u, _ = maintenance.undo_project(p, Config(), state, None, dry_run=False)
+    assert u.restored == ["MEMORY.md"] and u.removed == [], u
+    assert "w-121" in (p.memory_dir / "b.md").read_text()
+    assert "gone.md" in (p.memory_dir / "MEMORY.md").read_text()
+
+
+def test_an_undo_records_only_what_it_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = make(tmp_path)
+    state = tmp_path / "state"
+    applied_run(state, p)
+    real_write = history.atomic_write
+
+    def write_then_claude_code_writes(*a: object, **k: object) -> None:
+        real_write(*a, **k)  # type: ignore[arg-type]
+        (p.memory_dir / "d.md").write_text("---\nname: D\ndescription: d\ntype: user\n---\nw-122\n")
+
+    monkeypatch.setattr(history, "atomic_write", write_then_claude_code_writes)
+    res = history.undo_run(state, p.name, p.memory_dir)
+    assert sorted(res.restored) == ["MEMORY.md", "a.md", "b.md"] and res.removed == ["c.md"], res
+    before, after = history.files_at(state, p.name, res.snapshot), history.files_at(state, p.name, res.undo_commit)
+    changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    assert changed == ["MEMORY.md", "a.md", "b.md", "c.md"] and "d.md" not in after
+    assert (p.memory_dir / "d.md").read_text().endswith("w-122\n")
