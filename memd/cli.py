@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from memd.config import Config
+    from memd.errors import ConfigError
 
 # every command, by its module under memd.commands (tests/test_layers.py checks the two agree)
 COMMANDS = [
@@ -51,6 +52,15 @@ class Context:
 
             self._config = config.load(getattr(self.args, "config", None))
         return self._config
+
+    def load_config_tolerantly(self) -> ConfigError | None:
+        """Load the config keeping a bad file's valid keys (``memd.config.load_tolerant``): later uses
+        of ``config`` see that config; the file's error, if any, is returned for the command to show."""
+        from memd import config
+
+        cfg, error = config.load_tolerant(getattr(self.args, "config", None))
+        self._config = cfg
+        return error
 
     @property
     def claude_dir(self) -> Path:

@@ -55,7 +55,7 @@ def test_an_oversize_index_is_an_error_row_agreeing_with_the_hook(projects: Path
     (Path(os.environ["XDG_CONFIG_HOME"]) / "memd" / "config.toml").unlink()  # the default 4 MB limit
     (projects / "-home-u-big" / "memory" / "MEMORY.md").write_text(_index(60_000, 60))  # ~5.5 MB
     code, out, err = memd(capsys, "status", "--format", "json")
-    assert code == 0, err
+    assert code == 1, err  # an ERROR row: not measured whole
     rows = {r["project"]: r for r in json.loads(out)["projects"]}
     big = rows["-home-u-big"]["index"]
     assert big["level"] == "error" and big["problem"].startswith("MEMORY.md too large to read whole (5,")
@@ -83,7 +83,7 @@ def test_an_unreadable_index_is_an_error_row_with_the_reason(projects: Path,
     weird = {r["project"]: r for r in json.loads(out)["projects"]}["-home-u-weird"]["index"]
     assert weird["level"] == "error" and "is a folder, not a file" in weird["problem"]
     code, out, _ = memd(capsys, "status")
-    assert code == 0 and "-home-u-weird: MEMORY.md is a folder, not a file" in out
+    assert code == 1 and "-home-u-weird: MEMORY.md is a folder, not a file" in out  # not measured: not whole
     assert re.search(r"^-home-u-weird +\S+ +\S+ +\S+ +ERROR", out, re.M)
 
 
@@ -94,7 +94,7 @@ def test_status_measures_instead_of_repeating_the_daemon(projects: Path, capsys:
     assert re.search(r"^  -home-u-long: MEMORY.md over the budget \(249/200 lines, .*; 49 entries hidden$",
                      out, re.M)
     code, out, _ = memd(capsys, "status", "--format", "json")
-    assert code == 0
+    assert code == 1  # two indexes could not be measured whole
     got = {(w["project"], w["level"]) for w in json.loads(out)["warnings"]}
     assert got == {("-home-u-big", "error"), ("-home-u-long", "over"), ("-home-u-weird", "error")}
 
@@ -112,7 +112,7 @@ def test_projects_with_memory_first_the_others_in_one_line(projects: Path,
                      "-home-u-b-nomem"]
     assert "with no memory folder" not in out
     code, out, _ = memd(capsys, "status", "--format", "json")
-    assert code == 0
+    assert code == 1  # the fixture's -home-u-weird index is a folder
     names = [r["project"] for r in json.loads(out)["projects"]]
     assert names[-2:] == ["-home-u-a-nomem", "-home-u-b-nomem"] and len(names) == 6
 
@@ -140,7 +140,8 @@ def test_a_bad_config_does_not_lock_out_status_and_logs(projects: Path, capsys: 
 def test_an_explicit_claude_folder_that_does_not_exist_is_an_error(tmp_path: Path, claude_home: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     missing = str(tmp_path / "nonexistent")
-    for args in (("check", "--all"), ("rebuild", "--all"), ("status",), ("scan", "--all"), ("history", "-home-u-x")):
+    for args in (("check", "--all"), ("rebuild", "--all"), ("status",), ("scan", "--all"), ("history", "-home-u-x"),
+                 ("dream", "--dry-run"), ("catchup", "--dry-run"), ("sync", "--dry-run"), ("sync", "--list")):
         code, _, err = memd(capsys, "--claude-dir", missing, *args)
         assert code == 2 and f"no Claude Code folder at {missing} (given by --claude-dir)" in err, args
     cfg = tmp_path / "c.toml"
@@ -170,3 +171,14 @@ def test_the_current_folder_that_is_no_project_says_so(tmp_path: Path, claude_ho
     (claude_home / "projects" / folder_for_cwd(here)).mkdir()
     code, out, _ = memd(capsys, "history")
     assert code == 0 and "no runs yet" in out  # a project, just no runs
+
+
+def test_exit_code_says_whether_every_project_was_measured(projects: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """0 with an index over its budget (measured, warned); 1 only while an index cannot be measured."""
+    code, _, _ = memd(capsys, "status", "-home-u-long")
+    assert code == 0
+    code, _, _ = memd(capsys, "status", "-home-u-long", "-home-u-weird")
+    assert code == 1
+    code, out, _ = memd(capsys, "status", "-home-u-weird", "--format", "json")
+    assert code == 1 and json.loads(out)["projects"][0]["index"]["level"] == "error"

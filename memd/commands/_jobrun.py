@@ -17,12 +17,12 @@ def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: b
     import sys
 
     from memd import logs
-    from memd.cli import select_projects
+    from memd.commands._projects import select
     from memd.jobs import JobContext
     from memd.jobs.runner import job_lock, run_job
     from memd.state import StateStore
 
-    projects = select_projects(args, ctx, default_all=True)
+    projects = select(args, ctx, default_all=True)  # an explicit --claude-dir must exist
     cfg = ctx.config
     state_dir = ctx.state_dir
     # events go to the same JSON log as the daemon's (the run is part of the record), and to the

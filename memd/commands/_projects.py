@@ -72,11 +72,7 @@ def tolerant_config(ctx: Context) -> ConfigError | None:
     """Load the config for a command a user needs to debug a bad one (`memd status`, `memd logs`):
     a bad file gives its valid keys and defaults for the rest (``memd.config.load_tolerant``); the
     error is returned for the command to show, and later uses of ``ctx.config`` see that config."""
-    from memd import config
-
-    cfg, error = config.load_tolerant(getattr(ctx.args, "config", None))
-    ctx._config = cfg  # the Context caches the config it loads: this one, loaded tolerantly
-    return error
+    return ctx.load_config_tolerantly()
 
 
 def config_warning(command: str, error: ConfigError) -> str:

@@ -93,7 +93,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                "daemon": daemon, "model": cred,
                "config": None if bad_config is None else {"path": bad_config.path, "problems": bad_config.problems}}
         sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
-        return 2 if bad_config is not None else 0
+        return _exit_code(bad_config is not None, rows)
     shown = rows if (every or args.projects) else [r for r in rows if r.has_memory]
     if shown:
         sys.stdout.write(render_table(shown))
@@ -115,4 +115,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from memd.sync.evidence import status_line  # issue 15: conflicts between machines, kept for the dream
 
     sys.stdout.write(status_line(ctx.state_dir))
-    return 2 if bad_config is not None else 0
+    return _exit_code(bad_config is not None, rows)
+
+
+def _exit_code(bad_config: bool, rows: list[Any]) -> int:
+    """2: the config file is bad (status ran on its valid keys); 1: a project could not be measured (an
+    ERROR row: the report is not whole); 0: every project was measured, whatever its level — an index
+    over its budget is shown and warned about, and is the daemon's work to fix, not a failure of status."""
+    if bad_config:
+        return 2
+    return 1 if any(r.level == "error" for r in rows) else 0

@@ -29,7 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    from memd.cli import select_projects
+    from memd.commands._projects import select as select_projects  # an explicit --claude-dir must exist
 
     if args.list:
         return _list(select_projects(args, ctx, default_all=True), ctx)
