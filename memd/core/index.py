@@ -137,7 +137,7 @@ def strip_comments(text: str) -> str:
 def js_string(text: str) -> str:
     """``text`` as a JavaScript string: characters outside the BMP as two surrogates, so that
     ``len``, slicing and ``find`` count UTF-16 units as Claude Code does."""
-    if text.isascii() or not re.search(_ASTRAL, text):
+    if text.isascii() or len(text.encode("utf-16-le", "surrogatepass")) == 2 * len(text):  # no astral character
         return text
     return re.sub(_ASTRAL, _pair, text)
 
@@ -399,7 +399,34 @@ def _clean(js: str) -> str:
     text = js if js.isascii() else js.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "ignore")
     if "\r" in text or "\u2028" in text or "\u2029" in text:
         text = re.sub("\r\n?|[\u2028\u2029]", "\n", text)
-    return _ASCII_INVISIBLE.sub("", text) if text.isascii() else re.sub(_INVISIBLE, "", text)
+    return _ASCII_INVISIBLE.sub("", text) if text.isascii() else without_invisible(text)
+
+
+_INVISIBLE_RANGES: tuple[int, ...] = ()  # _INVISIBLE as sorted [first, last] pairs, flattened (read on first use)
+
+
+def without_invisible(text: str) -> str:
+    """``re.sub(_INVISIBLE, "", text)`` without compiling ``_INVISIBLE``: compiling that class (astral
+    ranges included) cost a hook run that measures a non-ASCII index ~5 ms. The text's distinct
+    characters are looked up in the class's ranges, and the invisible ones dropped with translate."""
+    global _INVISIBLE_RANGES
+    if not _INVISIBLE_RANGES:
+        body, flat, i = _INVISIBLE[1:-1], [], 0  # literal characters and "a-b" ranges, in order
+        while i < len(body):
+            if i + 2 < len(body) and body[i + 1] == "-":
+                flat += [ord(body[i]), ord(body[i + 2])]
+                i += 3
+            else:
+                flat += [ord(body[i])] * 2
+                i += 1
+        _INVISIBLE_RANGES = tuple(flat)
+    drop = {o: None for o in map(ord, set(text)) if _in_ranges(_INVISIBLE_RANGES, o)}
+    return text.translate(drop) if drop else text
+
+
+def _in_ranges(flat: tuple[int, ...], o: int) -> bool:
+    k = bisect_right(flat, o)  # odd: inside a range; even: past one (o is its last, or outside)
+    return bool(k % 2) or (k > 0 and flat[k - 1] == o)
 
 
 def loaded_view(text: str, max_lines: int = 200, max_chars: int = 25_000, *, idx: Index | None = None) -> LoadedView:
@@ -453,9 +480,14 @@ class Budget(Record):
 def measure(text: str, max_lines: int = 200, max_chars: int = 25_000, warn_ratio: float = 0.8,
             *, idx: Index | None = None) -> Budget:
     """Measure an index against its budget: figures, level and the entries that are hidden."""
-    idx = idx if idx is not None else parse(text)
     view = loaded_view(text, max_lines, max_chars, idx=idx)
-    hidden = [e for e in idx.entries if e.line not in view.visible]
+    # Nothing cut: every entry is visible (entries are non-blank lines outside frontmatter and comments,
+    # all within the trimmed text), so a text not parsed yet is not parsed for this (the hooks' case).
+    if view.truncated:
+        idx = idx if idx is not None else parse(text)
+        hidden = [e for e in idx.entries if e.line not in view.visible]
+    else:
+        hidden = []
     if view.truncated:
         level = "over"
     elif view.lines >= warn_ratio * max_lines or view.chars >= warn_ratio * max_chars:

@@ -8,7 +8,6 @@ filters on the path. A path outside every memory folder costs one cheap test
 from __future__ import annotations
 
 import os
-import re  # already loaded by json (memd.hooks.context)
 import stat  # already loaded by os
 
 from memd.hooks.context import HookContext, MemoryTarget, absolute
@@ -221,7 +220,7 @@ def hidden_only_message(b: Budget, where: str) -> str | None:
 CC_BUDGET_NOTES_SINCE = (2, 1, 210)
 CC_NEAR_RATIO = 0.8  # where Claude Code's reminder starts (2.1.328)
 _TAIL_BYTES = 65_536  # transcript bytes read for the version: the last records, never the whole file
-_VERSION = re.compile(rb'"version"\s*:\s*"(\d+)\.(\d+)\.(\d+)')
+_VERSION = rb'"version"\s*:\s*"(\d+)\.(\d+)\.(\d+)'
 
 
 def transcript_version(transcript_path: object) -> tuple[int, int, int] | None:
@@ -238,14 +237,16 @@ def transcript_version(transcript_path: object) -> tuple[int, int, int] | None:
         fd = os.open(transcript_path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except (OSError, ValueError):
         return None
+    import re  # (a memory write: the index parser has loaded it)
+
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return None
         start = max(0, st.st_size - _TAIL_BYTES)
-        found = _VERSION.findall(os.pread(fd, _TAIL_BYTES, start))
+        found = re.findall(_VERSION, os.pread(fd, _TAIL_BYTES, start))
         if not found and start > 0:
-            found = _VERSION.findall(os.pread(fd, _TAIL_BYTES, 0))
+            found = re.findall(_VERSION, os.pread(fd, _TAIL_BYTES, 0))
     except OSError:
         return None
     finally:
