@@ -120,6 +120,17 @@ class HookContext:
             self._config = cfg
         return self._config
 
+    def valid_config(self) -> Config | None:
+        """The config, or None when it is broken (``memd.errors`` is imported only then)."""
+        try:
+            return self.config
+        except Exception as exc:
+            from memd.errors import ConfigError
+
+            if isinstance(exc, ConfigError):
+                return None
+            raise
+
     def config_file_text(self) -> bytes | None:
         if self._config_text is False:
             path = self.config_path
@@ -197,12 +208,8 @@ class HookContext:
         (``memd.layout.claude_dir``, without pathlib)."""
         configured = ""
         if not self.claude_dir_arg:
-            from memd.errors import ConfigError
-
-            try:
-                configured = self.config.paths.claude_dir
-            except ConfigError:
-                pass  # finding memory folders must not depend on a valid config (the secret guard runs)
+            cfg = self.valid_config()  # finding memory folders must not depend on a valid config (the guard runs)
+            configured = cfg.paths.claude_dir if cfg is not None else ""
         chosen = self.claude_dir_arg or configured or os.environ.get("CLAUDE_CONFIG_DIR")
         if chosen:
             return _clean(os.path.expanduser(chosen))

@@ -80,14 +80,12 @@ def pre_tool_use(event: dict[str, Any], hc: HookContext) -> dict[str, Any] | Non
     if not any(texts):
         return None
     from memd.core import secrets
-    from memd.errors import ConfigError
 
-    try:
-        pii = hc.config.hooks.team_pii
-    except ConfigError:
+    cfg = hc.valid_config()
+    if cfg is None:
         # a broken config silences memd's notes, never its guard: the secret scan runs on defaults
         hc.log("warning", "hook.config_invalid", hook_event="PreToolUse")
-        pii = True
+    pii = cfg.hooks.team_pii if cfg is not None else True
     findings: list[tuple[str, str]] = []
     for n, text in enumerate(texts, 1):
         for hit in secrets.scan(text, strict=target.is_team, pii=pii):
