@@ -185,3 +185,24 @@ def test_the_start_file_finds_memd_from_its_own_path(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, "-I", "-S", str(copy / "memd" / "hooks" / "start.py")], input=b"{}",
                          capture_output=True, cwd=tmp_path, timeout=60, check=False)
     assert (run.returncode, run.stdout.strip()) == (0, b"the copy"), run.stderr
+
+
+def test_the_lean_start_answers_and_exits_with_main_s_code(hook_project: HookProject) -> None:  # noqa: F811
+    """It leaves through os._exit after flushing: the answer arrives whole, and the exit code is main's."""
+    event = hook_project.write_event("PreToolUse", hook_project.memory / "a.md", "AKIAIOSFODNN7EXAMPLQ é\n")
+    run = _lean([], json.dumps(event).encode(), hook_project.work)
+    assert run.returncode == 0 and run.stdout.endswith(b"}\n")
+    assert "AWS access key" in json.loads(run.stdout)["hookSpecificOutput"]["permissionDecisionReason"]
+    assert _lean(["--bogus"], b"{}", hook_project.work).returncode == 0  # bad arguments fail open
+
+
+def test_the_lean_start_with_a_closed_stdout_still_exits_0(hook_project: HookProject) -> None:  # noqa: F811
+    ev = hook_project.write_event("PreToolUse", hook_project.memory / "x.md", "k AKIAIOSFODNN7EXAMPLQ")
+    r, w = os.pipe()
+    os.close(r)  # Claude Code gave up on the hook: writing the answer fails with EPIPE
+    try:
+        proc = subprocess.run([sys.executable, "-I", "-S", str(START)], input=json.dumps(ev).encode(), stdout=w,
+                              stderr=subprocess.PIPE, timeout=60, check=False)
+    finally:
+        os.close(w)
+    assert proc.returncode == 0 and proc.stderr == b""

@@ -24,7 +24,7 @@ COMMON = {"memd", "memd.hooks", "memd.hooks.entry", "memd.hooks.context", "memd.
           "memd.core.jsonfast"}
 TOOL = COMMON | {"memd.hooks.tool_use"}
 # a memory file: the Claude folder's settings, the path rules; no config file, so its defaults without the schema
-MEMORY = TOOL | {"memd.ccsettings", "memd.errors", "memd.record", "memd.core.paths", "memd.hooks.defaults"}
+MEMORY = TOOL | {"memd.ccsettings", "memd.record", "memd.core.paths", "memd.hooks.defaults"}
 READS = {"memd.memfolder", "memd.memfolder.read", "memd.memfolder.walk", "memd.core.signature", "memd.core.index"}
 PINNED = {
     "PreToolUse, other file": TOOL,

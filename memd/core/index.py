@@ -19,11 +19,21 @@ from itertools import accumulate
 
 from memd.record import Record, field
 
-ENTRY = re.compile(
+# The patterns are strings compiled on first use (re's cache): measuring an index in a hook needs none of
+# them, and compiling them at import cost every SessionStart and PostToolUse ~1 ms. ``ENTRY`` is still a
+# module attribute (``__getattr__`` below), compiled when first asked for.
+_ENTRY = (
     r"^(?P<indent>[ \t]*)[-*+][ \t]+\[(?P<title>(?:[^\]\\]|\\.)*)\]\((?P<target><[^>]*>|[^)\s]*)"
     r"(?:[ \t]+\"[^\"]*\")?\)(?P<rest>.*)$")
-_HOOK_SEP = re.compile(r"^\s*(?:[—–:]|-{1,2})\s*")
-_COMMENT_START = re.compile(r"^ {0,3}<!--")
+_HOOK_SEP = r"^\s*(?:[—–:]|-{1,2})\s*"
+ENTRY: re.Pattern[str]  # an index entry line: __getattr__ compiles _ENTRY
+
+
+def __getattr__(name: str) -> object:
+    if name == "ENTRY":
+        rx = globals()["ENTRY"] = re.compile(_ENTRY)
+        return rx
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def split_lines(text: str) -> list[str]:
@@ -213,13 +223,13 @@ def source(text: str) -> Source:
                   frozenset(masked), open_comment)
 
 
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_HTML_BLOCK = re.compile(r"^ {0,3}</?[A-Za-z][A-Za-z0-9-]*(?:[ \t/>]|$)")
+_FENCE = r"^ {0,3}(`{3,}|~{3,})"
+_HTML_BLOCK = r"^ {0,3}</?[A-Za-z][A-Za-z0-9-]*(?:[ \t/>]|$)"
 
 
 def _fence_closes(ln: str, fence: str) -> bool:
     lead = ln.lstrip(" \t")
-    m = _FENCE.match(lead)
+    m = re.match(_FENCE, lead)
     return m is not None and m.group(1).startswith(fence) and not lead[m.end():].strip()
 
 
@@ -279,9 +289,9 @@ def _strip_comments(pieces: list[tuple[int, str]], masked: set[int]) -> tuple[li
                     masked.add(pieces[j][0])
                 i, prev_blank = k, True
                 continue
-            if ind <= 3 and _HTML_BLOCK.match(ln):
+            if ind <= 3 and re.match(_HTML_BLOCK, ln):
                 html = True
-        opens = _FENCE.match(lead)
+        opens = re.match(_FENCE, lead)
         if opens:
             fence = opens.group(1)
         prev_blank = False
@@ -297,7 +307,7 @@ def _fenced_lines(lines: list[str], masked: frozenset[int]) -> tuple[set[int], b
     for n, ln in enumerate(lines, 1):
         if n in masked:
             continue
-        m = _FENCE.match(ln) if ("`" in ln[:4] or "~" in ln[:4]) else None
+        m = re.match(_FENCE, ln) if ("`" in ln[:4] or "~" in ln[:4]) else None
         if fence is not None:
             fenced.add(n)
             if m and m.group(1).startswith(fence) and not ln[m.end():].strip():
@@ -314,12 +324,13 @@ def parse(text: str) -> Index:
     masked = src.masked
     fenced, open_fence = _fenced_lines(lines, masked) if "``" in text or "~~" in text else (set(), False)
     entries: list[Entry] = []
+    entry_rx = re.compile(_ENTRY)
     for n, ln in enumerate(lines, 1):
         if n in masked or n in fenced:
             continue
-        m = ENTRY.match(ln)
+        m = entry_rx.match(ln)
         if m:
-            hook = _HOOK_SEP.sub("", m.group("rest"), count=1).strip()
+            hook = re.sub(_HOOK_SEP, "", m.group("rest"), count=1).strip()
             title = m.group("title").replace("\\]", "]").replace("\\[", "[")
             entries.append(Entry(n, title, m.group("target"), hook, ln))
     return Index(text, lines, entries, masked, frozenset(fenced), open_fence, src.open_comment > 0, src)
@@ -390,7 +401,7 @@ _INVISIBLE = (
     "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff\U000f0000-\U0010ffff]")
 
 
-_ASCII_INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # _INVISIBLE's ASCII part
+_ASCII_INVISIBLE = "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]"  # _INVISIBLE's ASCII part
 
 
 def _clean(js: str) -> str:
@@ -399,7 +410,7 @@ def _clean(js: str) -> str:
     text = js if js.isascii() else js.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "ignore")
     if "\r" in text or "\u2028" in text or "\u2029" in text:
         text = re.sub("\r\n?|[\u2028\u2029]", "\n", text)
-    return _ASCII_INVISIBLE.sub("", text) if text.isascii() else without_invisible(text)
+    return re.sub(_ASCII_INVISIBLE, "", text) if text.isascii() else without_invisible(text)
 
 
 _INVISIBLE_RANGES: tuple[int, ...] = ()  # _INVISIBLE as sorted [first, last] pairs, flattened (read on first use)

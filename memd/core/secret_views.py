@@ -361,7 +361,8 @@ def find(text: str, rule_spans: RuleSpans, depth: int = 0) -> list[Span]:
         found.append(_aws_secret(vt))
     if longest >= 4 and (" " in vt or "\t" in vt) and _may_have_pieces(vt):
         found.append(_split_tokens(vt, rule_spans))
-    found.append(_context(vt))
+    if longest >= 8:  # looks_random needs 8 characters: shorter words can hold no value next to its name
+        found.append(_context(vt))
     if view is not None:
         found = [[(k, *view.span(a, b)) for k, a, b in group] for group in found]
     return merge([sorted(g, key=lambda s: (s[1], s[2])) for g in found if g])

@@ -129,10 +129,21 @@ class _SiteOnDemand:
 
 
 def start() -> int:
-    """The hook as ``memd hooks install`` writes it: ``<venv python> -I -S .../memd/hooks/start.py``."""
+    """The hook as ``memd hooks install`` writes it: ``<venv python> -I -S .../memd/hooks/start.py``.
+
+    It leaves with ``os._exit`` once ``main`` has returned: everything it writes is written by then (the
+    answer flushed here, log lines with ``os.write``, files through ``with`` blocks or ``memd.store``), and
+    the interpreter's teardown (unloading some 70 modules) costs a memory write's hook about a quarter of
+    an interpreter start. Only this entry does it: ``main`` also runs inside tests and other processes."""
     if sys.flags.no_site:
         sys.meta_path.append(_SiteOnDemand)
-    return main(sys.argv[1:])
+    rc = main(sys.argv[1:])
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass  # Claude Code stopped listening: nothing more can reach it
+    os._exit(rc)
 
 
 def main(argv: list[str]) -> int:
