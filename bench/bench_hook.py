@@ -2,11 +2,13 @@
 
 A hook runs on every matching tool call, so its start-up is paid constantly (facts.md section 5).
 Measured where users run it: a regular install built from this checkout (``bench/regular.py``:
-``pip install .`` into a venv of its own), its ``memd-hook`` console script (what ``memd hooks
-install`` writes, exec form) against that venv's ``python -c pass``. The development venv's figures
-(editable install, whose finder imports pathlib at every start, the baseline's included) are kept
-as a second column. Runs are interleaved round-robin so drift on a shared machine hits every
-variant alike; medians.
+``pip install .`` into a venv of its own), started exactly as ``memd hooks install`` writes it there
+(``<venv>/bin/python -I -S <site-packages>/memd/hooks/start.py``, asked of that venv's memd), against
+that venv's ``python -c pass``. Beside it: the same install through its ``memd-hook`` console script
+(``install --console-script``, and what installs before the lean start wrote), and the development
+venv (editable install, whose finder imports pathlib at every start, the baseline's included). Runs
+are interleaved round-robin so drift on a shared machine hits every variant alike; medians of wall
+time and of CPU time (user + system of the child).
 
 Events: PreToolUse and PostToolUse on a file outside memory (what an older Claude Code without
 ``if`` rules still starts memd for), on a memory topic file with MEMORY.md at 88% of its line budget
@@ -103,9 +105,6 @@ def main() -> int:
     ap.add_argument("--venv", type=Path, help="a regular venv to reuse (memd is reinstalled into it)")
     ap.add_argument("--write-docs", action="store_true", help="rewrite the Hooks section of docs/benchmarks.md")
     args = ap.parse_args()
-    dev_script = DEV_BIN / "memd-hook"
-    if not dev_script.exists():
-        raise SystemExit(f"no memd-hook script at {dev_script}: pip install -e . first")
     tmp = Path(tempfile.mkdtemp(prefix="memd-bench-"))
     try:
         reg_bin = build(args.venv or tmp / "regular-venv")
@@ -116,13 +115,17 @@ def main() -> int:
         evs = setup(home)
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "memd")], check=True,
                        stdout=subprocess.DEVNULL)
+        reg_hook = installed_hook(reg_bin / "python", tmp)
+        dev_hook = installed_hook(Path(sys.executable), tmp)
+        print(f"regular install's hook: {' '.join(reg_hook)}")
         variants: dict[str, tuple[list[str], bytes, Path, bool]] = {
             "regular: python -c pass": ([str(reg_bin / "python"), "-c", "pass"], b"", home, False),
             "editable: python -c pass": ([sys.executable, "-c", "pass"], b"", home, False)}
         for label, (data, cwd) in evs.items():
             speaks = label.startswith(("PostToolUse, memory", "SessionStart"))  # a note or the warning
-            variants[f"regular: {label}"] = ([str(reg_bin / "memd-hook")], data, cwd, speaks)
-            variants[f"editable: {label}"] = ([str(dev_script)], data, cwd, speaks)
+            variants[f"regular: {label}"] = (reg_hook, data, cwd, speaks)
+            variants[f"script: {label}"] = ([str(reg_bin / "memd-hook")], data, cwd, speaks)
+            variants[f"editable: {label}"] = (dev_hook, data, cwd, speaks)
         for cmd, data, cwd, speaks in variants.values():  # warm the page cache and .pyc files
             timed(cmd, data, env, cwd, speaks)
         samples: dict[str, list[float]] = {k: [] for k in variants}
@@ -134,8 +137,9 @@ def main() -> int:
         print(f"runs: {args.runs} each, interleaved; python {sys.version.split()[0]}; {os.cpu_count()} CPUs")
         print(f"{'variant':<62} {'median ms':>10} {'ratio':>7} {'CPU ratio':>9}")
         for label in samples:
-            m, base = med[label], med[label.split(":")[0] + ": python -c pass"]
-            cpu = med[f"cpu {label}"] / med["cpu " + label.split(":")[0] + ": python -c pass"]
+            kind = "regular" if label.startswith("script:") else label.split(":")[0]
+            m, base = med[label], med[kind + ": python -c pass"]
+            cpu = med[f"cpu {label}"] / med["cpu " + kind + ": python -c pass"]
             print(f"{label:<62} {m * 1000:>10.1f} {m / base:>6.2f}x {cpu:>8.2f}x")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -145,33 +149,48 @@ def main() -> int:
     return 0
 
 
+def installed_hook(python: Path, cwd: Path) -> list[str]:
+    """The command line ``memd hooks install`` writes for the memd of this interpreter's venv."""
+    code = "import json; from memd import settings_merge as sm; c, a = sm.hook_exec(); print(json.dumps([c, *a]))"
+    out = subprocess.run([str(python), "-I", "-c", code], capture_output=True, text=True, cwd=cwd, check=True)
+    argv: list[str] = json.loads(out.stdout)
+    if argv[1:3] != ["-I", "-S"]:
+        raise SystemExit(f"{python}: memd hooks install would not write the lean start: {argv}")
+    return argv
+
+
 def write_docs(med: dict[str, float], runs: int) -> None:
     rbase, ebase = med["regular: python -c pass"], med["editable: python -c pass"]
 
+    def ratio(kind: str, event: str) -> float:
+        return med[f"{kind}: {event}"] / (ebase if kind == "editable" else rbase)
+
     def cell(kind: str, event: str, bold: bool = False) -> str:
-        base = rbase if kind == "regular" else ebase
-        ratio = f"{med[f'{kind}: {event}'] / base:.2f}x"
-        return f"{med[f'{kind}: {event}'] * 1000:.1f} ms, " + (f"**{ratio}**" if bold else ratio)
+        r = f"{ratio(kind, event):.2f}x"
+        return f"{med[f'{kind}: {event}'] * 1000:.1f} ms, " + (f"**{r}**" if bold else r)
 
-    def cpu(event: str) -> str:
-        return f"{med[f'cpu regular: {event}'] / med['cpu regular: python -c pass']:.2f}x"
+    def cpu(event: str) -> float:
+        return med[f"cpu regular: {event}"] / med["cpu regular: python -c pass"]
 
-    rows = [f"| {e} | {cell('regular', e, True)} | {cpu(e)} | {cell('editable', e)} |" for e in EVENTS]
-    worst = max(med[f"regular: {e}"] / rbase for e in EVENTS)
-    worst_cpu = max(med[f"cpu regular: {e}"] / med["cpu regular: python -c pass"] for e in EVENTS)
+    rows = [f"| {e} | {cell('regular', e, True)} | {cpu(e):.2f}x | {cell('script', e)} | {cell('editable', e)} |"
+            for e in EVENTS]
+    worst = max(ratio("regular", e) for e in EVENTS)
+    worst_cpu = max(cpu(e) for e in EVENTS)
     met = "met" if worst <= TARGET else "NOT met"
     section = f"""## Hooks
 
 Command: `.venv/bin/python bench/bench_hook.py --runs {runs} --write-docs` (2-core shared machine; each
 variant run {runs} times, interleaved round-robin with the baselines; medians). "Regular install" is
-memd built from the checkout and installed with `pip install .` (its dependencies included) into a venv of its own
-(`bench/regular.py`), run through its `memd-hook` console script (what `memd hooks install` writes, exec
-form), as a ratio to that venv's `python -c pass` ({rbase * 1000:.1f} ms). "Editable" is the development
-venv (its `python -c pass`: {ebase * 1000:.1f} ms; the editable install's finder imports pathlib at every
-start, the baseline's included, which flatters its ratios).
+memd built from the checkout and installed with `pip install .` (its dependencies included) into a venv of
+its own (`bench/regular.py`), started as `memd hooks install` writes it there: that venv's
+`python -I -S .../site-packages/memd/hooks/start.py` (exec form; no `site`, docs/hooks.md), as a ratio to
+that venv's `python -c pass` ({rbase * 1000:.1f} ms). "memd-hook script" is the same install through its
+console script (`memd hooks install --console-script`, and what earlier installs wrote). "Editable" is the
+development venv started the lean way too (its `python -c pass`: {ebase * 1000:.1f} ms; the editable
+install's finder imports pathlib at every start, the baseline's included, which flatters its ratios).
 
-| event | regular install (wall) | regular install (CPU) | editable venv (wall) |
-|---|---|---|---|
+| event | regular install (wall) | regular install (CPU) | memd-hook script (wall) | editable venv (wall) |
+|---|---|---|---|---|
 {chr(10).join(rows)}
 
 - Target: every event at most {TARGET:.0f}x the bare interpreter in a regular install, {met} (worst:
@@ -180,13 +199,17 @@ start, the baseline's included, which flatters its ratios).
 - With Claude Code 2.1.328 or later the first two rows are not paid at all: `memd hooks install` writes
   an `if` rule per tool and memory folder, and Claude Code starts no process for a write outside memory
   (`tests/realcc/test_hook_if.py` counts them: zero for an ordinary Write, one per event for a memory
-  write). The rows stay for older Claude Code versions, which ignore `if`.
-- A memory write loads the config and either the secret scan (PreToolUse) or the index and frontmatter
-  parsers (PostToolUse). SessionStart finds the project (git root, settings scopes), measures the index
-  and reads the daemon's open warnings from the small file the state store keeps beside its database
-  (`warnings.json`), without sqlite3. No hook path imports dataclasses, typing, tomllib without a config
-  file, yaml, anthropic, structlog, sqlite3 or watchdog (`tests/test_hooks.py` and
-  `tests/test_hook_imports.py` hold the import lists).
+  write). The rows stay for older Claude Code versions, which ignore `if`; such a run imports neither
+  `json` nor `re` (the hook reads its event with `_json`, json's C scanner).
+- What a memory write still pays beyond the interpreter: `os` and `re` (with `enum`, `functools`,
+  `collections`: about half an interpreter start by itself, needed by the secret rules and the index
+  parser), memd's hook modules, and the work. Without a config file the hooks use its defaults
+  (`memd.hooks.defaults`, held equal to the schema by a test) instead of importing the schema; the
+  secret rules' facts (length, literals) are precomputed; the index is measured without parsing its
+  entries when nothing is cut. SessionStart also finds the project (git root, settings scopes) and
+  reads the daemon's open warnings from `warnings.json`, without sqlite3. No hook path imports `site`,
+  `json`, dataclasses, typing, tomllib without a config file, yaml, anthropic, structlog, sqlite3 or
+  watchdog (`tests/test_hooks.py` and `tests/test_hook_imports.py` hold the import lists).
 """
     text = DOC.read_text(encoding="utf-8") if DOC.exists() else "# Benchmarks\n"
     start = text.find("\n## Hooks\n")

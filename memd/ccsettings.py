@@ -20,10 +20,11 @@ default folder, not a lower scope's value). ``autoMemoryEnabled``: the merged va
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
+
+from memd.core import jsonfast
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ def read_json(path: str) -> dict[str, Any]:
     """A settings file as a dict; {} when missing, unreadable or not an object (as Claude Code)."""
     try:
         with open(path, "rb") as f:
-            data = json.loads(f.read().decode("utf-8"))
+            data = jsonfast.loads(f.read().decode("utf-8"))  # (not json: the hooks read settings, see jsonfast)
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

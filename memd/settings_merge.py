@@ -2,8 +2,9 @@
 
 The file belongs to the user and to Claude Code; memd adds and removes only its own hook entries:
 
-- memd's entries are recognised by their command (``<.../memd> hook ...`` or ``... -m memd hook``),
-  whatever path they were installed from, so a re-install after moving the venv replaces them;
+- memd's entries are recognised by their command (``<python> -I -S <.../memd/hooks/start.py>``, the
+  ``memd-hook`` script, ``<.../memd> hook ...`` or ``... -m memd hook``), whatever path they were
+  installed from, so a re-install after moving the venv, or after an older memd, replaces them;
 - install puts each event's entry in a matcher group of its own (other tools' groups are never
   edited) and is idempotent: a second install with the same command changes nothing;
 - every other key, hook and group is kept in order; the file is parsed and written as JSON
@@ -50,9 +51,15 @@ EVENTS: dict[str, tuple[str | None, int, str]] = {
 IF_TOOLS = ("Write", "Edit", "MultiEdit")
 TOOL_EVENTS = ("PreToolUse", "PostToolUse")  # `if` on any other event drops the hook (2.1.328)
 HOOK_SCRIPT = "memd-hook"
+# The lean start (docs/hooks.md, "How the hook starts"): this venv's interpreter, isolated (-I: no PYTHON*
+# variables, no user site, no script or working folder on sys.path) and without site (-S: no .pth files,
+# no editable finder), running the start file inside the installed package.
+LEAN_FLAGS = ("-I", "-S")
+START_FILE = "memd/hooks/start.py"  # relative to the folder that holds the memd package
 BACKUPS_KEPT = 20
 _MEMD_COMMAND = re.compile(r"(?:^|[\s/\\\"'])memd(?:\.exe)?[\"']?\s+(?:.*\s)?hook(?:\s|$)|-m\s+memd\s+hook(?:\s|$)"
-                           r"|(?:^|[\s/\\\"'])memd-hook(?:\.exe)?[\"']?(?:\s|$)")
+                           r"|(?:^|[\s/\\\"'])memd-hook(?:\.exe)?[\"']?(?:\s|$)"
+                           r"|[/\\]memd[/\\]hooks[/\\]start\.py[\"']?(?:\s|$)")
 # Characters a gitignore-style rule would read as a pattern. Claude Code 2.1.328 matched neither the raw
 # nor a backslash-escaped form of a folder holding them (tried), so such a folder gets no `if` at all.
 _GLOB_CHARS = frozenset("*?[]\\{}!#")
@@ -82,11 +89,38 @@ def is_memd_hook(hook: object) -> bool:
         return True
     if name == "memd":
         return args[:1] == ["hook"]
-    return args[:3] == ["-m", "memd", "hook"]
+    return args[:3] == ["-m", "memd", "hook"] or start_file_of(args) is not None
+
+
+def start_file_of(args: list[Any]) -> str | None:
+    """The start file of a lean-start hook's args (interpreter flags, then ``.../memd/hooks/start.py``)."""
+    for a in args:
+        if not isinstance(a, str):
+            return None
+        if not a.startswith("-"):
+            return a if a.replace("\\", "/").endswith("/" + START_FILE) else None
+    return None
+
+
+def lean_executable() -> tuple[str, list[str]] | None:
+    """(this interpreter, its lean-start args), or None when there is no interpreter path to write.
+
+    ``sys.executable`` as it is, never resolved: a venv's ``bin/python`` is a link to the base
+    interpreter, and only the link's path makes it this venv's. The start file is found from the
+    ``memd`` package this process imported (site-packages, or the checkout of an editable install)."""
+    import memd
+
+    if not sys.executable:
+        return None
+    start = os.path.join(os.path.dirname(os.path.abspath(memd.__file__)), *START_FILE.split("/")[1:])
+    if not os.path.isfile(start):
+        return None
+    return os.path.abspath(sys.executable), [*LEAN_FLAGS, start]
 
 
 def memd_executable() -> tuple[str, list[str]]:
-    """(command, leading args) that run this installation's hook, as absolute as it can be made.
+    """(command, leading args) that run this installation's hook through its console script, as
+    absolute as it can be made (``install --console-script``; the lean start's fallback).
 
     ``memd-hook`` beside this interpreter (a venv's bin/) first, else on PATH: run with no arguments
     it is the hook, so a Claude Code too old to know ``args`` (which then runs ``command`` alone
@@ -104,10 +138,11 @@ def memd_executable() -> tuple[str, list[str]]:
     return str(Path(sys.executable).absolute()), ["-m", "memd", "hook"]
 
 
-def hook_exec(config_path: str | None = None,
-              executable: tuple[str, list[str]] | None = None) -> tuple[str, list[str]]:
-    """(command, args) of memd's hooks in exec form: no shell between Claude Code and memd."""
-    command, lead = executable or memd_executable()
+def hook_exec(config_path: str | None = None, executable: tuple[str, list[str]] | None = None, *,
+              console_script: bool = False) -> tuple[str, list[str]]:
+    """(command, args) of memd's hooks in exec form: no shell between Claude Code and memd. The lean
+    start unless ``console_script`` (or when this interpreter has no path to write)."""
+    command, lead = executable or (None if console_script else lean_executable()) or memd_executable()
     args = list(lead)
     if config_path:
         args += ["--config", str(Path(config_path).expanduser().absolute())]

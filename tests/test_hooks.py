@@ -350,7 +350,8 @@ def test_tool_hooks_import_nothing_heavy(hook_project: HookProject, name: str, w
     slow = {"dataclasses", "inspect", "typing", "tomllib"} & mods
     assert not slow, slow
     if where == "memory":
-        assert "memd.config" in mods  # the config was loaded (its defaults)
+        # no config file: its defaults, read without importing the schema (memd.hooks.defaults)
+        assert "memd.hooks.defaults" in mods and "memd.config" not in mods
         assert ("memd.core.secrets" in mods) is (name == "PreToolUse")  # only PreToolUse scans
     else:
         assert not {"tomllib", "memd.config"} & mods

@@ -65,8 +65,9 @@ def test_install_keeps_everything_else(claude_home: Path, settings: Path) -> Non
     assert sorted({r.event for r in rows}) == ["PostToolUse", "PreToolUse", "SessionStart", "UserPromptSubmit"]
     tool_rows = [r for r in rows if r.event in ("PreToolUse", "PostToolUse")]
     assert all(r.matcher == "Write|Edit|MultiEdit" for r in tool_rows)
-    # the exec form: the hook script itself, no shell, no arguments
-    assert all(os.path.isabs(r.command) and r.command.endswith("/memd-hook") and r.args == [] for r in rows)
+    # the exec form, no shell: this venv's interpreter started lean, running the start file inside the package
+    start = str(ROOT / "memd" / "hooks" / "start.py")
+    assert all(r.command == sys.executable and r.args == ["-I", "-S", start] for r in rows), rows
     assert all(r.on_failure == "continue" for r in rows)
     # a backup of the original, in memd's state folder (not beside settings.json)
     (bak,) = backups(claude_home)
@@ -193,6 +194,9 @@ def test_a_concurrent_change_is_not_clobbered(claude_home: Path, settings: Path,
     ("/home/u/.venv/bin/memd hook", True), ("memd hook", True), ("'/path with space/memd' hook", True),
     ("/usr/bin/python3 -m memd hook", True), ("/x/memd hook --config /y/c.toml", True),
     ("/x/bin/memd-hook", True), ("'/a b/memd-hook' --config c", True), ("memd-hooks", False),
+    ("/v/bin/python -I -S /v/lib/site-packages/memd/hooks/start.py", True),
+    ("/v/bin/python -I -S '/a b/memd/hooks/start.py' --config c", True),
+    ("/v/bin/python /x/other/hooks/start.py", False), ("python /x/memd/hooks/start.pyc", False),
     ("memd-other hook", False), ("prettier --write", False), ("/bin/memd status", False), (None, False),
 ])
 def test_which_commands_are_memds(command: str | None, mine: bool) -> None:
@@ -211,6 +215,12 @@ def test_hook_exec_keeps_an_explicit_config_as_one_argument(tmp_path: Path) -> N
     ({"command": "/usr/bin/python3", "args": ["-m", "memd", "hook"]}, True),
     ({"command": "/v/bin/memd", "args": ["status"]}, False),
     ({"command": "/usr/bin/python3", "args": ["guard.py", "memd", "hook"]}, False),
+    ({"command": "/v/bin/python", "args": ["-I", "-S", "/v/lib/python3.11/site-packages/memd/hooks/start.py"]}, True),
+    ({"command": "/v/bin/python", "args": ["/src/memd/memd/hooks/start.py", "--config", "c"]}, True),
+    ({"command": "C:\\v\\python.exe", "args": ["-I", "-S", "C:\\v\\Lib\\site-packages\\memd\\hooks\\start.py"]},
+     True),
+    ({"command": "/v/bin/python", "args": ["-I", "-S", "/x/other/hooks/start.py"]}, False),
+    ({"command": "/v/bin/python", "args": ["-c", "print('/memd/hooks/start.py')"]}, False),
     ({"command": "/x/memd hook"}, True), ({"command": "prettier --write"}, False), ({"args": []}, False), ("x", False),
 ])
 def test_which_hooks_are_memds(hook: object, mine: bool) -> None:
@@ -270,3 +280,55 @@ def test_status_is_out_of_date_when_the_memory_folders_move(claude_home: Path, s
     assert cli(claude_home, "install").returncode == 0
     assert "Write(~/notes/memory/**)" in settings.read_text()
     assert cli(claude_home, "status").returncode == 0
+
+
+def test_install_replaces_an_older_memd_hook_entry(claude_home: Path, settings: Path) -> None:
+    """An install before the lean start wrote the memd-hook script (exec form) or a shell command: a new
+    install replaces those entries, one memd hook per event and rule, never a second set beside them."""
+    old = sm.with_memd(json.loads(settings.read_text()), sm.Wanted("/old/venv/bin/memd-hook", [], None))
+    old["hooks"]["SessionStart"].append({"hooks": [{"type": "command", "command": "/older/bin/memd hook"}]})
+    settings.write_text(json.dumps(old))
+    rows = sm.installed(json.loads(settings.read_text()))
+    assert {r.command for r in rows} == {"/old/venv/bin/memd-hook", "/older/bin/memd hook"}
+    proc = cli(claude_home, "status")  # both older forms are memd's: listed, and out of date
+    assert proc.returncode == 1 and "/old/venv/bin/memd-hook" in proc.stdout and "not the current set" in proc.stdout
+    assert cli(claude_home, "install").returncode == 0
+    data = json.loads(settings.read_text())
+    rows = sm.installed(data)
+    assert {r.command for r in rows} == {sys.executable}
+    assert len(rows) == 2 * len(sm.IF_TOOLS) + 2  # the tool events one per rule, the others one each
+    assert data["hooks"]["PostToolUse"][0] == EXISTING["hooks"]["PostToolUse"][0]  # the user's hook stays
+    assert cli(claude_home, "status").returncode == 0
+
+
+def test_the_console_script_form_is_memds_and_current_when_chosen(claude_home: Path, settings: Path) -> None:
+    """`install --console-script` writes the memd-hook script (for a Claude Code that ignores `args`);
+    status accepts it as current and says the lean start is faster; a plain install switches back."""
+    script = Path(sys.executable).parent / "memd-hook"
+    if not script.exists():
+        pytest.skip(f"no memd-hook console script at {script} (pip install -e . first)")
+    assert cli(claude_home, "install", "--console-script").returncode == 0
+    rows = sm.installed(json.loads(settings.read_text()))
+    assert {(r.command, tuple(r.args or ())) for r in rows} == {(str(script), ())}
+    proc = cli(claude_home, "status")
+    assert proc.returncode == 0, proc.stdout
+    assert "start through the memd-hook script" in proc.stdout
+    assert json.loads(cli(claude_home, "status", "--format", "json").stdout)["console_script"] is True
+    assert cli(claude_home, "install").returncode == 0
+    rows = sm.installed(json.loads(settings.read_text()))
+    assert {r.command for r in rows} == {sys.executable} and all(r.args and r.args[:2] == ["-I", "-S"] for r in rows)
+
+
+def test_status_reports_a_start_file_that_is_gone(claude_home: Path, settings: Path, tmp_path: Path) -> None:
+    gone = str(tmp_path / "gone" / "memd" / "hooks" / "start.py")
+    settings.write_text(json.dumps(sm.with_memd({}, sm.Wanted(sys.executable, ["-I", "-S", gone], None))))
+    proc = cli(claude_home, "status")
+    assert proc.returncode == 1 and f"{gone} is not a file" in proc.stdout
+
+
+def test_dry_run_shows_the_lean_start(claude_home: Path, settings: Path) -> None:
+    proc = cli(claude_home, "install", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    start = str(ROOT / "memd" / "hooks" / "start.py")
+    assert f"{sys.executable} -I -S {start}" in proc.stderr
+    assert all(r.args == ["-I", "-S", start] for r in sm.installed(json.loads(proc.stdout)))

@@ -29,6 +29,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             sp.add_argument("--format", choices=("text", "json"), default="text", help="output format")
         else:
             sp.add_argument("--dry-run", action="store_true", help="show the result, write nothing")
+        if name == "install":
+            sp.add_argument("--console-script", action="store_true",
+                            help="run the hook through the memd-hook script (slower start) instead of this "
+                                 "interpreter with -I -S: for a Claude Code that ignores a hook's args")
 
 
 def _describe(rows: list[Any]) -> list[str]:
@@ -44,7 +48,8 @@ def _describe(rows: list[Any]) -> list[str]:
 def _wanted(args: argparse.Namespace, ctx: Context) -> Any:
     from memd import settings_merge as sm
 
-    command, hook_args = sm.hook_exec(getattr(args, "config", None))
+    command, hook_args = sm.hook_exec(getattr(args, "config", None),
+                                      console_script=bool(getattr(args, "console_script", False)))
     return sm.Wanted(command, hook_args, sm.if_rules(ctx.claude_dir))
 
 
@@ -101,6 +106,8 @@ def _say_rules(want: Any, out: Any) -> None:
 
 
 def _problems(rows: list[Any]) -> list[str]:
+    from memd import settings_merge as sm
+
     problems: list[str] = []
     for r in rows:
         if r.args is not None:
@@ -113,6 +120,9 @@ def _problems(rows: list[Any]) -> list[str]:
                 continue
         if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
             problems.append(f"{r.event}: {exe} is not an executable file (moved or deleted venv?)")
+        start = sm.start_file_of(r.args) if r.args is not None else None
+        if start is not None and not os.path.isfile(start):
+            problems.append(f"{r.event}: {start} is not a file (memd uninstalled or moved?)")
     return sorted(set(problems), key=problems.index)
 
 
@@ -123,6 +133,11 @@ def _status(args: argparse.Namespace, ctx: Context, path: Path, want: Any) -> in
     loaded = sm.load(path)
     rows = sm.installed(loaded.data)
     current = sm.is_current(loaded.data, want)
+    # the console-script form (`install --console-script`, and every install before the lean start) is
+    # memd's too, and current when chosen: a Claude Code that ignores `args` needs it
+    script = sm.hook_exec(getattr(args, "config", None), console_script=True)
+    by_script = not current and sm.is_current(loaded.data, sm.Wanted(*script, want.rules))
+    current = current or by_script
     missing = [e for e in sm.EVENTS if e not in {r.event for r in rows}]
     problems = _problems(rows)
     if args.format == "json":
@@ -130,7 +145,7 @@ def _status(args: argparse.Namespace, ctx: Context, path: Path, want: Any) -> in
             "settings": str(loaded.path), "exists": loaded.existed, "current": current,
             "installed": [{"event": r.event, "matcher": r.matcher, "command": r.command, "args": r.args,
                            "if": r.rule, "timeout": r.timeout, "onFailure": r.on_failure} for r in rows],
-            "missing": missing, "problems": problems,
+            "missing": missing, "problems": problems, "console_script": by_script,
             "expected": {"command": want.command, "args": want.args, "if": want.rules},
             "recall_enabled": ctx.config.hooks.recall,
         }, indent=2))
@@ -145,6 +160,9 @@ def _status(args: argparse.Namespace, ctx: Context, path: Path, want: Any) -> in
         print(f"missing: {', '.join(missing)}")
     if not current:
         print("not the current set for this memd and these memory folders: run `memd hooks install` to update them")
+    if by_script:
+        print("they start through the memd-hook script; `memd hooks install` writes the lean start "
+              "(this venv's python -I -S), which starts faster, for a Claude Code that passes `args`")
     for p in problems:
         print(f"problem: {p}")
     print(f"recall (UserPromptSubmit): {'on' if ctx.config.hooks.recall else 'off (hooks.recall = false)'}")

@@ -21,6 +21,8 @@ from memd.core import secret_rules
 from memd.core.secret_rules import SecretHit, Span
 
 Needles = tuple[frozenset[str], ...]  # every set must have a member in the text (AND of ORs)
+FactNeedles = tuple[tuple[str, ...], ...]  # the same as FACTS holds them (a literal: tuples)
+_IGNORECASE = int(re.IGNORECASE)  # (an int: RegexFlag's operators run in Python)
 
 _CLASS_ESCAPES = frozenset("dDwWsSbBAZ")  # one-character escapes that stand for a class or a position
 _QUANT = "?*{"  # after a literal: that literal may be absent (or repeated a number of times that may be 0)
@@ -296,19 +298,21 @@ class Rule:
     def __init__(self, kind: str, pattern: str) -> None:
         self.kind = kind
         self.pattern = pattern
-        self.flags = _inline_flags(pattern)
-        self.folded = bool(self.flags & re.IGNORECASE)  # needles are tested against the case-folded text
-        self.solid = solid_length(pattern, self.flags)  # every match holds a whitespace-free run this long
-        self._needles: Needles | bool | None = False  # read on first use: most texts rule a rule out by solid
+        known = FACTS.get(pattern_key(pattern))
+        # needles: read on first use (most texts rule a rule out by solid), or known already
+        self._needles: Needles | FactNeedles | bool | None = False
+        if known is None:
+            self.flags = int(_inline_flags(pattern))
+            self.solid = solid_length(pattern, self.flags)  # every match holds a whitespace-free run this long
+        else:
+            self.flags, self.solid, self._needles = known
+        self.folded = bool(self.flags & _IGNORECASE)  # needles are tested against the case-folded text
 
     @property
-    def needles(self) -> Needles | None:
+    def needles(self) -> Needles | FactNeedles | None:
         got = self._needles
         if got is False:
-            got = pattern_needles(self.pattern, self.flags)
-            if got is not None:  # one-needle sets first: one test can rule the rule out ("=" for .env lines)
-                got = tuple(sorted(got, key=lambda alts: len(alts) > 1))
-            self._needles = got
+            got = self._needles = sorted_needles(self.pattern, self.flags)
         assert got is not True
         return got
 
@@ -317,12 +321,129 @@ class Rule:
         return secret_rules.compiled(self.pattern)
 
 
+def sorted_needles(pattern: str, flags: int) -> Needles | None:
+    """``pattern_needles``, one-needle sets first: one test can rule the rule out ("=" for .env lines)."""
+    got = pattern_needles(pattern, flags)
+    return None if got is None else tuple(sorted(got, key=lambda alts: len(alts) > 1))
+
+
+def rule_facts(pattern: str) -> tuple[int, int, FactNeedles | None]:
+    """What a rule's source says (its inline flags, ``solid_length``, ``sorted_needles``), as ``FACTS``
+    holds it."""
+    flags = int(_inline_flags(pattern))
+    needles = sorted_needles(pattern, flags)
+    return flags, solid_length(pattern, flags), None if needles is None else tuple(tuple(sorted(a)) for a in needles)
+
+
+def pattern_key(pattern: str) -> int:
+    """A fingerprint of a pattern's text (positional: ``{16}`` and ``{61}`` differ), cheap enough for
+    every hook run: the key of ``FACTS``."""
+    return int.from_bytes(pattern.encode("utf-8"), "little") % 2305843009213693951  # 2**61 - 1
+
+
+# rule_facts of every rule in secret_rules, by pattern_key: parsing 60+ patterns cost each hook run that
+# scans a memory write several ms. A rule missing here (added or edited since) is parsed at run time, so a
+# stale table costs time, never a finding; tests/test_hook_fastpaths.py holds it current.
+FACTS: dict[int, tuple[int, int, FactNeedles | None]] = {
+    2138301760676249021: (0, 10, (('-----BEGIN ',), ('PRIVATE KEY',), ('-----',))),
+    1000210776214332003: (0, 8, (('PRIVATE KEY',), ('-----END ',), ('-----',))),
+    776168020569481148: (0,
+                         16,
+                         (('ABIA', 'ACCA', 'AGPA', 'AIDA', 'AIPA', 'AKIA', 'ANPA', 'ANVA', 'APKA', 'AROA', 'ASIA'),)),
+    1157389629944841414: (2,
+                          16,
+                          (('abia', 'acca', 'agpa', 'aida', 'aipa', 'akia', 'anpa', 'anva', 'apka', 'aroa', 'asia'),)),
+    2048231116858698819: (2, 40, (('secret',), ('aws',), ('key',))),
+    2263828889426311659: (0, 23, (('sk-ant-admin', 'sk-ant-api', 'sk-ant-oat'),)),
+    1161035125979210192: (0, 48, (('T3BlbkFJ',), ('sk-',))),
+    1385075471268538072: (0, 41, (('sk-admin-', 'sk-proj-', 'sk-svcacct-'),)),
+    1166398761352662577: (0, 37, (('gho_', 'ghp_', 'ghr_', 'ghs_', 'ghu_'),)),
+    1424799870895652038: (0, 71, (('github_pat_',),)),
+    1161326769831680230: (0, 26, (('glpat-',),)),
+    1325636237900884093: (0,
+                          21,
+                          (('glagent-',
+                            'glcbt-',
+                            'gldt-',
+                            'glft-',
+                            'glimt-',
+                            'gloas-',
+                            'glptt-',
+                            'glrt-',
+                            'glsoat-'),)),
+    1788321491001820652: (0, 32, (('ATBB',),)),
+    1359881832356955049: (0, 15, (('xox',),)),
+    457402683920522486: (0, 40, (('https://hooks.slack.com/services/T',), ('/B',), ('/',))),
+    396643185162282531: (0, 21, (('rk_live_', 'rk_test_', 'sk_live_', 'sk_test_'),)),
+    1086294548812332190: (0, 39, (('AIza',),)),
+    74161945511324892: (0, 35, (('GOCSPX-',),)),
+    1015851151891892940: (0, 42, (('"private_key_id"',), ('"',))),
+    460620872638609544: (2, 91, (('accountkey=',),)),
+    1447760342755138116: (0, 34, (('SK',),)),
+    70331034924176893: (0, 69, (('SG.',),)),
+    242071282040441621: (0, 40, (('npm_',),)),
+    106486850914403996: (0, 70, (('pypi-AgEIcHlwaS5vcmc',),)),
+    1126432269194513413: (0, 37, (('hf_',),)),
+    799708496791367995: (0, 71, (('_v1_',), ('do',))),
+    1628627020138047148: (0, 33, (('shpat_', 'shpca_', 'shppa_', 'shpss_'),)),
+    1899490549972599580: (0, 36, (('key-',),)),
+    1591253256786944841: (0, 59, None),
+    281692244944716015: (0, 44, ((':AA',),)),
+    1017066509671792064: (0, 34, (('.eyJ',), ('eyJ',))),
+    1226368422939072744: (0, 35, (('ya29.',),)),
+    1644327163678442988: (0, 44, (('1//0',),)),
+    286918935392539661: (0, 37, (('Q~',),)),
+    1436374494822768835: (2, 31, (('sharedaccesskey=', 'sharedaccesssignature='),)),
+    2043742718372512450: (0, 49, (('sig=',), ('sv=',))),
+    1027345306942206333: (0, 30, (('whsec_',),)),
+    624747580150220841: (0, 43, (('xapp-',),)),
+    1042025842514467704: (0, 106, (('ATATT3',),)),
+    1283523702111859474: (0, 45, (('HRKU-',),)),
+    1459626486314382108: (0, 36, (('dapi',),)),
+    1785187312296196684: (0, 74, (('AGE-SECRET-KEY-1',),)),
+    1424640429633235588: (0, 28, (('hv',),)),
+    1156989828352668023: (0, 41, (('dp.audit.', 'dp.ct.', 'dp.pt.', 'dp.sa.', 'dp.scim.', 'dp.st.'),)),
+    615594739882555027: (0, 48, (('lin_api_',),)),
+    1395390131536698016: (0, 0, (('ntn_', 'secret_'),)),
+    2000289071340761706: (0, 0, (('glc_', 'glsa_'),)),
+    2200715362213536687: (0, 46, (('sntr',), ('_',))),
+    708861952479134373: (0, 64, (('PMAK-',),)),
+    1148672816056106514: (0, 73, (('sk-or-v1-',),)),
+    136229794993015769: (0, 74, (('xai-',),)),
+    136284788042566617: (0, 52, (('gsk_',),)),
+    1667277452187683844: (0, 40, (('r8_',),)),
+    1819503755752371648: (0, 0, (('EAAA', 'sq0atp-', 'sq0csp-'),)),
+    964020543415424373: (2, 40, (('cloudflare',),)),
+    2104088986679578633: (2, 40, (('client-key-data:',),)),
+    633437586763277046: (0, 18, (('"auth"',), ('"',))),
+    2005610958926042838: (2, 16, (('authorization',), ('basic', 'bearer', 'token'))),
+    1450302120062611818: (0, 7, (('://',), ('@',))),
+    1114945483471724315: (10, 8, (('password',), ('machine',), ('login',))),
+    852829963129434729: (8, 6, (('=',),)),
+    1717142605031158326: (2,
+                          8,
+                          (('access',
+                            'api',
+                            'auth',
+                            'client',
+                            'passphrase',
+                            'passwd',
+                            'password',
+                            'private',
+                            'refresh',
+                            'secret'),)),
+    1393708498392169953: (0, 6, (('@',),)),
+    81326263324473928: (0, 3, None),
+}
+
 _FLAG_LETTERS = {"a": re.ASCII, "i": re.IGNORECASE, "L": re.LOCALE, "m": re.MULTILINE, "s": re.DOTALL,
                  "u": re.UNICODE, "x": re.VERBOSE}
 
 
 def _inline_flags(pattern: str) -> int:
     """The flags a pattern sets for itself with a leading ``(?imx)`` (the rules use no others)."""
+    if not pattern.startswith("(?"):
+        return 0
     m = re.match(r"\(\?([aiLmsux]+)\)", pattern)
     out = 0
     for ch in m.group(1) if m else "":

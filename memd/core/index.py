@@ -19,11 +19,21 @@ from itertools import accumulate
 
 from memd.record import Record, field
 
-ENTRY = re.compile(
+# The patterns are strings compiled on first use (re's cache): measuring an index in a hook needs none of
+# them, and compiling them at import cost every SessionStart and PostToolUse ~1 ms. ``ENTRY`` is still a
+# module attribute (``__getattr__`` below), compiled when first asked for.
+_ENTRY = (
     r"^(?P<indent>[ \t]*)[-*+][ \t]+\[(?P<title>(?:[^\]\\]|\\.)*)\]\((?P<target><[^>]*>|[^)\s]*)"
     r"(?:[ \t]+\"[^\"]*\")?\)(?P<rest>.*)$")
-_HOOK_SEP = re.compile(r"^\s*(?:[—–:]|-{1,2})\s*")
-_COMMENT_START = re.compile(r"^ {0,3}<!--")
+_HOOK_SEP = r"^\s*(?:[—–:]|-{1,2})\s*"
+ENTRY: re.Pattern[str]  # an index entry line: __getattr__ compiles _ENTRY
+
+
+def __getattr__(name: str) -> object:
+    if name == "ENTRY":
+        rx = globals()["ENTRY"] = re.compile(_ENTRY)
+        return rx
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def split_lines(text: str) -> list[str]:
@@ -137,7 +147,7 @@ def strip_comments(text: str) -> str:
 def js_string(text: str) -> str:
     """``text`` as a JavaScript string: characters outside the BMP as two surrogates, so that
     ``len``, slicing and ``find`` count UTF-16 units as Claude Code does."""
-    if text.isascii() or not re.search(_ASTRAL, text):
+    if text.isascii() or len(text.encode("utf-16-le", "surrogatepass")) == 2 * len(text):  # no astral character
         return text
     return re.sub(_ASTRAL, _pair, text)
 
@@ -213,13 +223,13 @@ def source(text: str) -> Source:
                   frozenset(masked), open_comment)
 
 
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_HTML_BLOCK = re.compile(r"^ {0,3}</?[A-Za-z][A-Za-z0-9-]*(?:[ \t/>]|$)")
+_FENCE = r"^ {0,3}(`{3,}|~{3,})"
+_HTML_BLOCK = r"^ {0,3}</?[A-Za-z][A-Za-z0-9-]*(?:[ \t/>]|$)"
 
 
 def _fence_closes(ln: str, fence: str) -> bool:
     lead = ln.lstrip(" \t")
-    m = _FENCE.match(lead)
+    m = re.match(_FENCE, lead)
     return m is not None and m.group(1).startswith(fence) and not lead[m.end():].strip()
 
 
@@ -279,9 +289,9 @@ def _strip_comments(pieces: list[tuple[int, str]], masked: set[int]) -> tuple[li
                     masked.add(pieces[j][0])
                 i, prev_blank = k, True
                 continue
-            if ind <= 3 and _HTML_BLOCK.match(ln):
+            if ind <= 3 and re.match(_HTML_BLOCK, ln):
                 html = True
-        opens = _FENCE.match(lead)
+        opens = re.match(_FENCE, lead)
         if opens:
             fence = opens.group(1)
         prev_blank = False
@@ -297,7 +307,7 @@ def _fenced_lines(lines: list[str], masked: frozenset[int]) -> tuple[set[int], b
     for n, ln in enumerate(lines, 1):
         if n in masked:
             continue
-        m = _FENCE.match(ln) if ("`" in ln[:4] or "~" in ln[:4]) else None
+        m = re.match(_FENCE, ln) if ("`" in ln[:4] or "~" in ln[:4]) else None
         if fence is not None:
             fenced.add(n)
             if m and m.group(1).startswith(fence) and not ln[m.end():].strip():
@@ -314,12 +324,13 @@ def parse(text: str) -> Index:
     masked = src.masked
     fenced, open_fence = _fenced_lines(lines, masked) if "``" in text or "~~" in text else (set(), False)
     entries: list[Entry] = []
+    entry_rx = re.compile(_ENTRY)
     for n, ln in enumerate(lines, 1):
         if n in masked or n in fenced:
             continue
-        m = ENTRY.match(ln)
+        m = entry_rx.match(ln)
         if m:
-            hook = _HOOK_SEP.sub("", m.group("rest"), count=1).strip()
+            hook = re.sub(_HOOK_SEP, "", m.group("rest"), count=1).strip()
             title = m.group("title").replace("\\]", "]").replace("\\[", "[")
             entries.append(Entry(n, title, m.group("target"), hook, ln))
     return Index(text, lines, entries, masked, frozenset(fenced), open_fence, src.open_comment > 0, src)
@@ -390,7 +401,7 @@ _INVISIBLE = (
     "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff\U000f0000-\U0010ffff]")
 
 
-_ASCII_INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # _INVISIBLE's ASCII part
+_ASCII_INVISIBLE = "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]"  # _INVISIBLE's ASCII part
 
 
 def _clean(js: str) -> str:
@@ -399,7 +410,34 @@ def _clean(js: str) -> str:
     text = js if js.isascii() else js.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "ignore")
     if "\r" in text or "\u2028" in text or "\u2029" in text:
         text = re.sub("\r\n?|[\u2028\u2029]", "\n", text)
-    return _ASCII_INVISIBLE.sub("", text) if text.isascii() else re.sub(_INVISIBLE, "", text)
+    return re.sub(_ASCII_INVISIBLE, "", text) if text.isascii() else without_invisible(text)
+
+
+_INVISIBLE_RANGES: tuple[int, ...] = ()  # _INVISIBLE as sorted [first, last] pairs, flattened (read on first use)
+
+
+def without_invisible(text: str) -> str:
+    """``re.sub(_INVISIBLE, "", text)`` without compiling ``_INVISIBLE``: compiling that class (astral
+    ranges included) cost a hook run that measures a non-ASCII index ~5 ms. The text's distinct
+    characters are looked up in the class's ranges, and the invisible ones dropped with translate."""
+    global _INVISIBLE_RANGES
+    if not _INVISIBLE_RANGES:
+        body, flat, i = _INVISIBLE[1:-1], [], 0  # literal characters and "a-b" ranges, in order
+        while i < len(body):
+            if i + 2 < len(body) and body[i + 1] == "-":
+                flat += [ord(body[i]), ord(body[i + 2])]
+                i += 3
+            else:
+                flat += [ord(body[i])] * 2
+                i += 1
+        _INVISIBLE_RANGES = tuple(flat)
+    drop = {o: None for o in map(ord, set(text)) if _in_ranges(_INVISIBLE_RANGES, o)}
+    return text.translate(drop) if drop else text
+
+
+def _in_ranges(flat: tuple[int, ...], o: int) -> bool:
+    k = bisect_right(flat, o)  # odd: inside a range; even: past one (o is its last, or outside)
+    return bool(k % 2) or (k > 0 and flat[k - 1] == o)
 
 
 def loaded_view(text: str, max_lines: int = 200, max_chars: int = 25_000, *, idx: Index | None = None) -> LoadedView:
@@ -453,9 +491,14 @@ class Budget(Record):
 def measure(text: str, max_lines: int = 200, max_chars: int = 25_000, warn_ratio: float = 0.8,
             *, idx: Index | None = None) -> Budget:
     """Measure an index against its budget: figures, level and the entries that are hidden."""
-    idx = idx if idx is not None else parse(text)
     view = loaded_view(text, max_lines, max_chars, idx=idx)
-    hidden = [e for e in idx.entries if e.line not in view.visible]
+    # Nothing cut: every entry is visible (entries are non-blank lines outside frontmatter and comments,
+    # all within the trimmed text), so a text not parsed yet is not parsed for this (the hooks' case).
+    if view.truncated:
+        idx = idx if idx is not None else parse(text)
+        hidden = [e for e in idx.entries if e.line not in view.visible]
+    else:
+        hidden = []
     if view.truncated:
         level = "over"
     elif view.lines >= warn_ratio * max_lines or view.chars >= warn_ratio * max_chars:

@@ -20,6 +20,8 @@ reference). Beyond the rules over the text as written:
 
 Every pattern here is linear (tests/test_regex_linear.py lists it) and each detector is gated by
 what it needs (non-ASCII, a long enough token, a secret-ish word), so the hook pays little on prose.
+The patterns are strings compiled on first use (``re``'s own cache): a hook run compiles only those
+of the detectors its text reaches, not all ten at import.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ class View:
         return a, max(b + 1, a + 1) if end > start else a
 
 
-_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+_NON_ASCII = r"[^\x00-\x7f]+"
 
 
 def normalise(text: str) -> View | None:
@@ -83,7 +85,7 @@ def normalise(text: str) -> View | None:
     marks: list[tuple[int, int, bool]] = []
     at = vlen = 0
     cache: dict[str, str] = {}
-    for m in _NON_ASCII.finditer(text):
+    for m in re.finditer(_NON_ASCII, text):
         if m.start() > at:
             marks.append((vlen, at, True))
             parts.append(text[at:m.start()])
@@ -151,7 +153,7 @@ def looks_random(value: str) -> bool:
 
 # "the database password is …", "api key: …", "secret for staging = …": the word, then a
 # random-looking value among the next six words on its line (bounded: linear)
-_CONTEXT = re.compile(
+_CONTEXT = (
     r"\b(?:password|passwd|passphrase|passcode|pwd|secret|token|api[ _-]?key|access[ _-]?key|"
     r"secret[ _-]?key|private[ _-]?key|credentials?|auth[ _-]?code)\b"
     r"([^\n]{0,160})")  # the rest of the line: the value is one of its first words
@@ -165,8 +167,8 @@ def _context(text: str) -> list[tuple[str, int, int]]:
     if len(low) != len(text):  # a character whose lower case is longer: offsets would shift
         low = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
     out = []
-    for m in _CONTEXT.finditer(low):
-        for n, w in enumerate(_WORD.finditer(text, m.start(1), m.end(1))):
+    for m in re.finditer(_CONTEXT, low):
+        for n, w in enumerate(re.compile(_WORD).finditer(text, m.start(1), m.end(1))):
             if n == 6:
                 break
             if looks_random(w.group()):
@@ -175,17 +177,17 @@ def _context(text: str) -> list[tuple[str, int, int]]:
     return out
 
 
-_WORD = re.compile(r"[^\s\"'`]+")
+_WORD = r"[^\s\"'`]+"
 
 
 # --------------------------------------------------------------------------- bare AWS secret keys
 
-_AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+_AWS_SECRET = r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"
 
 
 def _aws_secret(text: str) -> list[tuple[str, int, int]]:
     out = []
-    for m in _AWS_SECRET.finditer(text):
+    for m in re.finditer(_AWS_SECRET, text):
         s = m.group()
         if (any(c.isupper() for c in s) and any(c.islower() for c in s) and any(c.isdigit() for c in s)
                 and s.count("/") <= 4 and entropy(s) >= 4.3):
@@ -195,7 +197,7 @@ def _aws_secret(text: str) -> list[tuple[str, int, int]]:
 
 # --------------------------------------------------------------------------- base64
 
-_B64_RUN = re.compile(r"(?<![A-Za-z0-9+/=_\-])[A-Za-z0-9+/_\-]{16,16384}={0,2}(?![A-Za-z0-9+/=_\-])")
+_B64_RUN = r"(?<![A-Za-z0-9+/=_\-])[A-Za-z0-9+/_\-]{16,16384}={0,2}(?![A-Za-z0-9+/=_\-])"
 
 
 def _decode(run: str) -> bytes | None:
@@ -225,15 +227,15 @@ def _as_text(data: bytes) -> str | None:
     return text if text and printable >= 0.95 * len(text) else None
 
 
-_UPPER_OR_DIGIT = re.compile(r"[A-Z0-9]")
-_LOWER = re.compile(r"[a-z]")
+_UPPER_OR_DIGIT = r"[A-Z0-9]"
+_LOWER = r"[a-z]"
 
 
 def _base64(text: str, rule_spans: RuleSpans, depth: int) -> list[tuple[str, int, int]]:
     out = []
-    for m in _B64_RUN.finditer(text):
+    for m in re.finditer(_B64_RUN, text):
         run = m.group()
-        if _UPPER_OR_DIGIT.search(run) is None or _LOWER.search(run) is None:
+        if re.search(_UPPER_OR_DIGIT, run) is None or re.search(_LOWER, run) is None:
             continue  # a word or a hex digest, not base64 of text
         data = _decode(run)
         if data and (is_private_key_der(data[:8]) or data.startswith(_OPENSSH)):
@@ -250,7 +252,7 @@ def _base64(text: str, rule_spans: RuleSpans, depth: int) -> list[tuple[str, int
 
 # --------------------------------------------------------------------------- private key bodies
 
-_B64_LINE = re.compile(r"(?m)^[ \t>]*([A-Za-z0-9+/]{40,}={0,2})[ \t]*\r?$")
+_B64_LINE = r"(?m)^[ \t>]*([A-Za-z0-9+/]{40,}={0,2})[ \t]*\r?$"
 _OPENSSH = b"openssh-key-v1\x00"
 
 
@@ -269,7 +271,7 @@ def _key_bodies(text: str) -> list[tuple[str, int, int]]:
     out: list[tuple[str, int, int]] = []
     block_start = block_end = -1
     first = ""
-    for m in _B64_LINE.finditer(text):
+    for m in re.finditer(_B64_LINE, text):
         if m.start() == block_end + 1 and block_start >= 0:
             block_end = m.end()
             continue
@@ -292,8 +294,14 @@ def _key_block(first: str, start: int, end: int, out: list[tuple[str, int, int]]
 # A token-like piece: a whole run of token characters (from the run's start: linear) that holds a
 # digit or a lower-upper step (CamelCase, random case), or an upper-case run of six or more.
 _T = r"A-Za-z0-9_+/=.\-"
-_PIECE = re.compile(rf"(?<![{_T}])(?:(?=[{_T}]*?(?:\d|[a-z][A-Z]))[{_T}]{{4,}}+|[A-Z0-9_+/=.\-]{{6,}}+(?![{_T}]))")
-_DIGIT = re.compile(r"\d")
+_PIECE = rf"(?<![{_T}])(?:(?=[{_T}]*?(?:\d|[a-z][A-Z]))[{_T}]{{4,}}+|[A-Z0-9_+/=.\-]{{6,}}+(?![{_T}]))"
+_DIGIT = r"\d"
+
+
+def _may_have_pieces(text: str) -> bool:
+    """False when no join of pieces can count: without a digit or an upper-case letter, a piece is a
+    run of ``_+/=.-`` alone, and a join of those has no digit and too little entropy (< 2.6 bits)."""
+    return text.lower() != text or any(d in text for d in "0123456789")
 
 
 def _split_tokens(text: str, rule_spans: RuleSpans) -> list[tuple[str, int, int]]:
@@ -301,7 +309,7 @@ def _split_tokens(text: str, rule_spans: RuleSpans) -> list[tuple[str, int, int]
     out: list[tuple[str, int, int]] = []
     group: list[tuple[int, str]] = []
     prev_end = -2
-    for m in _PIECE.finditer(text):
+    for m in re.finditer(_PIECE, text):
         if group and m.start() == prev_end + 1 and text[prev_end] in " \t":
             group.append((m.start(), m.group()))
         else:
@@ -316,7 +324,7 @@ def _split_tokens(text: str, rule_spans: RuleSpans) -> list[tuple[str, int, int]
 
 def _joined(group: list[tuple[int, str]], rule_spans: RuleSpans, out: list[tuple[str, int, int]]) -> None:
     joined = "".join(p for _, p in group)
-    if _DIGIT.search(joined) is None and entropy(joined) < 3.6:
+    if re.search(_DIGIT, joined) is None and entropy(joined) < 3.6:
         return  # words joined: no hit of theirs would count (below)
     starts: list[int] = []  # offset in joined of each piece
     n = 0
@@ -351,9 +359,10 @@ def find(text: str, rule_spans: RuleSpans, depth: int = 0) -> list[Span]:
             found.append(_base64(vt, rule_spans, depth))
     if longest >= 40:
         found.append(_aws_secret(vt))
-    if longest >= 4 and (" " in vt or "\t" in vt):
+    if longest >= 4 and (" " in vt or "\t" in vt) and _may_have_pieces(vt):
         found.append(_split_tokens(vt, rule_spans))
-    found.append(_context(vt))
+    if longest >= 8:  # looks_random needs 8 characters: shorter words can hold no value next to its name
+        found.append(_context(vt))
     if view is not None:
         found = [[(k, *view.span(a, b)) for k, a, b in group] for group in found]
     return merge([sorted(g, key=lambda s: (s[1], s[2])) for g in found if g])

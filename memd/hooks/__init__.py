@@ -1,7 +1,10 @@
 """Claude Code hooks: ``memd hook`` (see docs/hooks.md).
 
+- ``start`` (a file Claude Code runs, not imported): ``<venv python> -I -S .../memd/hooks/start.py``, the
+  lean start ``memd hooks install`` writes (docs/hooks.md, "How the hook starts");
 - ``entry``: reads the event from stdin, dispatches on ``hook_event_name``, prints the answer, and turns
   every failure into silence (exit 0, no output) plus one log line;
+- ``defaults``: the config values the hooks read when there is no config file (no schema import);
 - ``context``: options, the lazily loaded config, and the memory-folder tests (a cheap filter first);
 - ``tool_use``: PreToolUse (no secrets into memory) and PostToolUse (budget warnings, notes);
 - ``session``: SessionStart (what the model cannot see; the daemon's open warnings);

@@ -1,7 +1,7 @@
 """What one hook run knows: options, the config (loaded only when needed) and memory-folder tests.
 
 Most tool calls are not memory writes. For those the hook must decide "not mine" without loading
-the config or any module beyond ``os`` and ``json``, because its start-up time is paid on every tool
+the config or any module beyond ``os`` and ``_json`` (not even ``re``), because its start-up time is paid on every tool
 call. :meth:`HookContext.may_be_memory` is that cheap, conservative filter: it answers False only
 when the path cannot be in a memory folder whatever the config says; everything else goes on to
 :meth:`HookContext.memory_folder`, which decides exactly with the config and the Claude folder's
@@ -12,7 +12,6 @@ an editable install has not loaded it already).
 from __future__ import annotations
 
 import os
-import re  # already loaded by json
 
 from memd.hooks import log
 
@@ -33,10 +32,11 @@ def _read_small(path: str) -> bytes | None:
         return None
 
 
-# The plain TOML forms of the two settings the hook reads without loading the config.
-_CLAUDE_DIR = re.compile(rb'claude_dir[ \t]*=[ \t]*"([^"\\]*)"[ \t]*(?:#.*)?')
-_RECALL_FALSE = re.compile(rb"recall[ \t]*=[ \t]*false[ \t]*(?:#.*)?")
-_RECALL_OTHER = re.compile(rb"recall_[a-z_]+[ \t]*=.*")
+# The plain TOML forms of the two settings the hook reads without loading the config (compiled only
+# when a config file mentions them: importing ``re`` costs a Write outside memory half its start).
+_CLAUDE_DIR = rb'claude_dir[ \t]*=[ \t]*"([^"\\]*)"[ \t]*(?:#.*)?'
+_RECALL_FALSE = rb"recall[ \t]*=[ \t]*false[ \t]*(?:#.*)?"
+_RECALL_OTHER = rb"recall_[a-z_]+[ \t]*=.*"
 
 
 def _has_memory_parts(parts: list[str]) -> bool:
@@ -98,18 +98,38 @@ class HookContext:
         self.claude_dir_arg = claude_dir
         self._config: Config | None = None
         self._config_text: bytes | bool | None = False  # False: not read yet
+        self._config_missing = False  # the config file does not exist (read: config_file_text)
         self.abandoned_work = False  # set when a helper thread outlived its deadline
 
     # ------------------------------------------------------------------ config
 
     @property
     def config(self) -> Config:
-        """The config; a broken config raises ConfigError, which the entry turns into silence."""
+        """The config; a broken config raises ConfigError, which the entry turns into silence. Without
+        a config file (the default path absent, no --config) its defaults, read without importing the
+        schema (``memd.hooks.defaults``)."""
         if self._config is None:
-            from memd import config
+            if self.config_path is None and self.config_file_text() is None and self._config_missing:
+                from memd.hooks.defaults import Defaults
 
-            self._config = config.load(self.config_path)
+                cfg: Config = Defaults()  # type: ignore[assignment]  # (the attributes the hooks read)
+            else:
+                from memd import config
+
+                cfg = config.load(self.config_path)
+            self._config = cfg
         return self._config
+
+    def valid_config(self) -> Config | None:
+        """The config, or None when it is broken (``memd.errors`` is imported only then)."""
+        try:
+            return self.config
+        except Exception as exc:
+            from memd.errors import ConfigError
+
+            if isinstance(exc, ConfigError):
+                return None
+            raise
 
     def config_file_text(self) -> bytes | None:
         if self._config_text is False:
@@ -117,7 +137,13 @@ class HookContext:
             if path is None:
                 base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
                 path = os.path.join(base, "memd", "config.toml")
-            self._config_text = _read_small(path)
+            try:
+                with open(path, "rb") as f:
+                    self._config_text = f.read(_MAX_SMALL_FILE)
+            except FileNotFoundError:
+                self._config_text, self._config_missing = None, True
+            except OSError:  # unreadable: config.load says why
+                self._config_text = None
         return self._config_text if isinstance(self._config_text, bytes) else None
 
     def _setting_lines(self, key: str) -> list[bytes] | None:
@@ -139,8 +165,12 @@ class HookContext:
         lines = self._setting_lines("recall")
         if lines is None:
             return True
-        lines = [ln for ln in lines if not _RECALL_OTHER.fullmatch(ln)]
-        return not (not lines or (len(lines) == 1 and _RECALL_FALSE.fullmatch(lines[0])))
+        if not lines:
+            return False
+        import re
+
+        lines = [ln for ln in lines if not re.fullmatch(_RECALL_OTHER, ln)]
+        return not (not lines or (len(lines) == 1 and re.fullmatch(_RECALL_FALSE, lines[0])))
 
     @property
     def state_dir(self) -> str:
@@ -161,7 +191,9 @@ class HookContext:
         if lines is None or len(lines) > 1:
             return None
         if lines:
-            m = _CLAUDE_DIR.fullmatch(lines[0])
+            import re
+
+            m = re.fullmatch(_CLAUDE_DIR, lines[0])
             if m is None:
                 return None  # not the plain form: only the config loader can tell
             if m.group(1):
@@ -176,12 +208,8 @@ class HookContext:
         (``memd.layout.claude_dir``, without pathlib)."""
         configured = ""
         if not self.claude_dir_arg:
-            from memd.errors import ConfigError
-
-            try:
-                configured = self.config.paths.claude_dir
-            except ConfigError:
-                pass  # finding memory folders must not depend on a valid config (the secret guard runs)
+            cfg = self.valid_config()  # finding memory folders must not depend on a valid config (the guard runs)
+            configured = cfg.paths.claude_dir if cfg is not None else ""
         chosen = self.claude_dir_arg or configured or os.environ.get("CLAUDE_CONFIG_DIR")
         if chosen:
             return _clean(os.path.expanduser(chosen))

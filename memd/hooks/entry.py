@@ -5,22 +5,28 @@ answer. It never breaks a session: on any failure (a bug, a broken config, an un
 slow model) it appends the error to memd's log and exits 0 with no output, except that a failed
 PreToolUse (the secret guard) exits 1 with one line on stderr, a non-blocking error Claude Code
 shows. It also runs on every matching tool call, so this module and the tool-use handlers import
-only ``os``, ``sys`` and ``json`` until an event turns out to concern a memory folder.
+only ``os``, ``sys`` and ``_json`` (``memd.core.jsonfast``: not ``json``, which imports ``re``) until
+an event turns out to concern a memory folder.
+
+Claude Code starts it as ``memd hooks install`` writes it: ``<venv python> -I -S .../memd/hooks/start.py``
+(``start`` below); ``memd hook`` and the ``memd-hook`` script (``run``) reach ``main`` too.
 
 Options (for the command line in settings.json): ``--config FILE``, ``--claude-dir DIR``.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
+from memd.core import jsonfast
 from memd.hooks.context import HookContext
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
     from typing import Any
 
     Handler = Callable[[dict[str, Any], HookContext], "dict[str, Any] | None"]
@@ -94,9 +100,50 @@ def dispatch(event: dict[str, Any], hc: HookContext) -> dict[str, Any] | None:
 
 
 def run() -> int:
-    """The ``memd-hook`` console script: ``memd hook`` without the ``hook`` argument (see
-    ``memd.settings_merge.memd_executable`` for why it exists)."""
+    """The ``memd-hook`` console script: ``memd hook`` without the ``hook`` argument. What installs
+    before the lean start wrote (``memd hooks install --console-script`` still does, for a Claude
+    Code that ignores ``args``)."""
     return main(sys.argv[1:])
+
+
+class _SiteOnDemand:
+    """Last on sys.meta_path of a lean start (``python -I -S memd/hooks/start.py``): a module found
+    nowhere else (the SDK recall imports, in an editable install whose site-packages is not the
+    folder that holds memd) makes it run ``site.main()`` once, which adds this venv's site-packages
+    and its .pth files, and looks again. The hook paths themselves never get here: they import the
+    standard library and memd only (tests/test_hook_imports.py)."""
+
+    @staticmethod
+    def find_spec(name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+                  ) -> ModuleSpec | None:
+        sys.meta_path.remove(_SiteOnDemand)
+        if path is not None:
+            return None  # a submodule: its package was found, and decides
+        import site
+
+        site.main()
+        for finder in sys.meta_path:
+            if getattr(finder, "__name__", "") == "PathFinder":
+                return finder.find_spec(name, None, target)
+        return None
+
+
+def start() -> int:
+    """The hook as ``memd hooks install`` writes it: ``<venv python> -I -S .../memd/hooks/start.py``.
+
+    It leaves with ``os._exit`` once ``main`` has returned: everything it writes is written by then (the
+    answer flushed here, log lines with ``os.write``, files through ``with`` blocks or ``memd.store``), and
+    the interpreter's teardown (unloading some 70 modules) costs a memory write's hook about a quarter of
+    an interpreter start. Only this entry does it: ``main`` also runs inside tests and other processes."""
+    if sys.flags.no_site:
+        sys.meta_path.append(_SiteOnDemand)
+    rc = main(sys.argv[1:])
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass  # Claude Code stopped listening: nothing more can reach it
+    os._exit(rc)
 
 
 def main(argv: list[str]) -> int:
@@ -121,7 +168,7 @@ def main(argv: list[str]) -> int:
             hc.log("warning", "hook.event_too_large", bytes=len(raw))
             return 0
         try:
-            event = json.loads(raw)
+            event = jsonfast.loads(raw)
         except ValueError as e:
             hc.log("warning", "hook.bad_event", error=f"not JSON: {e}"[:200])
             return 0
@@ -130,7 +177,7 @@ def main(argv: list[str]) -> int:
             return 0
         name = event.get("hook_event_name")
         answer = dispatch(event, hc)
-        out = json.dumps(_clip_all(answer), ensure_ascii=False) if answer else ""
+        out = jsonfast.dumps(_clip_all(answer)) if answer else ""
     except BaseException as exc:  # the one place where every failure is caught
         from memd.hooks.log import describe_exception
 
@@ -146,7 +193,11 @@ def main(argv: list[str]) -> int:
         return 0
     if out:
         try:
-            sys.stdout.write(out + "\n")
+            buffer = getattr(sys.stdout, "buffer", None)
+            if buffer is not None:  # UTF-8 whatever the locale says (-I ignores PYTHONIOENCODING)
+                buffer.write((out + "\n").encode("utf-8", "surrogateescape"))
+            else:
+                sys.stdout.write(out + "\n")
             sys.stdout.flush()
         except OSError:
             # Claude Code stopped listening (timeout, cancelled tool call). Point stdout at devnull so

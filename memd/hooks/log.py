@@ -9,10 +9,11 @@ Logging never raises and never records memory text or secrets: callers pass kind
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
+
+from memd.core import jsonfast
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -42,9 +43,13 @@ def append(state_dir: str | None, level: str, event: str, **fields: Any) -> None
         record: dict[str, Any] = {"timestamp": stamp, "level": level, "event": event, "logger": "memd.hook",
                                   "pid": os.getpid()}
         record.update({k: _clip(v) for k, v in fields.items()})
-        line = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8", "replace")
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        fd = os.open(os.path.join(folder, LOG_NAME), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        line = (jsonfast.dumps(record, default=str) + "\n").encode("utf-8", "replace")
+        path = os.path.join(folder, LOG_NAME)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        except FileNotFoundError:  # the first line ever: the folder first (not a mkdir on every line)
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             os.write(fd, line)
         finally:

@@ -10,9 +10,9 @@ folder leaves the daemon's warnings intact.
 
 from __future__ import annotations
 
-import json
 import os
 
+from memd.core import jsonfast
 from memd.hooks.context import HookContext
 
 TYPE_CHECKING = False
@@ -52,7 +52,7 @@ def daemon_warnings(hc: HookContext, project: str) -> list[tuple[str, str]]:
     except OSError:
         return []
     try:
-        data = json.loads(raw)
+        data = jsonfast.loads(raw)
         rows = data.get(project, []) if isinstance(data, dict) else []
         out: list[tuple[str, str]] = []
         for kind, level, details in rows[:50]:

@@ -8,7 +8,6 @@ filters on the path. A path outside every memory folder costs one cheap test
 from __future__ import annotations
 
 import os
-import re  # already loaded by json (memd.hooks.context)
 import stat  # already loaded by os
 
 from memd.hooks.context import HookContext, MemoryTarget, absolute
@@ -81,14 +80,12 @@ def pre_tool_use(event: dict[str, Any], hc: HookContext) -> dict[str, Any] | Non
     if not any(texts):
         return None
     from memd.core import secrets
-    from memd.errors import ConfigError
 
-    try:
-        pii = hc.config.hooks.team_pii
-    except ConfigError:
+    cfg = hc.valid_config()
+    if cfg is None:
         # a broken config silences memd's notes, never its guard: the secret scan runs on defaults
         hc.log("warning", "hook.config_invalid", hook_event="PreToolUse")
-        pii = True
+    pii = cfg.hooks.team_pii if cfg is not None else True
     findings: list[tuple[str, str]] = []
     for n, text in enumerate(texts, 1):
         for hit in secrets.scan(text, strict=target.is_team, pii=pii):
@@ -221,7 +218,7 @@ def hidden_only_message(b: Budget, where: str) -> str | None:
 CC_BUDGET_NOTES_SINCE = (2, 1, 210)
 CC_NEAR_RATIO = 0.8  # where Claude Code's reminder starts (2.1.328)
 _TAIL_BYTES = 65_536  # transcript bytes read for the version: the last records, never the whole file
-_VERSION = re.compile(rb'"version"\s*:\s*"(\d+)\.(\d+)\.(\d+)')
+_VERSION = rb'"version"\s*:\s*"(\d+)\.(\d+)\.(\d+)'
 
 
 def transcript_version(transcript_path: object) -> tuple[int, int, int] | None:
@@ -238,14 +235,16 @@ def transcript_version(transcript_path: object) -> tuple[int, int, int] | None:
         fd = os.open(transcript_path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except (OSError, ValueError):
         return None
+    import re  # (a memory write: the index parser has loaded it)
+
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return None
         start = max(0, st.st_size - _TAIL_BYTES)
-        found = _VERSION.findall(os.pread(fd, _TAIL_BYTES, start))
+        found = re.findall(_VERSION, os.pread(fd, _TAIL_BYTES, start))
         if not found and start > 0:
-            found = _VERSION.findall(os.pread(fd, _TAIL_BYTES, 0))
+            found = re.findall(_VERSION, os.pread(fd, _TAIL_BYTES, 0))
     except OSError:
         return None
     finally:

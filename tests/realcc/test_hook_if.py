@@ -4,8 +4,9 @@
 (docs/hooks.md). Claude Code decides on the rule before it spawns anything, so a Write outside memory
 must start no memd process at all, and a Write into memory exactly one per event. The count: after a
 real install, each memd hook's ``command`` is pointed at a tiny wrapper that appends the event's name
-to a marker file and then execs the real ``memd-hook`` with the installed ``args`` (the ``if`` rules,
-matchers and timeouts stay exactly as installed).
+to a marker file and then execs the installed command (this venv's python) with the installed ``args``
+(``-I -S .../memd/hooks/start.py``; the ``if`` rules, matchers and timeouts stay exactly as installed).
+``test_the_installed_lean_start_guards_memory_as_written`` runs the settings exactly as installed.
 
 The rule syntax these tests rely on (and ``memd.settings_merge.if_rules`` writes) was read off the
 2.1.328 binary by trying it: ``~/`` is home, ``//`` an absolute path, ``*`` one segment, ``**`` any;
@@ -21,34 +22,31 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-import pytest
-
 from memd import settings_merge as sm
 from tests.realcc.cli import Sandbox
 from tests.realcc.test_client import TOKEN, memd
 
-HOOK_SCRIPT = Path(sys.executable).parent / "memd-hook"
+START = Path(sm.__file__).parent / "hooks" / "start.py"
+LEAN = [sys.executable, "-I", "-S", str(START)]  # what `memd hooks install` writes for this venv
 
 
 def counted(sb: Sandbox, *, rules: bool = True) -> Path:
     """Install memd's hooks for real, then route each through a wrapper that counts its starts."""
-    if not HOOK_SCRIPT.exists():
-        pytest.skip(f"no memd-hook console script at {HOOK_SCRIPT} (pip install -e . first)")
     done = memd(sb, "hooks", "install")
     assert done.returncode == 0, done.stderr
     marker = sb.base / "hook-starts.txt"
     marker.write_text("")
     data = sb.settings()
     if not rules:  # the install before `if` existed, for contrast
-        data = sm.with_memd(sm.without_memd(data), sm.Wanted(str(HOOK_SCRIPT), [], None))
+        data = sm.with_memd(sm.without_memd(data), sm.Wanted(LEAN[0], LEAN[1:], None))
     for event, groups in data["hooks"].items():
         wrapper = sb.base / f"count-{event}"
-        wrapper.write_text(f"#!/bin/sh\necho {event} >> '{marker}'\nexec '{HOOK_SCRIPT}' \"$@\"\n")
+        wrapper.write_text(f"#!/bin/sh\necho {event} >> '{marker}'\nexec '{LEAN[0]}' \"$@\"\n")
         wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
         for g in groups:
             for h in g["hooks"]:
                 if sm.is_memd_hook(h):
-                    assert h["command"] == str(HOOK_SCRIPT) and h["args"] == []  # exec form, as installed
+                    assert [h["command"], *h["args"]] == LEAN  # the lean start in exec form, as installed
                     h["command"] = str(wrapper)
     sb.settings(data)
     return marker
@@ -144,3 +142,26 @@ def test_a_memd_that_cannot_start_neither_blocks_nor_vanishes(sandbox: Sandbox) 
               if '"hook_non_blocking_error"' in line]
     assert any(a.get("hookEvent") == "PreToolUse" and "gone/memd-hook" in a.get("stderr", "") for a in errors), errors
     assert os.path.exists(target)
+
+
+def test_the_installed_lean_start_guards_memory_as_written(sandbox: Sandbox) -> None:
+    """The settings exactly as `memd hooks install` wrote them (no wrapper): Claude Code runs this venv's
+    python -I -S .../memd/hooks/start.py for a memory Write, and memd's answers arrive: the secret is
+    denied (PreToolUse), a topic file without a description gets memd's note (PostToolUse); the same
+    secret written outside memory goes through (no hook runs for it)."""
+    done = memd(sandbox, "hooks", "install")
+    assert done.returncode == 0, done.stderr
+    rows = sm.installed(sandbox.settings())
+    assert rows and all([r.command, *(r.args or [])] == LEAN for r in rows)
+    secret, note, plain = sandbox.memory / "token.md", sandbox.memory / "deploy.md", sandbox.repo / "token.txt"
+    st = sandbox.stub
+    st.turns(st.message(st.tool_use("Write", {"file_path": str(secret), "content": f"the token: {TOKEN}\n"})),
+             st.message(st.tool_use("Write", {"file_path": str(note), "content": "---\nname: d\n---\nvia CI\n"})),
+             st.message(st.tool_use("Write", {"file_path": str(plain), "content": f"{TOKEN}\n"})),
+             st.message(st.text("done.")))
+    run = sandbox.run("remember", args=("--permission-mode", "acceptEdits"))
+    assert run.rc == 0, run.stderr[-2000:]
+    assert not secret.exists() and note.exists() and plain.read_text() == f"{TOKEN}\n"
+    sent = json.dumps([m for r in st.main for m in r.body["messages"]])
+    assert "memd blocked this memory write" in sent  # the guard's denial, as the tool result
+    assert "has no description or type in its frontmatter" in sent  # the PostToolUse note
