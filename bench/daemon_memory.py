@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.soak import BUDGET_PROJECTS, Workload, proc_status  # noqa: E402
+from bench.soak import BUDGET_PROJECTS, Workload, proc_status
 
 
 def _sqlite_lib() -> Any:

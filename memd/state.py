@@ -48,11 +48,17 @@ _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4
 # sqlite result codes that mean "this file is not a healthy database" (not "busy" or "locked").
 _SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN = 10, 11, 13, 14
 _SQLITE_NOTADB = 26
-_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
+_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY = 5, 6, 8
+_WRITE_FAULTS = (_SQLITE_IOERR, _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_READONLY)
 # The WAL index's write lock: byte 120 of the -shm file (SQLite's unix VFS, WAL_WRITE_LOCK), and the
 # bytes of the rollback journal's RESERVED/PENDING/EXCLUSIVE locks in the database file.
 _SHM_WRITE_LOCK = 120
 _DB_LOCK_BYTES = range(0x40000000, 0x40000000 + 512 + 2)
+
+# Each connection's page cache, in KiB (SQLite's default is 2,000): the cache fills with every page a
+# connection has read and keeps it, so a daemon with three connections grew by up to 6 MB as its run log
+# grew (bench/daemon_memory.py; docs/reliability.md "Soak"). The file is small and in the OS's cache.
+CACHE_KIB = 512
 
 # Each entry moves the schema from version i to i + 1. Append only.
 MIGRATIONS: list[str] = [
@@ -292,8 +298,12 @@ def _describe(pid: int) -> str:
             argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a]
     except OSError:
         argv = []
-    if "memd" in " ".join(argv[:4]):
-        what = "memd run" if "run" in argv else "memd " + next((a for a in argv if a in _COMMANDS), "command")
+    memd = [i for i, a in enumerate(argv[:4]) if (a == "memd" and i and argv[i - 1] == "-m") or
+            (i == 0 and Path(a).name == "memd") or a == "memd.daemon.child"]
+    if memd:
+        rest = argv[memd[0] + 1:]
+        what = ("a memd job's process" if argv[memd[0]] == "memd.daemon.child" else "memd run" if "run" in rest
+                else "memd " + next((a for a in rest if a in _COMMANDS), "command"))
         return f"{what} (pid {pid})"
     cmd = " ".join(" ".join(Path(a).name if i == 0 else a for i, a in enumerate(argv[:3])).split())
     cmd = cmd if len(cmd) <= 60 else cmd[:59] + "…"
@@ -401,6 +411,7 @@ class StateStore:
         try:
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")  # before the integrity check reads every page
             # The first real read: a file that is not a database fails here.
             version = int(conn.execute("PRAGMA user_version").fetchone()[0])
             if version > SCHEMA_VERSION:
@@ -473,6 +484,9 @@ class StateStore:
         except sqlite3.OperationalError as e:
             if _is_busy(e):
                 raise busy_error(e, self.path, self.busy_timeout_s) from None
+            if (getattr(e, "sqlite_errorcode", 0) or 0) & 0xFF in _WRITE_FAULTS:
+                raise StateError(f"cannot write the state file: {_true_reason(e, self.path)}",
+                                 path=str(self.path)) from None
             raise
 
     # ------------------------------------------------------------------ transcripts
