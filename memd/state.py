@@ -282,10 +282,10 @@ def lock_holders(path: Path) -> list[int]:
             start = int(parts[6])
         except ValueError:
             continue
-        shm = files.get(key)
-        if shm is None or pid <= 0 or pid in out:
+        is_shm = files.get(key)
+        if is_shm is None or pid <= 0 or pid in out:
             continue
-        if (shm and start == _SHM_WRITE_LOCK) or (not shm and start in _DB_LOCK_BYTES):
+        if (is_shm and start == _SHM_WRITE_LOCK) or (not is_shm and start in _DB_LOCK_BYTES):
             out.append(pid)
     return out
 
