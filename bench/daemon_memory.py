@@ -81,7 +81,7 @@ def run(iterations: int, projects: int, every: int, trace: bool, cache_kib: int 
         runner = threading.Thread(target=run_log, name="runs", daemon=True)
         runner.start()
         if trace:
-            tracemalloc.start(12)
+            tracemalloc.start(1)
         first_snap: Any = None
         t0 = time.monotonic()
         for it in range(1, iterations + 1):

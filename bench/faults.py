@@ -8,8 +8,17 @@ For every fault the campaign records: the exit code (non-zero where the command 
 or changed half-way (every file is as before, or as the recovered run leaves it), and whether the next
 run, without the fault, does the work (exit 0, ``changed``).
 
+The daemon's part (``run_daemon``, ``--daemon``): one real ``memd run`` (isolated HOME and XDG folders,
+the loopback stub) outlives every fault: each is armed while it runs (a fault point for its next model
+job through ``MEMD_FAULT_FILE``, a hung model, a process holding the state file's write lock, the history
+or the state folder unwritable or full), a dream is triggered (SIGUSR1), and the campaign checks the
+outcome and reason in the log and the run log, the memory folder (nothing lost or half-written, no temp
+file, no dangling link, Claude Code's lock not left held), that the daemon is still up; then the fault
+is cleared and the next dream must change the folder.
+
 Faults that need root (a small tmpfs, ``chattr +i``) are skipped elsewhere, and said so.
-Run: ``.venv/bin/python bench/faults.py`` (figures in docs/reliability.md).
+Run: ``.venv/bin/python bench/faults.py`` (both parts; ``--commands`` or ``--daemon`` for one; figures in
+docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -291,7 +300,7 @@ def run(work: Path | None = None, quick: bool = False, only: tuple[str, ...] = (
 
         if not quick:  # it waits out the busy timeout (10 s)
             rows.append(scenario(env, src, "the state file is locked by another process", lock_state,
-                                 unlock_state, ("locked", "busy")))
+                                 unlock_state, "the state database is busy", expected_exit=(3,)))
 
         def corrupt_state() -> None:
             env.memd("status")
