@@ -1,8 +1,9 @@
-"""Where the daemon's memory goes over a long run, in one process and minutes instead of the soak's half
-hour: the daemon's own loop (the reconcile rescan and budget checks of ``Daemon``, its StateStore), its
-scanner thread (``Worker``'s incremental transcript scans, a StateStore of its own) and a job thread's
-run-log writes (a third StateStore), over the soak's workload (``bench/soak.py``: 1,050 projects, session
-appends, memory writes, budget flips), iterated as fast as the machine goes.
+"""Where the daemon's memory goes over a long run, in one process and minutes instead of the soak's
+half hour: the daemon's own loop (the reconcile rescan and budget checks of ``Daemon``, its StateStore),
+its watcher (watchdog's inotify threads, the debouncer), its scanner thread (``Worker``'s incremental
+transcript scans, a StateStore of its own) and a job thread's run-log writes (a third StateStore), over
+the soak's workload (``bench/soak.py``: 1,050 projects, session appends, memory writes, budget flips),
+iterated as fast as the machine goes.
 
 Every ``--every`` iterations a sample: the process's RSS, Python's traced heap (``tracemalloc``, with
 ``--trace``), SQLite's own allocator (``sqlite3_memory_used``, the page caches of every connection) and
@@ -65,6 +66,7 @@ def run(iterations: int, projects: int, every: int, trace: bool, cache_kib: int 
         daemon.open()
         daemon.setup_schedule()
         daemon.worker.start()
+        daemon._ensure_watching(initial=True)  # the watcher's threads and inotify, the debouncer
         stop = threading.Event()
         runs_q: SimpleQueue[int | None] = SimpleQueue()
 
@@ -90,7 +92,9 @@ def run(iterations: int, projects: int, every: int, trace: bool, cache_kib: int 
             work.memory_write()
             for k in range(2):
                 work.flip_budget(work.budget[(it * 2 + k) % BUDGET_PROJECTS])
-            daemon._reconcile()
+            daemon.handle_due()  # the writes the watcher saw, once their debounce is over
+            if it % 10 == 0:
+                daemon._reconcile()  # the rescan (every daemon.reconcile_interval_s)
             for name in work.sessions[it % 3::3]:
                 daemon.worker.scan(name)
             runs_q.put(4)  # ~12,000 rows over 3,000 iterations, as the soak's 12,706
@@ -112,6 +116,8 @@ def run(iterations: int, projects: int, every: int, trace: bool, cache_kib: int 
             top = [str(s) for s in last.compare_to(first_snap, "lineno")[:15]]
         stop.set()
         runs_q.put(None)
+        if daemon.watcher is not None:
+            daemon.watcher.stop()
         daemon.worker.close()
         daemon.worker.join(5)
         daemon.close()
