@@ -614,10 +614,10 @@ def run_daemon(work: Path | None = None, quick: bool = False, only: tuple[str, .
                 shutil.rmtree(env.state / "history", ignore_errors=True)
                 (env.state / "history").write_text("not a folder")
 
-            rows.append(daemon_case(env, "memd's history folder unwritable (a file in its place)",
-                                    history_unwritable, lambda: (env.state / "history").unlink(),
-                                    ("history", "not a directory", "not a folder")))
             if not quick:
+                rows.append(daemon_case(env, "memd's history folder unwritable (a file in its place)",
+                                        history_unwritable, lambda: (env.state / "history").unlink(),
+                                        ("history", "not a directory", "not a folder")))
                 def hang() -> None:
                     C.clear(stub)
                     stub.script(Reply(body=stub.message(stub.text("late")), delay=JOB_TIMEOUT_S + 30))
