@@ -49,6 +49,30 @@ ROOT = Path(__file__).resolve().parent.parent
 NAME = "-home-dev-faults"
 
 
+def fresh_project(claude: Path, src: Path | None) -> dict[str, bytes]:
+    """The project as a copy of a real memory folder (or a small one); its files."""
+    mem = claude / "projects" / NAME / "memory"
+    if src is not None:
+        C.copy_project(src, claude, NAME)
+    else:
+        C.write_tree(mem, {"MEMORY.md": b"- [A](user_a.md) - a\n",
+                           **{f"user_{c}.md": f"---\nname: {c}\ndescription: {c}\ntype: user\n---\n{c}.\n".encode()
+                              for c in "abcdefghijkl"}})
+    return C.tree(mem)
+
+
+def smallest_real_folder() -> Path | None:
+    """The smaller of the real memory folders (../shared/claude-data), None without them."""
+    folders = C.real_memory_folders()
+    return min(folders, key=lambda f: sum(1 for _ in f.iterdir())) if folders else None
+
+
+def script_dream(stub: StubAPI, before: dict[str, bytes], seed: int) -> None:
+    """The model's next consolidation of the folder (deterministic in seed; it deletes nothing)."""
+    C.clear(stub)
+    stub.script(*C.dream_script(stub, before, seed, delete=False))
+
+
 @dataclass
 class Env:
     root: Path
@@ -71,18 +95,11 @@ class Env:
 
     def fresh(self, src: Path | None) -> None:
         """The project as a copy of a real memory folder (or a small one), and the model's next reply."""
-        if src is not None:
-            C.copy_project(src, self.claude, NAME)
-        else:
-            C.write_tree(self.mem, {"MEMORY.md": b"- [A](user_a.md) - a\n",
-                                    **{f"user_{c}.md": f"---\nname: {c}\ndescription: {c}\ntype: user\n---\n{c}.\n"
-                                       .encode() for c in "abcdefghijkl"}})
-        self.before = C.tree(self.mem)
+        self.before = fresh_project(self.claude, src)
 
     def script(self) -> None:
         self.seed += 1
-        C.clear(self.stub)
-        self.stub.script(*C.dream_script(self.stub, self.before, self.seed, delete=False))
+        script_dream(self.stub, self.before, self.seed)
 
     def memd(self, *args: str, limit_fsize: int | None = None, env: dict[str, str] | None = None,
              timeout: float = 180) -> tuple[int, str]:
@@ -192,8 +209,7 @@ def run(work: Path | None = None, quick: bool = False, only: tuple[str, ...] = (
     stub = StubAPI()
     rows: list[Row] = []
     t0 = time.monotonic()
-    folders = C.real_memory_folders()
-    src = min(folders, key=lambda f: sum(1 for _ in f.iterdir())) if folders else None
+    src = smallest_real_folder()
     with tempfile.TemporaryDirectory(prefix="memd-faults-", dir=work) as tmp:
         env = Env(Path(tmp), stub)
         nothing: Callable[[], None] = lambda: None  # noqa: E731
@@ -462,18 +478,11 @@ class DaemonEnv:
         return code
 
     def fresh(self) -> None:
-        if self.src is not None:
-            C.copy_project(self.src, self.claude, NAME)
-        else:
-            C.write_tree(self.mem, {"MEMORY.md": b"- [A](user_a.md) - a\n",
-                                    **{f"user_{c}.md": f"---\nname: {c}\ndescription: {c}\ntype: user\n---\n{c}.\n"
-                                       .encode() for c in "abcdefghijkl"}})
-        self.before = C.tree(self.mem)
+        self.before = fresh_project(self.claude, self.src)
 
     def script(self) -> None:
         self.seed += 1
-        C.clear(self.stub)
-        self.stub.script(*C.dream_script(self.stub, self.before, self.seed, delete=False))
+        script_dream(self.stub, self.before, self.seed)
 
     def dream(self) -> tuple[str, str, dict[str, Any]]:
         """SIGUSR1 (the daemon's "dream now"): (outcome, reason, the job.finish or job.not_run event)."""
@@ -583,8 +592,7 @@ def run_daemon(work: Path | None = None, quick: bool = False, only: tuple[str, .
     stub = StubAPI()
     rows: list[DaemonRow] = []
     t0 = time.monotonic()
-    folders = C.real_memory_folders()
-    src = min(folders, key=lambda f: sum(1 for _ in f.iterdir())) if folders else None
+    src = smallest_real_folder()
     with tempfile.TemporaryDirectory(prefix="memd-dfaults-", dir=work) as tmp:
         env = DaemonEnv(Path(tmp), stub, src)
         env.start()
