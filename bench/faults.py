@@ -8,8 +8,17 @@ For every fault the campaign records: the exit code (non-zero where the command 
 or changed half-way (every file is as before, or as the recovered run leaves it), and whether the next
 run, without the fault, does the work (exit 0, ``changed``).
 
+The daemon's part (``run_daemon``, ``--daemon``): one real ``memd run`` (isolated HOME and XDG folders,
+the loopback stub) outlives every fault: each is armed while it runs (a fault point for its next model
+job through ``MEMD_FAULT_FILE``, a hung model, a process holding the state file's write lock, the history
+or the state folder unwritable or full), a dream is triggered (SIGUSR1), and the campaign checks the
+outcome and reason in the log and the run log, the memory folder (nothing lost or half-written, no temp
+file, no dangling link, Claude Code's lock not left held), that the daemon is still up; then the fault
+is cleared and the next dream must change the folder.
+
 Faults that need root (a small tmpfs, ``chattr +i``) are skipped elsewhere, and said so.
-Run: ``.venv/bin/python bench/faults.py`` (figures in docs/reliability.md).
+Run: ``.venv/bin/python bench/faults.py`` (both parts; ``--commands`` or ``--daemon`` for one; figures in
+docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ import json
 import os
 import resource
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -37,6 +47,30 @@ from tests.plugins.stub_api import Reply, StubAPI
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "-home-dev-faults"
+
+
+def fresh_project(claude: Path, src: Path | None) -> dict[str, bytes]:
+    """The project as a copy of a real memory folder (or a small one); its files."""
+    mem = claude / "projects" / NAME / "memory"
+    if src is not None:
+        C.copy_project(src, claude, NAME)
+    else:
+        C.write_tree(mem, {"MEMORY.md": b"- [A](user_a.md) - a\n",
+                           **{f"user_{c}.md": f"---\nname: {c}\ndescription: {c}\ntype: user\n---\n{c}.\n".encode()
+                              for c in "abcdefghijkl"}})
+    return C.tree(mem)
+
+
+def smallest_real_folder() -> Path | None:
+    """The smaller of the real memory folders (../shared/claude-data), None without them."""
+    folders = C.real_memory_folders()
+    return min(folders, key=lambda f: sum(1 for _ in f.iterdir())) if folders else None
+
+
+def script_dream(stub: StubAPI, before: dict[str, bytes], seed: int) -> None:
+    """The model's next consolidation of the folder (deterministic in seed; it deletes nothing)."""
+    C.clear(stub)
+    stub.script(*C.dream_script(stub, before, seed, delete=False))
 
 
 @dataclass
@@ -61,18 +95,11 @@ class Env:
 
     def fresh(self, src: Path | None) -> None:
         """The project as a copy of a real memory folder (or a small one), and the model's next reply."""
-        if src is not None:
-            C.copy_project(src, self.claude, NAME)
-        else:
-            C.write_tree(self.mem, {"MEMORY.md": b"- [A](user_a.md) - a\n",
-                                    **{f"user_{c}.md": f"---\nname: {c}\ndescription: {c}\ntype: user\n---\n{c}.\n"
-                                       .encode() for c in "abcdefghijkl"}})
-        self.before = C.tree(self.mem)
+        self.before = fresh_project(self.claude, src)
 
     def script(self) -> None:
         self.seed += 1
-        C.clear(self.stub)
-        self.stub.script(*C.dream_script(self.stub, self.before, self.seed, delete=False))
+        script_dream(self.stub, self.before, self.seed)
 
     def memd(self, *args: str, limit_fsize: int | None = None, env: dict[str, str] | None = None,
              timeout: float = 180) -> tuple[int, str]:
@@ -182,8 +209,7 @@ def run(work: Path | None = None, quick: bool = False, only: tuple[str, ...] = (
     stub = StubAPI()
     rows: list[Row] = []
     t0 = time.monotonic()
-    folders = C.real_memory_folders()
-    src = min(folders, key=lambda f: sum(1 for _ in f.iterdir())) if folders else None
+    src = smallest_real_folder()
     with tempfile.TemporaryDirectory(prefix="memd-faults-", dir=work) as tmp:
         env = Env(Path(tmp), stub)
         nothing: Callable[[], None] = lambda: None  # noqa: E731
@@ -290,7 +316,7 @@ def run(work: Path | None = None, quick: bool = False, only: tuple[str, ...] = (
 
         if not quick:  # it waits out the busy timeout (10 s)
             rows.append(scenario(env, src, "the state file is locked by another process", lock_state,
-                                 unlock_state, ("locked", "busy")))
+                                 unlock_state, "the state database is busy", expected_exit=(3,)))
 
         def corrupt_state() -> None:
             env.memd("status")
@@ -354,16 +380,322 @@ def run(work: Path | None = None, quick: bool = False, only: tuple[str, ...] = (
             "seconds": round(time.monotonic() - t0, 1), "rows": [r.__dict__ | {"ok": r.ok} for r in rows]}
 
 
+# ----------------------------------------------------------------------------- the daemon
+
+JOB_TIMEOUT_S = 20.0  # daemon.job_timeout_s of the campaign's daemon: the hang is killed past it
+HOLD_STATE = """
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("BEGIN IMMEDIATE")
+c.execute("INSERT OR REPLACE INTO kv (key, value) VALUES ('faults.holder', 'x')")
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+@dataclass
+class DaemonRow:
+    fault: str
+    outcome: str = ""  # the project's outcome in the log ("not run": the job could not start)
+    expected: tuple[str, ...] = ("failed",)
+    reason: str = ""
+    reason_ok: bool = False
+    recorded: str = ""  # where the outcome and reason were recorded: "run log" (the row agrees), "log"
+    lost: list[str] = field(default_factory=list)  # files gone, half-written, temp files, dangling links
+    recovered: bool = False
+    alive: bool = False  # the daemon still running after the fault
+    skipped: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.skipped) or (self.outcome in self.expected and self.reason_ok and bool(self.recorded)
+                                      and not self.lost and self.recovered and self.alive)
+
+
+def _windows() -> dict[str, str]:
+    """Dream and check-in windows 12 hours away, no catch-up cron: only the campaign's triggers run jobs."""
+    h = (time.gmtime().tm_hour + 12) % 24
+    return {"dream_window": f"{h:02d}:00-{h:02d}:29", "checkin_window": f"{h:02d}:30-{h:02d}:59",
+            "catchup_cron": "0 0 1 1 *"}
+
+
+class DaemonEnv:
+    """A real ``memd run`` (isolated HOME and XDG folders, the loopback stub as the Messages API) and one
+    project, a copy of a real memory folder; faults armed and cleared while it runs."""
+
+    def __init__(self, root: Path, stub: StubAPI, src: Path | None) -> None:
+        from tests.plugins.daemon import DaemonProc
+
+        self.root, self.stub, self.src = root, stub, src
+        home = root / "home"
+        home.mkdir(parents=True)
+        self.claude = root / "claude"
+        (self.claude / "projects").mkdir(parents=True)
+        self.fault_file = root / "fault.spec"
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("ANTHROPIC_", "CLAUDE_", "XDG_", "MEMD_", "NOTIFY_SOCKET", "WATCHDOG_"))}
+        env.update(HOME=str(home), XDG_STATE_HOME=str(home / ".local" / "state"),
+                   XDG_CONFIG_HOME=str(home / ".config"), CLAUDE_CONFIG_DIR=str(self.claude),
+                   PYTHONPATH=str(ROOT), TZ="UTC", ANTHROPIC_API_KEY="test", MEMD_FAULT_FILE=str(self.fault_file))
+        self.d = DaemonProc(root, env, home, self.claude, home / ".local" / "state" / "memd",
+                            home / ".config" / "memd" / "config.toml")
+        w = _windows()
+        self.d.write_config(
+            "[daemon]\ndebounce_quiet_s = 0.2\ndebounce_max_s = 1.0\nreconcile_interval_s = 5\n"
+            f"stop_timeout_s = 10\njob_timeout_s = {JOB_TIMEOUT_S}\n"
+            f'[model]\nbase_url = "{stub.base_url}"\nmax_retries = 0\ntimeout_s = 60.0\n'
+            "[dream]\nmax_tool_turns = 4\n"
+            f'[schedule]\ndream_window = "{w["dream_window"]}"\ncheckin_window = "{w["checkin_window"]}"\n'
+            f'catchup_cron = "{w["catchup_cron"]}"\n')
+        self.before: dict[str, bytes] = {}
+        self.seed = 100
+        self.jobs = 0
+        self.mounted = False
+
+    @property
+    def mem(self) -> Path:
+        return self.claude / "projects" / NAME / "memory"
+
+    @property
+    def state(self) -> Path:
+        return self.d.state_dir
+
+    def start(self) -> None:
+        if _root():  # memd's state folder on a small tmpfs of its own (a full disk is one fault); its log
+            self.state.mkdir(parents=True)  # beside it, so the log stays writable when the disk is full
+            self.mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(self.state)],
+                                          capture_output=True).returncode == 0
+            if self.mounted:
+                (self.state / "memd.log").symlink_to(self.root / "memd.log")
+        self.d.start()
+        self.d.wait_for("daemon.ready", timeout=120)
+
+    def close(self) -> int:
+        code = self.d.stop(timeout=60) if self.d.proc is not None and self.d.proc.poll() is None else -1
+        self.d.kill()
+        if self.mounted:
+            subprocess.run(["umount", "-l", str(self.state)], capture_output=True)
+        return code
+
+    def fresh(self) -> None:
+        self.before = fresh_project(self.claude, self.src)
+
+    def script(self) -> None:
+        self.seed += 1
+        script_dream(self.stub, self.before, self.seed)
+
+    def dream(self) -> tuple[str, str, dict[str, Any]]:
+        """SIGUSR1 (the daemon's "dream now"): (outcome, reason, the job.finish or job.not_run event)."""
+        self.jobs += 1
+        seen = len(self.d.events())
+        self.d.signal(signal.SIGUSR1)
+        deadline = time.monotonic() + JOB_TIMEOUT_S + 120
+        while True:
+            new = self.d.events()[seen:]
+            end = next((e for e in new if e.get("job") == "dream" and e.get("event") in ("job.end", "job.not_run")),
+                       None)
+            if end is not None:
+                break
+            if any(e.get("event") == "job.already_queued" for e in new):
+                # the last job's end is logged before the loop hears it is done: ask again
+                time.sleep(0.3)
+                seen = len(self.d.events())
+                self.d.signal(signal.SIGUSR1)
+                continue
+            if self.d.proc is not None and self.d.proc.poll() is not None:
+                return "daemon exited", self.d.stderr()[-300:], {}
+            if time.monotonic() > deadline:
+                return "no answer", "", {}
+            time.sleep(0.1)
+        if end["event"] == "job.not_run":
+            return "not run", str(end.get("reason", "")), end
+        ev = next((e for e in new if e.get("event") == "job.finish" and e.get("project") == NAME), {})
+        return str(ev.get("outcome", "")), f"{ev.get('error') or ''} {ev.get('message') or ''}".strip(), ev
+
+    def row_of_last_run(self) -> Any:
+        from memd.state import StateStore
+
+        with StateStore.open(self.state, timeout=30) as st:
+            runs = st.runs(job="dream", project=NAME, limit=1)
+        return runs[0] if runs else None
+
+    def damage(self, during: dict[str, bytes]) -> list[str]:
+        """Files of before gone, changed topic files that lost a line of before (half-written), temp
+        files, index links to missing files."""
+        out = [f"{rel}: gone" for rel in sorted(self.before) if rel not in during]
+        for rel, data in during.items():
+            old = self.before.get(rel)
+            if old is None or old == data or rel == "MEMORY.md" or C.LOCK in rel:
+                continue
+            lines = [ln for ln in data.decode("utf-8", "replace").splitlines() if ln.strip()]
+            if any(ln not in lines for ln in old.decode("utf-8", "replace").splitlines() if ln.strip()):
+                out.append(f"{rel}: half-written (a line of before is missing)")
+        out += [f"{t}: temp file" for t in C.temps(self.mem)]
+        out += [f"dangling link: {m}" for m in C.dangling(self.mem)]
+        return out
+
+
+def daemon_case(env: DaemonEnv, fault: str, inject: Callable[[], str | None], clear: Callable[[], Any],
+                expect: str | tuple[str, ...], *, outcomes: tuple[str, ...] = ("failed",),
+                model: Callable[[], None] | None = None, in_run_log: bool = True) -> DaemonRow:
+    """One fault on the running daemon: arm it, dream (SIGUSR1), check what the daemon says and records
+    and what is left of the folder; clear it, dream again: the work is done."""
+    row = DaemonRow(fault, expected=outcomes)
+    if _ONLY and not any(o.lower() in fault.lower() for o in _ONLY):
+        row.skipped = "not selected"
+        return row
+    env.fresh()
+    (model or env.script)()
+    try:
+        skip = inject()
+        if skip:
+            row.skipped = skip
+            return row
+        row.outcome, said, ev = env.dream()
+        wanted = (expect,) if isinstance(expect, str) else expect
+        row.reason = said[:240]
+        row.reason_ok = any(w.lower() in said.lower() for w in wanted)
+        during = C.tree(env.mem)
+    finally:
+        clear()
+    row.alive = env.d.proc is not None and env.d.proc.poll() is None
+    if row.outcome == "not run":
+        row.recorded = "log (job.not_run)" if row.reason_ok else ""
+    else:
+        run = env.row_of_last_run() if in_run_log else None
+        if run is not None and run.outcome == row.outcome and (run.error or "") == (ev.get("error") or ""):
+            row.recorded = "run log"
+        elif not in_run_log and row.reason_ok:
+            row.recorded = "log"
+    row.lost = env.damage(during)
+    if C.LOCK in (p.name for p in env.mem.iterdir()) and row.outcome in ("not run", "failed"):
+        lock = env.mem / C.LOCK
+        if abs(lock.stat().st_mtime - time.time()) < 60 and lock.read_text().strip() == str(env.d.proc.pid
+                                                                                         if env.d.proc else ""):
+            row.lost.append(".consolidate-lock left held by the daemon")
+    if not row.alive:
+        return row
+    env.script()
+    outcome, said, _ = env.dream()
+    after = C.tree(env.mem)
+    run = env.row_of_last_run()
+    row.recovered = (outcome == "changed" and run is not None and run.outcome == "changed" and after != env.before
+                     and not C.dangling(env.mem) and not C.temps(env.mem))
+    if not row.recovered:
+        row.reason += f" | recovery: {outcome}: {said}"[:200]
+    return row
+
+
+def run_daemon(work: Path | None = None, quick: bool = False, only: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The faults of the running daemon (one ``memd run`` for all of them: it must outlive each)."""
+    _ONLY[:] = only
+    stub = StubAPI()
+    rows: list[DaemonRow] = []
+    t0 = time.monotonic()
+    src = smallest_real_folder()
+    with tempfile.TemporaryDirectory(prefix="memd-dfaults-", dir=work) as tmp:
+        env = DaemonEnv(Path(tmp), stub, src)
+        env.start()
+        exit_code = -1
+        try:
+            def arm(spec: str) -> Callable[[], str]:
+                def go() -> str:
+                    env.fault_file.write_text(spec)
+                    return ""
+                return go
+
+            def disarm() -> None:
+                env.fault_file.unlink(missing_ok=True)
+
+            for spec, words, outcomes in (
+                    ("store.write=ENOSPC", "no space left on device", ("failed",)),
+                    ("store.write=EACCES", "permission denied", ("failed",)),
+                    ("store.write:1=ENOSPC", "no space left on device", ("partial",))):
+                if quick and spec != "store.write=ENOSPC":
+                    continue
+                rows.append(daemon_case(env, f"memory writes fail in a daemon-run dream ({spec})", arm(spec),
+                                        disarm, words, outcomes=outcomes))
+            rows.append(daemon_case(env, "the model job's child killed mid-apply (store.before_rename:2=kill)",
+                                    arm("store.before_rename:2=kill"), disarm, ("process died", "SIGKILL")))
+
+            def history_unwritable() -> None:
+                shutil.rmtree(env.state / "history", ignore_errors=True)
+                (env.state / "history").write_text("not a folder")
+
+            if not quick:
+                rows.append(daemon_case(env, "memd's history folder unwritable (a file in its place)",
+                                        history_unwritable, lambda: (env.state / "history").unlink(),
+                                        ("history", "not a directory", "not a folder")))
+                def hang() -> None:
+                    C.clear(stub)
+                    stub.script(Reply(body=stub.message(stub.text("late")), delay=JOB_TIMEOUT_S + 30))
+
+                rows.append(daemon_case(env, f"the model job's child hangs (past daemon.job_timeout_s "
+                                        f"{JOB_TIMEOUT_S:g} s)", lambda: None, lambda: None, "timed out after",
+                                        model=hang))
+                holder: list[subprocess.Popen[str]] = []
+
+                def hold_state() -> None:
+                    p = subprocess.Popen([sys.executable, "-c", HOLD_STATE, str(env.state / "state.sqlite3")],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                    assert p.stdout is not None and p.stdout.readline().strip() == "held"
+                    holder.append(p)
+
+                def release_state() -> None:
+                    for p in holder:
+                        if p.stdin is not None:
+                            p.stdin.close()
+                        p.wait(30)
+                    holder.clear()
+
+                rows.append(daemon_case(env, "the state file's write lock held by another process",
+                                        hold_state, release_state, "the state database is busy",
+                                        outcomes=("not run",)))
+
+                def fill_state() -> str:
+                    if not env.mounted:
+                        return "needs root to mount a tmpfs"
+                    _fill(env.state)
+                    return ""
+
+                rows.append(daemon_case(env, "memd's state folder on a full disk (tmpfs)", fill_state,
+                                        lambda: (env.state / ".filler").unlink(missing_ok=True),
+                                        ("no space left on device", "disk is full"),
+                                        outcomes=("failed", "not run"), in_run_log=False))
+        finally:
+            disarm()
+            alive = env.d.proc is not None and env.d.proc.poll() is None
+            exit_code = env.close()
+    stub.close()
+    rows = [r for r in rows if r.skipped != "not selected"]
+    return {"faults": len(rows), "skipped": sum(1 for r in rows if r.skipped),
+            "passed": sum(1 for r in rows if r.ok and not r.skipped), "files_lost": sum(len(r.lost) for r in rows),
+            "daemon_alive_at_end": alive, "daemon_exit": exit_code, "seconds": round(time.monotonic() - t0, 1),
+            "rows": [r.__dict__ | {"ok": r.ok} for r in rows]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="the CI tier's faults only")
     ap.add_argument("--only", action="append", default=[], help="run the faults whose name holds this")
+    ap.add_argument("--daemon", action="store_true", help="only the faults of the running daemon")
+    ap.add_argument("--commands", action="store_true", help="only the faults of one-shot commands")
     args = ap.parse_args()
-    res = run(quick=args.quick, only=tuple(args.only))
-    for r in res["rows"]:
-        mark = "skip" if r["skipped"] else ("ok" if r["ok"] else "FAIL")
-        print(f"{mark:4} exit {r['exit']:>2} {r['fault']}\n       {r['skipped'] or r['reason']}", file=sys.stderr)
-    print(json.dumps(res, indent=2))
+    out: dict[str, Any] = {}
+    if not args.daemon:
+        res = out["commands"] = run(quick=args.quick, only=tuple(args.only))
+        for r in res["rows"]:
+            mark = "skip" if r["skipped"] else ("ok" if r["ok"] else "FAIL")
+            print(f"{mark:4} exit {r['exit']:>2} {r['fault']}\n       {r['skipped'] or r['reason']}", file=sys.stderr)
+    if not args.commands:
+        res = out["daemon"] = run_daemon(quick=args.quick, only=tuple(args.only))
+        for r in res["rows"]:
+            mark = "skip" if r["skipped"] else ("ok" if r["ok"] else "FAIL")
+            print(f"{mark:4} {r['outcome']:<9} {r['fault']}\n       {r['skipped'] or r['reason']}"
+                  f"{' | ' + '; '.join(r['lost']) if r['lost'] else ''}", file=sys.stderr)
+        print(f"daemon alive at the end: {res['daemon_alive_at_end']}, exit after SIGTERM: {res['daemon_exit']}",
+              file=sys.stderr)
+    print(json.dumps(out, indent=2))
 
 
 if __name__ == "__main__":

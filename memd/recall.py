@@ -48,6 +48,9 @@ MAX_DESCRIPTION_CHARS = 300
 MIN_USEFUL_BYTES = 256  # a session with less left of its recall budget asks the model no more
 STATE_SUBDIR = "recall"
 STATE_KEEP_DAYS = 14
+# Loading the model client is bounded apart from the call's deadline (hooks.recall_timeout_s, 8 s): with
+# both, the hook stays inside the 30 s Claude Code gives it (memd.settings_merge.EVENTS).
+LOAD_BOUND_S = 20.0
 
 SELECT_SYSTEM = """\
 You choose which saved memories would help an AI coding assistant with the user's next message.
@@ -172,22 +175,43 @@ def select_names(query: str, manifest: list[ManifestEntry], cfg: Config, *, time
     return parse_selection(llm.text_of(msg))
 
 
-def run_with_deadline(fn: Callable[[], Any], seconds: float) -> tuple[bool, Any, BaseException | None]:
-    """Run fn in a daemon thread; (finished, result, error). A thread past its deadline is abandoned."""
+def run_with_deadline(fn: Callable[[], Any], seconds: float, *, prepare: Callable[[], Any] | None = None,
+                      prepare_s: float = 0.0) -> tuple[bool, Any, BaseException | None]:
+    """Run fn in a daemon thread; (finished, result, error). A thread past its deadline is abandoned.
+
+    ``prepare`` (loading the model client) runs first on the same thread, bounded by ``prepare_s`` of
+    its own: ``seconds`` starts when it is done, so a slow import does not eat the call's deadline."""
     box: dict[str, Any] = {}
+    ready = threading.Event()
 
     def work() -> None:
         try:
+            if prepare is not None:
+                prepare()
+            ready.set()
             box["result"] = fn()
         except BaseException as e:  # handed to the caller
             box["error"] = e
+        finally:
+            ready.set()
 
     t = threading.Thread(target=work, name="memd-recall", daemon=True)
     t.start()
+    if prepare is not None and not ready.wait(max(0.0, prepare_s)):
+        return False, None, None
     t.join(max(0.0, seconds))
     if t.is_alive():
         return False, None, None
     return True, box.get("result"), box.get("error")
+
+
+def load_client(cfg: Config) -> None:
+    """Import the model client and its SDK (about a second on a quiet machine, 17 s seen under load),
+    so that the selection's deadline measures the call, not the import. Nothing when model work is off."""
+    from memd.llm import client as llm
+
+    if llm.model_off_reason(cfg) is None:
+        import anthropic  # noqa: F401
 
 
 # --------------------------------------------------------------------------- per-session state
@@ -296,11 +320,22 @@ def recall(query: str, memory_dir: Path, cfg: Config, *, state_dir: Path | None 
         return RecallResult(None, note="no memories to choose from")
     usage: dict[str, Any] = {}
     left_s = timeout - (time.monotonic() - started)
+    loaded: list[float] = []
+
+    def load() -> None:
+        t0 = time.monotonic()
+        load_client(cfg)
+        loaded.append(time.monotonic() - t0)
+
     done, names, err = run_with_deadline(
-        lambda: select_names(query, manifest, cfg, timeout_s=max(0.5, left_s - 0.25), usage=usage), left_s)
+        lambda: select_names(query, manifest, cfg, timeout_s=max(0.5, left_s - 0.25), usage=usage), left_s,
+        prepare=load, prepare_s=LOAD_BOUND_S)
     if not done:
         if on_abandon is not None:
             on_abandon()
+        if not loaded:
+            return RecallResult(None, note=f"loading the model client took more than {LOAD_BOUND_S:g} s",
+                                failed=True)
         return RecallResult(None, note=f"the model did not answer within {timeout:g} s", failed=True)
     if isinstance(err, RecallUnavailable):
         return RecallResult(None, note=err.reason, failed=True)

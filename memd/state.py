@@ -15,6 +15,9 @@ Rules this module keeps:
   uses its store from its main loop only; other threads (and the CLI, another process) open
   their own ``StateStore``. WAL lets readers run beside the one writer; ``busy_timeout`` makes a
   second writer (e.g. ``memd scan`` while the daemon runs) wait instead of failing.
+- A writer that waited out the busy timeout (10 s) gets ``StateBusy`` (exit 3, "not run"), never
+  SQLite's bare "database is locked": it names the process that holds the write lock when the system
+  shows it (``/proc/locks``) and says what to do.
 """
 
 from __future__ import annotations
@@ -45,6 +48,17 @@ _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4
 # sqlite result codes that mean "this file is not a healthy database" (not "busy" or "locked").
 _SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN = 10, 11, 13, 14
 _SQLITE_NOTADB = 26
+_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY = 5, 6, 8
+_WRITE_FAULTS = (_SQLITE_IOERR, _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_READONLY)
+# The WAL index's write lock: byte 120 of the -shm file (SQLite's unix VFS, WAL_WRITE_LOCK), and the
+# bytes of the rollback journal's RESERVED/PENDING/EXCLUSIVE locks in the database file.
+_SHM_WRITE_LOCK = 120
+_DB_LOCK_BYTES = range(0x40000000, 0x40000000 + 512 + 2)
+
+# Each connection's page cache, in KiB (SQLite's default is 2,000): the cache fills with every page a
+# connection has read and keeps it, so a daemon with three connections grew by up to 6 MB as its run log
+# grew (bench/daemon_memory.py; docs/reliability.md "Soak"). The file is small and in the OS's cache.
+CACHE_KIB = 512
 
 # Each entry moves the schema from version i to i + 1. Append only.
 MIGRATIONS: list[str] = [
@@ -223,6 +237,93 @@ class StateError(MemdError):
     """The state folder cannot be used at all (e.g. not writable)."""
 
 
+class StateBusy(StateError):
+    """Another connection held the state file's write lock for longer than the busy timeout: nothing
+    was written (exit 3, "not run"; docs/daemon.md "Outcomes and exit codes")."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, holders: list[int], path: str | None = None) -> None:
+        super().__init__(message, path=path)
+        self.holders = holders
+
+
+def _is_busy(e: sqlite3.Error) -> bool:
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in (_SQLITE_BUSY, _SQLITE_LOCKED)
+    msg = str(e).lower()
+    return "database is locked" in msg or "database is busy" in msg or "database table is locked" in msg
+
+
+def lock_holders(path: Path) -> list[int]:
+    """The pids that hold a write lock on the state file (its WAL index's write lock, or the rollback
+    journal's locks), as the kernel lists them in ``/proc/locks``; [] where that cannot be seen."""
+    files: dict[tuple[int, int, int], bool] = {}  # (major, minor, inode) -> is the -shm file
+    for p, shm in ((path, False), (Path(str(path) + "-shm"), True)):
+        with contextlib.suppress(OSError):
+            st = os.stat(p)
+            files[(os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)] = shm
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    out: list[int] = []
+    for line in lines:
+        parts = line.split()
+        # "1: POSIX  ADVISORY  WRITE 1234 08:01:5678 120 120"; a waiter's line has "->" after the number
+        if len(parts) < 8 or parts[1] == "->" or parts[1] != "POSIX" or parts[3] != "WRITE":
+            continue
+        try:
+            pid = int(parts[4])
+            major, minor, ino = parts[5].split(":")
+            key = (int(major, 16), int(minor, 16), int(ino))
+            start = int(parts[6])
+        except ValueError:
+            continue
+        is_shm = files.get(key)
+        if is_shm is None or pid <= 0 or pid in out:
+            continue
+        if (is_shm and start == _SHM_WRITE_LOCK) or (not is_shm and start in _DB_LOCK_BYTES):
+            out.append(pid)
+    return out
+
+
+def _describe(pid: int) -> str:
+    if pid == os.getpid():
+        return f"another thread of this memd (pid {pid})"
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        argv = []
+    memd = [i for i, a in enumerate(argv[:4]) if (a == "memd" and i and argv[i - 1] == "-m") or
+            (i == 0 and Path(a).name == "memd") or a == "memd.daemon.child"]
+    if memd:
+        rest = argv[memd[0] + 1:]
+        what = ("a memd job's process" if argv[memd[0]] == "memd.daemon.child" else "memd run" if "run" in rest
+                else "memd " + next((a for a in rest if a in _COMMANDS), "command"))
+        return f"{what} (pid {pid})"
+    cmd = " ".join(" ".join(Path(a).name if i == 0 else a for i, a in enumerate(argv[:3])).split())
+    cmd = cmd if len(cmd) <= 60 else cmd[:59] + "…"
+    return f"another process (pid {pid}: {cmd})" if cmd else f"another process (pid {pid})"
+
+
+_COMMANDS = ("dream", "catchup", "scan", "sync", "status", "rebuild", "undo", "report", "check")
+
+
+def busy_error(e: sqlite3.Error, path: Path, waited_s: float) -> StateBusy:
+    """SQLite's "database is locked", in words: who holds the write lock, for how long, what to do."""
+    holders = lock_holders(path)
+    who = ", ".join(_describe(p) for p in holders) if holders else "another memd or program"
+    return StateBusy(
+        f"the state database is busy: {who} has held its write lock for more than {waited_s:g} s, so "
+        "nothing was written (SQLite: " + str(e) + "); try again when it has finished, or stop it if it "
+        "is stuck (the daemon: `systemctl --user restart memd`, or `kill -TERM <pid>`)",
+        holders=holders, path=str(path))
+
+
 def _is_corruption(e: sqlite3.DatabaseError) -> bool:
     code = getattr(e, "sqlite_errorcode", None)
     if code is not None:
@@ -263,9 +364,10 @@ class _Corrupt(Exception):
 class StateStore:
     """The state file. Open with ``StateStore.open(state_dir)``; use from one thread."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path, busy_timeout_s: float = 10.0) -> None:
         self._conn = conn
         self.path = path
+        self.busy_timeout_s = busy_timeout_s  # how long a write waits for another writer's lock
         self._depth = 0  # nesting of batch()
         self.set_aside: Path | None = None  # where a corrupt file was moved on open, if it was
         self._warnings_dirty = False  # the warnings table changed in the open transaction
@@ -285,6 +387,8 @@ class StateStore:
             try:
                 conn = cls._connect(path, timeout)
             except sqlite3.DatabaseError as e:
+                if isinstance(e, sqlite3.OperationalError) and _is_busy(e):
+                    raise busy_error(e, path, timeout) from None
                 if attempt == 2 or not _is_corruption(e):
                     raise StateError(f"cannot open the state file: {_true_reason(e, path)}", path=str(path)) from None
                 moved = _set_aside(path, str(e))
@@ -294,7 +398,7 @@ class StateStore:
                     raise StateError(f"cannot rebuild the state file: {e.why}", path=str(path)) from None
                 moved = _set_aside(path, e.why)
                 continue
-            store = cls(conn, path)
+            store = cls(conn, path, timeout)
             store.set_aside = moved
             if moved is not None or not (state_dir / WARNINGS_FILE).exists():
                 store.export_warnings()
@@ -307,6 +411,7 @@ class StateStore:
         try:
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")  # before the integrity check reads every page
             # The first real read: a file that is not a database fails here.
             version = int(conn.execute("PRAGMA user_version").fetchone()[0])
             if version > SCHEMA_VERSION:
@@ -354,7 +459,7 @@ class StateStore:
             finally:
                 self._depth -= 1
             return
-        self._conn.execute("BEGIN IMMEDIATE")
+        self._exec("BEGIN IMMEDIATE")
         self._depth = 1
         try:
             yield
@@ -363,12 +468,26 @@ class StateStore:
             self._conn.execute("ROLLBACK")
             raise
         self._depth = 0
-        self._conn.execute("COMMIT")
+        try:
+            self._exec("COMMIT")
+        except StateBusy:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+            raise
         if self._warnings_dirty:
             self.export_warnings()
 
     def _exec(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> sqlite3.Cursor:
-        return self._conn.execute(sql, params)
+        """Every statement goes through here: a lock held past the busy timeout becomes ``StateBusy``."""
+        try:
+            return self._conn.execute(sql, params)
+        except sqlite3.OperationalError as e:
+            if _is_busy(e):
+                raise busy_error(e, self.path, self.busy_timeout_s) from None
+            if (getattr(e, "sqlite_errorcode", 0) or 0) & 0xFF in _WRITE_FAULTS:
+                raise StateError(f"cannot write the state file: {_true_reason(e, self.path)}",
+                                 path=str(self.path)) from None
+            raise
 
     # ------------------------------------------------------------------ transcripts
 

@@ -290,3 +290,56 @@ def test_budget_config_bounds_the_manifest(memory: Path) -> None:
     c = Config(budget=replace(BudgetConfig(), max_topic_files=3))
     assert [e.name for e in build(memory, max_files=c.budget.max_topic_files).entries] == [
         "m0.md", "m1.md", "m2.md"]
+
+
+# --------------------------------------------------------------------------- a slow import
+
+
+_SLOW_IMPORT = """
+import importlib.abc, json, sys, time
+from pathlib import Path
+
+
+class Slow(importlib.abc.MetaPathFinder):  # importing the SDK takes 3 s, as under a heavy load
+    def find_spec(self, name, path, target=None):
+        if name == "anthropic":
+            time.sleep(3.0)
+        return None
+
+
+sys.meta_path.insert(0, Slow())
+from memd import recall
+from memd.config import Config, HooksConfig, ModelConfig, replace
+
+cfg = Config(model=replace(ModelConfig(), base_url=sys.argv[2]),
+             hooks=replace(HooksConfig(), recall=True, recall_timeout_s=2.0))
+t0 = time.monotonic()
+res = recall.recall("q", Path(sys.argv[1]), cfg)
+print(json.dumps({"chosen": res.chosen, "note": res.note, "seconds": time.monotonic() - t0,
+                  "loaded": "anthropic" in sys.modules}))
+"""
+
+
+def test_a_slow_sdk_import_does_not_eat_the_calls_deadline(stub_api: StubAPI, keyed: None, memory: Path) -> None:
+    """The SDK import (17 s seen under load) is bounded apart: the 2 s deadline is the model call's."""
+    memfile(memory, "a.md")
+    pick(stub_api, "a.md")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", _SLOW_IMPORT, str(memory), stub_api.base_url], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["loaded"] and out["seconds"] >= 3.0
+    assert out["chosen"] == ["a.md"], out["note"]
+
+
+def test_loading_the_client_has_its_own_bound(monkeypatch: pytest.MonkeyPatch, stub_api: StubAPI, keyed: None,
+                                              memory: Path) -> None:
+    memfile(memory, "a.md")
+    monkeypatch.setattr(recall, "LOAD_BOUND_S", 0.2)
+    monkeypatch.setattr(recall, "load_client", lambda cfg: time.sleep(2.0))
+    abandoned: list[bool] = []
+    res = recall.recall("q", memory, cfg(stub_api, recall_timeout_s=5.0), on_abandon=lambda: abandoned.append(True))
+    assert res.failed and res.text is None and abandoned
+    assert "loading the model client took more than 0.2 s" in res.note
+    assert stub_api.requests == []

@@ -51,6 +51,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from memd.errors import MemdError
 from memd.jobs import JobContext, ProjectOutcome
 
 if TYPE_CHECKING:
@@ -62,6 +63,9 @@ JOBS = ("dream", "catchup")  # the jobs that load the model client
 ABANDONED = "abandoned: memd stopped before the run finished"
 ORPHAN_GRACE_S = 5.0  # a child whose daemon died stops itself, at the latest this long after noticing
 _POLL_S = 0.2
+# A file whose text is a ``MEMD_FAULT`` spec (memd.store.fault), read by each child when it starts: the
+# faults campaign (bench/faults.py) arms and clears fault points in the daemon's jobs while it runs.
+FAULT_FILE_ENV = "MEMD_FAULT_FILE"
 
 
 # ----------------------------------------------------------------------------- plain data
@@ -348,7 +352,15 @@ def serve(hello: dict[str, Any], lines: Any, out: IO[bytes], stop: threading.Eve
     fn = work or runner.load_project_job(hello["job"])
     log = PipeLog(out)
     state_dir = Path(hello["state_dir"])
-    with StateStore.open(state_dir) as state:
+    try:
+        opened = StateStore.open(state_dir)
+    except MemdError as e:  # a state file that cannot be opened fails each project with its true reason
+        for raw in lines:
+            name = json.loads(raw)["project"]["name"]
+            out.write(_line({"outcome": outcome_to_plain(ProjectOutcome(name, "failed", error=str(e)[:300]))}))
+            out.flush()
+        return 1
+    with opened as state:
         for raw in lines:
             req = json.loads(raw)
             p = req["project"]
@@ -376,6 +388,12 @@ def main() -> int:
     if not first:
         return 0
     hello = json.loads(first)
+    armed = os.environ.get(FAULT_FILE_ENV)
+    if armed:  # the faults campaign arms the next job's fault points without restarting the daemon
+        from memd import store
+
+        with contextlib.suppress(OSError):
+            store.set_faults(Path(armed).read_text(encoding="utf-8").strip())
     parent = int(hello.get("parent") or os.getppid())
     threading.Thread(target=_watch_parent, args=(parent, stop), name="memd-orphan-watch", daemon=True).start()
     return serve(hello, sys.stdin.buffer, out, stop)

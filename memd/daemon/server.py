@@ -198,7 +198,10 @@ class Daemon:
                                      project=self.busy_project, timeout_s=self.config.daemon.stop_timeout_s)
                     return 0
                 continue
-            self.tick()
+            try:
+                self.tick()
+            except Exception as e:  # a fault (the state file busy, full, unwritable) must not end the daemon
+                self.log.exception("daemon.error", where="tick", error=f"{type(e).__name__}: {e}")
 
     def drain(self) -> int:
         """Act on everything queued (signals, alarms, the worker's messages); how many items."""

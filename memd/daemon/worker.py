@@ -26,6 +26,7 @@ from memd import layout
 from memd.clock import Clock
 from memd.config import Config
 from memd.errors import MemdError
+from memd.state import StateError
 
 if TYPE_CHECKING:
     from memd.daemon.child import ChildJob
@@ -141,6 +142,8 @@ class Worker:
         self.outbox.put(("job_started", req))
         try:
             self._run_request(req, state)
+        except StateError as e:  # the run log cannot be written (busy, full, unwritable): the job stops
+            self.log.error("job.not_run", job=req.job, projects=req.projects, reason=str(e))
         except Exception as e:
             self.log.exception("job.crashed", job=req.job, error=f"{type(e).__name__}: {e}")
         finally:

@@ -160,7 +160,12 @@ def run_project(job: str, jc: JobContext, project: Project, work: ProjectJob,
     # a dry run changes nothing: it is in the JSON log (dry_run=true) but not in the run log, where it
     # would count as a run that "changed nothing" and show in the check-in as if it had run
     record = jc.state is not None and not jc.dry_run
-    run_id = jc.state.start_run(job, project.name, started) if record else None
+    try:
+        run_id = jc.state.start_run(job, project.name, started) if record else None
+    except BaseException:  # the run log cannot be written (a busy or broken state file): not run
+        if lock is not None:
+            lock.release(success=False)
+        raise
     if run_id is not None:
         with _active_lock:
             _active[run_id] = project.name
