@@ -497,11 +497,7 @@ class DaemonEnv:
             if end is not None:
                 break
             if any(e.get("event") == "job.already_queued" for e in new):
-                # the last job's end is logged before the loop hears it is done: ask again
-                time.sleep(0.3)
-                seen = len(self.d.events())
-                self.d.signal(signal.SIGUSR1)
-                continue
+                return "trigger dropped", "job.already_queued while no dream was waiting", {}
             if self.d.proc is not None and self.d.proc.poll() is not None:
                 return "daemon exited", self.d.stderr()[-300:], {}
             if time.monotonic() > deadline:

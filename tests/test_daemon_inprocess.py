@@ -60,7 +60,9 @@ class Rig:
     def finish_jobs(self) -> None:
         # the worker's messages as if its jobs had run: the loop forgets them (no job runs in these tests)
         for key in list(self.daemon.pending):
-            self.daemon.dispatch(("job_done", JobRequest(key[0], list(key[1]) if key[1] else None, key[2])))
+            req = JobRequest(key[0], list(key[1]) if key[1] else None, key[2])
+            self.daemon.dispatch(("job_started", req))
+            self.daemon.dispatch(("job_done", req))
 
 
 @pytest.fixture
@@ -166,6 +168,24 @@ def test_two_identical_requests_run_once(tmp_path: Path, rigs: list[Rig]) -> Non
     assert d.pending == [] and d.running is None
     d.enqueue(JobRequest("relief", ["-p"], reason="auto_relief"))  # done: the same request runs again
     assert d.worker.run_queued(d.state) == 1
+
+
+def test_a_request_for_the_running_job_queues_one_more_run(tmp_path: Path, rigs: list[Rig]) -> None:
+    """A trigger that arrives while the same job runs (or between its end and the loop hearing of it)
+    is not dropped: it may ask about sessions the running job already looked past. A second one while
+    that is still waiting is the same request."""
+    r = Rig(tmp_path, datetime(2026, 6, 1, 12, 0, tzinfo=UTC), UTC)
+    rigs.append(r)
+    r.project("-p")
+    d = r.daemon
+    req = JobRequest("relief", ["-p"], force=True, reason="signal")
+    d.enqueue(req)
+    d.dispatch(("job_started", req))  # the worker has taken it
+    assert d.running == req and d.pending == []
+    d.enqueue(JobRequest("relief", ["-p"], force=True, reason="signal"))
+    d.enqueue(JobRequest("relief", ["-p"], force=True, reason="signal"))
+    assert len(r.rec.named("job.queued")) == 2 and len(r.rec.named("job.already_queued")) == 1
+    assert d.worker.run_queued(d.state) == 2
 
 
 # ----------------------------------------------------------------------------- busy-project deferral

@@ -11,7 +11,6 @@ from memd.clock import ManualClock
 from memd.config import Config, SyncConfig
 from memd.daemon import control
 from memd.daemon.server import Daemon
-from memd.daemon.worker import JobRequest
 from tests.plugins.daemon import Recorder
 from tests.plugins.sync import Machine, topic
 
@@ -44,14 +43,15 @@ def test_the_daemon_syncs_every_interval_and_on_trigger(machines: Any, tmp_path:
         finished = [e for e in rec.named("job.finish") if e["job"] == "sync"]
         assert finished and finished[0]["outcome"] == "changed", rec.events
         assert b.read("x.md") == a.read("x.md")
-        d.dispatch(("job_done", JobRequest("sync", None)))
+        d.drain()  # the worker's job_started and job_done
         clock.advance(10 * 60)
         d.tick()
         assert len(_queued(rec)) == 1
         clock.advance(25 * 60)
         d.tick()
         assert len(_queued(rec)) == 2
-        d.dispatch(("job_done", JobRequest("sync", None)))
+        assert d.worker.run_queued(d.state) == 1
+        d.drain()
         # `memd trigger sync --project P`: a request file and SIGUSR2; the catch-up is not started
         control.write_request(b.state_dir, "sync", [b.project().name])
         d.handle_SIGUSR2()

@@ -92,7 +92,7 @@ class Daemon:
         self.last_slot: dict[str, datetime] = {}
         self.sigs: dict[str, tuple[int, int, int]] = {}
         self.relief: dict[str, float] = {}
-        self.pending: list[tuple[Any, ...]] = []  # job keys queued or running
+        self.pending: list[tuple[Any, ...]] = []  # job keys queued and not started yet
         self.running: JobRequest | None = None  # the worker's job, as its messages tell
         self.busy_project: str | None = None  # the folder the running job holds, as its messages tell
         self.deferred: set[str] = set()
@@ -241,6 +241,8 @@ class Daemon:
                 self.check_schedule()
             elif kind == "job_started":
                 self.running = value
+                with contextlib.suppress(ValueError):  # running now: the same request may queue again
+                    self.pending.remove(value.key())
             elif kind == "project_busy":
                 self.busy_project = value
             elif kind == "after_project":
@@ -569,7 +571,9 @@ class Daemon:
     # ------------------------------------------------------------------ jobs
 
     def enqueue(self, req: JobRequest) -> None:
-        """Hand a job to the worker, unless the same job (``JobRequest.key``) is queued or running."""
+        """Hand a job to the worker, unless the same job (``JobRequest.key``) is already queued and not
+        started. A request for a job that is running queues one more run after it: what it asks for
+        (a trigger after new sessions, say) may come after the running one looked."""
         if self.stopping is not None:
             self.log.info("job.refused", job=req.job, reason="stopping")
             return
@@ -584,8 +588,6 @@ class Daemon:
     def _job_done(self, req: JobRequest) -> None:
         self.running = None
         self.busy_project = None
-        with contextlib.suppress(ValueError):
-            self.pending.remove(req.key())
 
     def _after_project(self, name: str) -> None:
         # the job may have written the folder (its own writes were not measured meanwhile)
