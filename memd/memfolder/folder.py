@@ -57,7 +57,8 @@ def read_folder(memory_dir: Path, budget: BudgetConfig | None = None, *,
     w = walk(memory_dir)
     if not w.exists or w.problem:
         return FolderSnapshot(memory_dir, w.exists, w.problem)
-    rr = real_root(memory_dir)
+    # the resolved root matters only to symlinks (where they land): no realpath for a folder without one
+    rr = real_root(memory_dir) if any(e.is_symlink() for _, e in w.files()) else os.fspath(memory_dir)
     files = [FileRecord(rel, problem=p, kind=P.OTHER) for rel, p in w.unreadable]
     for rel, entry in w.files():
         is_link = entry.is_symlink()
