@@ -66,7 +66,7 @@ def relative_dates(rec: FileRecord, today: str | None = None) -> list[Finding]:
     text = rec.text or ""
     low = text.lower()
     needles = _DATE_NEEDLES if low.isascii() else _DATE_NEEDLES + _DATE_NEEDLES_CJK
-    present = [n for n in needles if n in low]
+    present = [needle for needle in needles if needle in low]
     if not present:
         return []
     # the lines worth a closer look: those holding a needle (every match does, on its own line),
@@ -74,11 +74,11 @@ def relative_dates(rec: FileRecord, today: str | None = None) -> list[Finding]:
     hit_lines: set[int] | None = None
     if len(low) == len(text):
         starts: list[int] = []
-        for n in present:
-            at = low.find(n)
+        for needle in present:
+            at = low.find(needle)
             while at >= 0:
                 starts.append(at)
-                at = low.find(n, at + len(n))
+                at = low.find(needle, at + len(needle))
         starts.sort()
         hit_lines, pos, line_no = set(), 0, 1
         for at in starts:
