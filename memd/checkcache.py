@@ -1,11 +1,21 @@
 """A cache of `memd check` results, like ruff's: a folder whose files have not changed is not read again.
 
 One JSON file for every memory folder, ``<state_dir>/cache/check.json`` (read once per process,
-written once per `check --all`), each entry keyed on the folder's
-``fingerprint`` (every file's size, times and inode), the budget, and the code of the checks
-themselves (the modules' sizes and times), so a changed file, config or memd means a fresh check.
-Entries written within two seconds of a file's modification are not trusted (a coarse clock could
-hide a second write), and any problem with the cache just means checking again: it never fails a check.
+written once per `check --all`). Each entry holds the folder's ``fingerprint`` (every file's size,
+times, inode and mode), the budget, and is valid only for the code of the checks themselves (the
+modules' sizes and times), so a changed file, config or memd means a fresh check. Entries written
+within two seconds of a file's modification are not trusted (a coarse clock could hide a second
+write), and any problem with the cache just means checking again: it never fails a check.
+
+The quick check. A repeated ``check --all`` of an unchanged tree need not list every folder: an entry
+also holds the stamp (mtime, ctime, inode) of each folder the walk listed, each taken before it was
+listed. A folder whose stamp is unchanged holds the same names (adding, removing or renaming an
+entry changes its folder's mtime and ctime), so the quick check stats the folders and the files the
+fingerprint names, and nothing else; any difference sends it to the full fingerprint. Files are
+always stat'ed: an edit in place changes only the file's own times, never its folder's. Not offered
+for a folder with symlinks (their targets change without the folder), one cut short or with an
+unreadable sub-folder, or one whose stamp is within two seconds of the entry's writing (the same
+coarse clock).
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     Pathish = str | os.PathLike[str]
+    Key = tuple[str, list[object], list[tuple[str, int, int, int]]]  # budget, fingerprint, stamps: opaque
 
 _MODULES = ("core/lint.py", "core/links.py", "core/dates.py", "core/fastscan.py", "core/secrets.py",
             "core/secret_rules.py", "core/secret_views.py", "core/budget.py", "core/signature.py", "core/rebuild.py",
@@ -83,34 +94,90 @@ def _cache(state_dir: Pathish) -> _Cache:
     return c
 
 
-def _key(fp: tuple[object, ...], budget: BudgetConfig, team_pii: bool) -> str:
-    # The key is the whole description, not a digest of it: no hashing to import, no collisions.
-    return repr((fp, astuple(budget), team_pii))
+def _cfg(budget: BudgetConfig, team_pii: bool) -> str:
+    return repr((astuple(budget), team_pii))
+
+
+def _rows(fp: tuple[object, ...]) -> list[object]:
+    """The fingerprint as JSON has it (its tuples as lists): what an entry holds and is compared with."""
+    return [list(x) if isinstance(x, tuple) else x for x in fp]
+
+
+def _quick_stamps(rows: list[object], stamps: list[tuple[str, int, int, int]]) -> list[list[object]] | None:
+    """The folder stamps an entry keeps for the quick check, or None when it is not offered (see
+    the module doc)."""
+    if not stamps or not rows or rows[0] is not False:
+        return None  # ("missing",), or the walk was cut short
+    if any(not isinstance(r, list) or len(r) != 6 for r in rows[1:]):
+        return None  # an unreadable sub-folder (rel, problem) or a symlink (its target's stat)
+    recent = (time.time() - RACY_SECONDS) * 1e9
+    if any(m < 0 or m > recent for _, m, _, _ in stamps):
+        return None
+    return [list(st) for st in stamps]
+
+
+def _unchanged(memory_dir: Pathish, entry: dict[str, Any]) -> bool:
+    """The quick check: every folder stamp and every file's stat as the entry has them."""
+    root = os.fspath(memory_dir)
+    base = root if root.endswith(os.sep) else root + os.sep  # rel paths are joined by hand: os.path.join
+    stat, lstat = os.stat, os.lstat  # is most of the cost of a check that finds nothing changed
+    try:
+        for rel, m, c, ino in entry["dirs"]:
+            st = stat(base + rel if rel else root)
+            if st.st_mtime_ns != m or st.st_ctime_ns != c or st.st_ino != ino:
+                return False
+        for rel, size, m, c, ino, mode in entry["fp"][1:]:
+            st = lstat(base + rel)
+            if (st.st_mtime_ns != m or st.st_size != size or st.st_ctime_ns != c or st.st_ino != ino
+                    or st.st_mode != mode):
+                return False
+    except (OSError, ValueError, TypeError, KeyError):
+        return False
+    return True
 
 
 def lookup(state_dir: Pathish, memory_dir: Pathish, budget: BudgetConfig,
-           team_pii: bool) -> tuple[str | None, dict[str, Any] | None]:
-    """(key, cached result) — the key is None when the folder cannot be fingerprinted."""
+           team_pii: bool) -> tuple[Key | None, dict[str, Any] | None]:
+    """(key, cached result) — the key is None when the folder cannot be fingerprinted, and when the
+    quick check answered (nothing is stored on a hit)."""
     from memd.memfolder.folder import fingerprint
 
-    fp = fingerprint(memory_dir)
+    cfg = _cfg(budget, team_pii)
+    c = _cache(state_dir)
+    where = os.path.abspath(memory_dir)
+    entry = c.folders.get(where)
+    if not isinstance(entry, dict) or entry.get("cfg") != cfg or not isinstance(entry.get("result"), dict):
+        entry = None
+    if entry is not None and entry.get("dirs") and _unchanged(memory_dir, entry):
+        return None, entry["result"]
+    stamps: list[tuple[str, int, int, int]] = []
+    fp = fingerprint(memory_dir, stamps)
     if fp is None:
         return None, None
-    key = _key(fp, budget, team_pii)
-    entry = _cache(state_dir).folders.get(os.path.abspath(memory_dir))
-    if not isinstance(entry, dict) or entry.get("key") != key or not isinstance(entry.get("result"), dict):
+    rows = _rows(fp)
+    key = (cfg, rows, stamps)
+    if entry is None or entry.get("fp") != rows:
         return key, None
+    quick = _quick_stamps(rows, stamps)
+    if quick != entry.get("dirs") and (quick is not None or entry.get("dirs") is not None):
+        # the same files, but a folder changed (a file of another kind came or went): new stamps, so
+        # the next run's quick check can answer again
+        fresh = {**entry, "dirs": quick}
+        c.folders[where] = c.changed[where] = fresh
+        if not c.depth:
+            _write(c)
     return key, entry["result"]
 
 
-def store(state_dir: Pathish, memory_dir: Pathish, key: str | None, result: dict[str, Any],
+def store(state_dir: Pathish, memory_dir: Pathish, key: Key | None, result: dict[str, Any],
           newest_mtime: float | None) -> None:
     """Remember result under key (quietly does nothing when it cannot); written now, or at the end of
     the open ``batch()``."""
     if key is None or (newest_mtime is not None and newest_mtime > time.time() - RACY_SECONDS):
         return
+    cfg, rows, stamps = key
     c = _cache(state_dir)
-    entry = {"key": key, "result": result}
+    entry = {"cfg": cfg, "fp": rows, "dirs": _quick_stamps(rows, stamps), "result": result}
     c.folders[os.path.abspath(memory_dir)] = entry
     c.changed[os.path.abspath(memory_dir)] = entry
     if not c.depth:

@@ -146,7 +146,7 @@ def _pieced_text(draw: st.DrawFn) -> str:
 @st.composite
 def _split_secret(draw: st.DrawFn) -> str:
     """A secret's shape cut into pieces of 3 to 8 characters, one space or tab apart (a split token)."""
-    secret = draw(st.sampled_from(SAMPLES + ["AKIAIOSFODNN7EXAMPLE", "xoxb-" + "1a2B" * 6, "------" + "AB12CD34EF"]))
+    secret = draw(st.sampled_from([*SAMPLES, "AKIAIOSFODNN7EXAMPLE", "xoxb-" + "1a2B" * 6, "------" + "AB12CD34EF"]))
     cuts, at = [], 0
     while at < len(secret):
         n = draw(st.integers(3, 8))

@@ -107,12 +107,15 @@ def _record(entry: os.DirEntry[str], rel: str, rr: str, max_bytes: int, signatur
                       kind=kind)
 
 
-def fingerprint(memory_dir: str | os.PathLike[str]) -> tuple[object, ...] | None:
+def fingerprint(memory_dir: str | os.PathLike[str],
+                stamps: list[tuple[str, int, int, int]] | None = None) -> tuple[object, ...] | None:
     """What the folder's files are, by their metadata only (no reads); None when it cannot be told.
 
     Equal fingerprints mean the same files with the same size, times and inodes (symlinks by
-    their target's)."""
-    w = walk(memory_dir)
+    their target's). ``stamps``, when given, gets the walk's folder stamps (``Walk.stamps``)."""
+    w = walk(memory_dir, stamps=stamps is not None)
+    if stamps is not None and w.stamps is not None:
+        stamps.extend(w.stamps)
     if not w.exists:
         return ("missing",)
     if w.problem:
