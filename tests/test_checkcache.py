@@ -141,6 +141,7 @@ def test_quick_check_answers_an_unchanged_folder_without_listing_it(tmp_path: Pa
 def test_quick_check_sees_an_edit_in_place_of_the_same_size_and_second(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     p, state, codes = _quick_setup(tmp_path)
+    assert "MEM025" not in codes
     b = p.memory_dir / "sub" / "b.md"
     st = b.stat()
     text = b.read_text().replace("type: user", "type: nope")  # same length: MEM025 appears
