@@ -32,7 +32,9 @@ if TYPE_CHECKING:
     from typing import Any
 
     Pathish = str | os.PathLike[str]
-    Key = tuple[str, list[object], list[tuple[str, int, int, int]]]  # budget, fingerprint, stamps: opaque
+    from memd.memfolder.walk import Walk
+
+    Key = tuple[str, list[object], list[tuple[str, int, int, int]], Walk]  # opaque to callers
 
 _MODULES = ("core/lint.py", "core/links.py", "core/dates.py", "core/fastscan.py", "core/secrets.py",
             "core/secret_rules.py", "core/secret_views.py", "core/budget.py", "core/signature.py", "core/rebuild.py",
@@ -140,7 +142,7 @@ def lookup(state_dir: Pathish, memory_dir: Pathish, budget: BudgetConfig,
            team_pii: bool) -> tuple[Key | None, dict[str, Any] | None]:
     """(key, cached result) — the key is None when the folder cannot be fingerprinted, and when the
     quick check answered (nothing is stored on a hit)."""
-    from memd.memfolder.folder import fingerprint
+    from memd.memfolder.folder import fingerprint_walk
 
     cfg = _cfg(budget, team_pii)
     c = _cache(state_dir)
@@ -150,12 +152,12 @@ def lookup(state_dir: Pathish, memory_dir: Pathish, budget: BudgetConfig,
         entry = None
     if entry is not None and entry.get("dirs") and _unchanged(memory_dir, entry):
         return None, entry["result"]
-    stamps: list[tuple[str, int, int, int]] = []
-    fp = fingerprint(memory_dir, stamps)
+    fp, w = fingerprint_walk(memory_dir, stamps=True)
     if fp is None:
         return None, None
     rows = _rows(fp)
-    key = (cfg, rows, stamps)
+    stamps = w.stamps or []
+    key = (cfg, rows, stamps, w)
     if entry is None or entry.get("fp") != rows:
         return key, None
     quick = _quick_stamps(rows, stamps)
@@ -169,13 +171,18 @@ def lookup(state_dir: Pathish, memory_dir: Pathish, budget: BudgetConfig,
     return key, entry["result"]
 
 
+def walk_of(key: Key | None) -> Walk | None:
+    """The walk a key's fingerprint was made from: the folder's listing for the check that follows."""
+    return key[3] if key is not None else None
+
+
 def store(state_dir: Pathish, memory_dir: Pathish, key: Key | None, result: dict[str, Any],
           newest_mtime: float | None) -> None:
     """Remember result under key (quietly does nothing when it cannot); written now, or at the end of
     the open ``batch()``."""
     if key is None or (newest_mtime is not None and newest_mtime > time.time() - RACY_SECONDS):
         return
-    cfg, rows, stamps = key
+    cfg, rows, stamps, _ = key
     c = _cache(state_dir)
     entry = {"cfg": cfg, "fp": rows, "dirs": _quick_stamps(rows, stamps), "result": result}
     c.folders[os.path.abspath(memory_dir)] = entry
