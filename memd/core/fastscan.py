@@ -480,7 +480,8 @@ _TOKEN_SET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123
 _UPPER_CLASS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_+/=.-"  # what an all-upper piece is made of
 # a run from its first upper case letter or digit, and the run after it when one space or tab follows
 _SPECIAL_RUN = re.compile(f"[0-9A-Z][{_TOKEN}]*+(?:(?=[ \\t]([{_TOKEN}]++))|)")
-_SYMBOL_RUN = re.compile(r"[_+/=.\-][_+/=.\-]{5}")  # six symbols: a piece with no upper case letter or digit
+_SYMBOL_BYTES = bytes.maketrans(b"_+/=.-", b"\x00" * 6)  # six symbols (a piece with no upper case letter
+_SIX_SYMBOLS = b"\x00" * 6  # or digit) found as six NULs in a copy (no regex pass; NULs of the text err to yes)
 _PIECE_SIGN = re.compile(r"\d|[a-z][A-Z]")
 _DIGIT = re.compile(r"\d")
 _B64ISH = re.compile(r"[A-Za-z0-9+/_\-]{16,}")
@@ -501,9 +502,15 @@ def _ends_in_piece(run: str) -> bool:
 
 def _split_pair(text: str) -> bool:
     """Whether two token pieces may stand one space or tab apart (see above)."""
-    if _SYMBOL_RUN.search(text) is not None:
-        return True  # the first of two pieces may be six symbols: no faster look for that one
-    for m in _SPECIAL_RUN.finditer(text):  # every other piece holds an upper case letter or digit
+    # the first of two pieces may be six symbols: no faster look for that one. (In UTF-8 the bytes of a
+    # non-ASCII character are all >= 0x80, so six symbol bytes are six symbol characters.)
+    if _SIX_SYMBOLS in text.encode("utf-8", "surrogatepass").translate(_SYMBOL_BYTES):
+        return True
+    # every other piece holds an upper case letter or digit. First the runs after them alone (findall
+    # makes no match objects): in most texts none is a whole piece, and nothing more is looked at
+    if not any(len(a) >= 4 and _whole_piece(a) for a in _SPECIAL_RUN.findall(text)):
+        return False
+    for m in _SPECIAL_RUN.finditer(text):
         after = m.group(1)
         # most runs after a blank are short or lower case words: a piece only with a digit
         if not after or len(after) < 4 or (after.islower() and _DIGIT.search(after) is None) \
