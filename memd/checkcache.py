@@ -161,7 +161,7 @@ def lookup(state_dir: Pathish, memory_dir: Pathish, budget: BudgetConfig,
     if entry is None or entry.get("fp") != rows:
         return key, None
     quick = _quick_stamps(rows, stamps)
-    if quick != entry.get("dirs") and (quick is not None or entry.get("dirs") is not None):
+    if quick != entry.get("dirs"):
         # the same files, but a folder changed (a file of another kind came or went): new stamps, so
         # the next run's quick check can answer again
         fresh = {**entry, "dirs": quick}
