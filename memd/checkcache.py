@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     Pathish = str | os.PathLike[str]
     from memd.memfolder.walk import Walk
 
-    Key = tuple[str, list[object], list[tuple[str, int, int, int]], Walk]  # opaque to callers
+    Key = tuple[str, str, list[str] | None, Walk]  # budget, fingerprint, quick check, walk: opaque
 
 _MODULES = ("core/lint.py", "core/links.py", "core/dates.py", "core/fastscan.py", "core/secrets.py",
             "core/secret_rules.py", "core/secret_views.py", "core/budget.py", "core/signature.py", "core/rebuild.py",
@@ -100,71 +100,70 @@ def _cfg(budget: BudgetConfig, team_pii: bool) -> str:
     return repr((astuple(budget), team_pii))
 
 
-def _rows(fp: tuple[object, ...]) -> list[object]:
-    """The fingerprint as JSON has it (its tuples as lists): what an entry holds and is compared with."""
-    return [list(x) if isinstance(x, tuple) else x for x in fp]
-
-
-def _quick_stamps(rows: list[object], stamps: list[tuple[str, int, int, int]]) -> list[list[object]] | None:
-    """The folder stamps an entry keeps for the quick check, or None when it is not offered (see
-    the module doc)."""
-    if not stamps or not rows or rows[0] is not False:
+def _quick(fp: tuple[object, ...], stamps: list[tuple[str, int, int, int]]) -> list[str] | None:
+    """What an entry keeps for the quick check, or None when it is not offered (see the module doc):
+    the folders' rels and stamps, the files' rels and stats, as four strings (a string is read from
+    JSON far faster than as many numbers, and compared whole)."""
+    if not stamps or not fp or fp[0] is not False:
         return None  # ("missing",), or the walk was cut short
-    if any(not isinstance(r, list) or len(r) != 6 for r in rows[1:]):
+    rows = [r for r in fp[1:] if isinstance(r, tuple) and len(r) == 6]
+    if len(rows) != len(fp) - 1:
         return None  # an unreadable sub-folder (rel, problem) or a symlink (its target's stat)
     recent = (time.time() - RACY_SECONDS) * 1e9
     if any(m < 0 or m > recent for _, m, _, _ in stamps):
         return None
-    return [list(st) for st in stamps]
+    return ["\0".join(d[0] for d in stamps), "|".join(f"{m},{c},{i}" for _, m, c, i in stamps),
+            "\0".join(str(r[0]) for r in rows), "|".join(f"{r[1]},{r[2]},{r[3]},{r[4]},{r[5]}" for r in rows)]
 
 
-def _unchanged(memory_dir: Pathish, entry: dict[str, Any]) -> bool:
-    """The quick check: every folder stamp and every file's stat as the entry has them."""
-    root = os.fspath(memory_dir)
-    base = root if root.endswith(os.sep) else root + os.sep  # rel paths are joined by hand: os.path.join
-    stat, lstat = os.stat, os.lstat  # is most of the cost of a check that finds nothing changed
+def _unchanged(memory_dir: Pathish, quick: list[str]) -> bool:
+    """The quick check: every folder stamp and every file's stat as the entry has them (an entry
+    read from the file may hold anything: a wrong shape is a miss)."""
     try:
-        for rel, m, c, ino in entry["dirs"]:
+        dirs, dir_stamps, files, file_stats = quick
+        root = os.fspath(memory_dir)
+        base = root if root.endswith(os.sep) else root + os.sep  # joined by hand: os.path.join is most of
+        stat, lstat = os.stat, os.lstat  # the cost of a check that finds nothing changed
+        now: list[str] = []
+        for rel in dirs.split("\0"):
             st = stat(base + rel if rel else root)
-            if st.st_mtime_ns != m or st.st_ctime_ns != c or st.st_ino != ino:
-                return False
-        for rel, size, m, c, ino, mode in entry["fp"][1:]:
+            now.append(f"{st.st_mtime_ns},{st.st_ctime_ns},{st.st_ino}")
+        if "|".join(now) != dir_stamps:
+            return False
+        now = []
+        for rel in files.split("\0") if files else ():
             st = lstat(base + rel)
-            if (st.st_mtime_ns != m or st.st_size != size or st.st_ctime_ns != c or st.st_ino != ino
-                    or st.st_mode != mode):
-                return False
-    except (OSError, ValueError, TypeError, KeyError):
+            now.append(f"{st.st_size},{st.st_mtime_ns},{st.st_ctime_ns},{st.st_ino},{st.st_mode}")
+        return bool("|".join(now) == file_stats)
+    except (OSError, ValueError, TypeError, AttributeError):
         return False
-    return True
 
 
 def lookup(state_dir: Pathish, memory_dir: Pathish, budget: BudgetConfig,
            team_pii: bool) -> tuple[Key | None, dict[str, Any] | None]:
     """(key, cached result) — the key is None when the folder cannot be fingerprinted, and when the
     quick check answered (nothing is stored on a hit)."""
-    from memd.memfolder.folder import fingerprint_walk
-
     cfg = _cfg(budget, team_pii)
     c = _cache(state_dir)
     where = os.path.abspath(memory_dir)
     entry = c.folders.get(where)
     if not isinstance(entry, dict) or entry.get("cfg") != cfg or not isinstance(entry.get("result"), dict):
         entry = None
-    if entry is not None and entry.get("dirs") and _unchanged(memory_dir, entry):
+    if entry is not None and entry.get("quick") and _unchanged(memory_dir, entry["quick"]):
         return None, entry["result"]
+    from memd.memfolder.folder import fingerprint_walk  # not on a quick hit
+
     fp, w = fingerprint_walk(memory_dir, stamps=True)
     if fp is None:
         return None, None
-    rows = _rows(fp)
-    stamps = w.stamps or []
-    key = (cfg, rows, stamps, w)
-    if entry is None or entry.get("fp") != rows:
+    full = repr(fp)  # the whole description, not a digest: no hashing to import, no collisions
+    key = (cfg, full, _quick(fp, w.stamps or []), w)
+    if entry is None or entry.get("fp") != full:
         return key, None
-    quick = _quick_stamps(rows, stamps)
-    if quick != entry.get("dirs"):
+    if key[2] != entry.get("quick"):
         # the same files, but a folder changed (a file of another kind came or went): new stamps, so
         # the next run's quick check can answer again
-        fresh = {**entry, "dirs": quick}
+        fresh = {**entry, "quick": key[2]}
         c.folders[where] = c.changed[where] = fresh
         if not c.depth:
             _write(c)
@@ -182,9 +181,9 @@ def store(state_dir: Pathish, memory_dir: Pathish, key: Key | None, result: dict
     the open ``batch()``."""
     if key is None or (newest_mtime is not None and newest_mtime > time.time() - RACY_SECONDS):
         return
-    cfg, rows, stamps, _ = key
+    cfg, full, quick, _ = key
     c = _cache(state_dir)
-    entry = {"cfg": cfg, "fp": rows, "dirs": _quick_stamps(rows, stamps), "result": result}
+    entry = {"cfg": cfg, "fp": full, "quick": quick, "result": result}
     c.folders[os.path.abspath(memory_dir)] = entry
     c.changed[os.path.abspath(memory_dir)] = entry
     if not c.depth:

@@ -110,7 +110,7 @@ def _quick_setup(tmp_path: Path) -> tuple[Project, Path, list[str]]:
     first = check_project(p, BudgetConfig(), cache_dir=state)
     checkcache._OPEN.clear()
     entry = json.loads((state / "cache" / "check.json").read_text())["folders"][str(p.memory_dir)]
-    assert [d[0] for d in entry["dirs"]] == ["", "sub"]  # the quick check is offered
+    assert entry["quick"][0].split("\0") == ["", "sub"]  # the quick check is offered: both folders
     return p, state, [f.code for f in first.findings]
 
 
@@ -186,12 +186,12 @@ def test_quick_check_is_not_offered_for_recent_folders_or_symlinks(tmp_path: Pat
     os.utime(p.memory_dir / "link.md", (past, past), follow_symlinks=False)
     _codes(p, state)
     entry = json.loads((state / "cache" / "check.json").read_text())["folders"][str(p.memory_dir)]
-    assert entry["dirs"] is None  # a link's target changes without its folder
+    assert entry["quick"] is None  # a link's target changes without its folder
     (p.memory_dir / "link.md").unlink()
     os.utime(p.memory_dir, None)  # just now: a coarse clock could hide a second change this second
     _codes(p, state)
     entry = json.loads((state / "cache" / "check.json").read_text())["folders"][str(p.memory_dir)]
-    assert entry["dirs"] is None
+    assert entry["quick"] is None
 
 
 def test_a_non_memory_file_renews_the_stamps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
