@@ -1,11 +1,21 @@
 """A cache of `memd check` results, like ruff's: a folder whose files have not changed is not read again.
 
 One JSON file for every memory folder, ``<state_dir>/cache/check.json`` (read once per process,
-written once per `check --all`), each entry keyed on the folder's
-``fingerprint`` (every file's size, times and inode), the budget, and the code of the checks
-themselves (the modules' sizes and times), so a changed file, config or memd means a fresh check.
-Entries written within two seconds of a file's modification are not trusted (a coarse clock could
-hide a second write), and any problem with the cache just means checking again: it never fails a check.
+written once per `check --all`). Each entry holds the folder's ``fingerprint`` (every file's size,
+times, inode and mode), the budget, and is valid only for the code of the checks themselves (the
+modules' sizes and times), so a changed file, config or memd means a fresh check. Entries written
+within two seconds of a file's modification are not trusted (a coarse clock could hide a second
+write), and any problem with the cache just means checking again: it never fails a check.
+
+The quick check. A repeated ``check --all`` of an unchanged tree need not list every folder: an entry
+also holds the stamp (mtime, ctime, inode) of each folder the walk listed, each taken before it was
+listed. A folder whose stamp is unchanged holds the same names (adding, removing or renaming an
+entry changes its folder's mtime and ctime), so the quick check stats the folders and the files the
+fingerprint names, and nothing else; any difference sends it to the full fingerprint. Files are
+always stat'ed: an edit in place changes only the file's own times, never its folder's. Not offered
+for a folder with symlinks (their targets change without the folder), one cut short or with an
+unreadable sub-folder, or one whose stamp is within two seconds of the entry's writing (the same
+coarse clock).
 """
 
 from __future__ import annotations
@@ -22,6 +32,9 @@ if TYPE_CHECKING:
     from typing import Any
 
     Pathish = str | os.PathLike[str]
+    from memd.memfolder.walk import Walk
+
+    Key = tuple[str, str, list[str] | None, Walk]  # budget, fingerprint, quick check, walk: opaque
 
 _MODULES = ("core/lint.py", "core/links.py", "core/dates.py", "core/fastscan.py", "core/secrets.py",
             "core/secret_rules.py", "core/secret_views.py", "core/budget.py", "core/signature.py", "core/rebuild.py",
@@ -83,34 +96,94 @@ def _cache(state_dir: Pathish) -> _Cache:
     return c
 
 
-def _key(fp: tuple[object, ...], budget: BudgetConfig, team_pii: bool) -> str:
-    # The key is the whole description, not a digest of it: no hashing to import, no collisions.
-    return repr((fp, astuple(budget), team_pii))
+def _cfg(budget: BudgetConfig, team_pii: bool) -> str:
+    return repr((astuple(budget), team_pii))
+
+
+def _quick(fp: tuple[object, ...], stamps: list[tuple[str, int, int, int]]) -> list[str] | None:
+    """What an entry keeps for the quick check, or None when it is not offered (see the module doc):
+    the folders' rels and stamps, the files' rels and stats, as four strings (a string is read from
+    JSON far faster than as many numbers, and compared whole)."""
+    if not stamps or not fp or fp[0] is not False:
+        return None  # ("missing",), or the walk was cut short
+    rows = [r for r in fp[1:] if isinstance(r, tuple) and len(r) == 6]
+    if len(rows) != len(fp) - 1:
+        return None  # an unreadable sub-folder (rel, problem) or a symlink (its target's stat)
+    recent = (time.time() - RACY_SECONDS) * 1e9
+    if any(m < 0 or m > recent for _, m, _, _ in stamps):
+        return None
+    return ["\0".join(d[0] for d in stamps), "|".join(f"{m},{c},{i}" for _, m, c, i in stamps),
+            "\0".join(str(r[0]) for r in rows), "|".join(f"{r[1]},{r[2]},{r[3]},{r[4]},{r[5]}" for r in rows)]
+
+
+def _unchanged(memory_dir: Pathish, quick: list[str]) -> bool:
+    """The quick check: every folder stamp and every file's stat as the entry has them (an entry
+    read from the file may hold anything: a wrong shape is a miss)."""
+    try:
+        dirs, dir_stamps, files, file_stats = quick
+        root = os.fspath(memory_dir)
+        base = root if root.endswith(os.sep) else root + os.sep  # joined by hand: os.path.join is most of
+        stat, lstat = os.stat, os.lstat  # the cost of a check that finds nothing changed
+        now: list[str] = []
+        for rel in dirs.split("\0"):
+            st = stat(base + rel if rel else root)
+            now.append(f"{st.st_mtime_ns},{st.st_ctime_ns},{st.st_ino}")
+        if "|".join(now) != dir_stamps:
+            return False
+        now = []
+        for rel in files.split("\0") if files else ():
+            st = lstat(base + rel)
+            now.append(f"{st.st_size},{st.st_mtime_ns},{st.st_ctime_ns},{st.st_ino},{st.st_mode}")
+        return bool("|".join(now) == file_stats)
+    except (OSError, ValueError, TypeError, AttributeError):
+        return False
 
 
 def lookup(state_dir: Pathish, memory_dir: Pathish, budget: BudgetConfig,
-           team_pii: bool) -> tuple[str | None, dict[str, Any] | None]:
-    """(key, cached result) — the key is None when the folder cannot be fingerprinted."""
-    from memd.memfolder.folder import fingerprint
+           team_pii: bool) -> tuple[Key | None, dict[str, Any] | None]:
+    """(key, cached result) — the key is None when the folder cannot be fingerprinted, and when the
+    quick check answered (nothing is stored on a hit)."""
+    cfg = _cfg(budget, team_pii)
+    c = _cache(state_dir)
+    where = os.path.abspath(memory_dir)
+    entry = c.folders.get(where)
+    if not isinstance(entry, dict) or entry.get("cfg") != cfg or not isinstance(entry.get("result"), dict):
+        entry = None
+    if entry is not None and entry.get("quick") and _unchanged(memory_dir, entry["quick"]):
+        return None, entry["result"]
+    from memd.memfolder.folder import fingerprint_walk  # not on a quick hit
 
-    fp = fingerprint(memory_dir)
+    fp, w = fingerprint_walk(memory_dir, stamps=True)
     if fp is None:
         return None, None
-    key = _key(fp, budget, team_pii)
-    entry = _cache(state_dir).folders.get(os.path.abspath(memory_dir))
-    if not isinstance(entry, dict) or entry.get("key") != key or not isinstance(entry.get("result"), dict):
+    full = repr(fp)  # the whole description, not a digest: no hashing to import, no collisions
+    key = (cfg, full, _quick(fp, w.stamps or []), w)
+    if entry is None or entry.get("fp") != full:
         return key, None
+    if key[2] != entry.get("quick"):
+        # the same files, but a folder changed (a file of another kind came or went): new stamps, so
+        # the next run's quick check can answer again
+        fresh = {**entry, "quick": key[2]}
+        c.folders[where] = c.changed[where] = fresh
+        if not c.depth:
+            _write(c)
     return key, entry["result"]
 
 
-def store(state_dir: Pathish, memory_dir: Pathish, key: str | None, result: dict[str, Any],
+def walk_of(key: Key | None) -> Walk | None:
+    """The walk a key's fingerprint was made from: the folder's listing for the check that follows."""
+    return key[3] if key is not None else None
+
+
+def store(state_dir: Pathish, memory_dir: Pathish, key: Key | None, result: dict[str, Any],
           newest_mtime: float | None) -> None:
     """Remember result under key (quietly does nothing when it cannot); written now, or at the end of
     the open ``batch()``."""
     if key is None or (newest_mtime is not None and newest_mtime > time.time() - RACY_SECONDS):
         return
+    cfg, full, quick, _ = key
     c = _cache(state_dir)
-    entry = {"key": key, "result": result}
+    entry = {"cfg": cfg, "fp": full, "quick": quick, "result": result}
     c.folders[os.path.abspath(memory_dir)] = entry
     c.changed[os.path.abspath(memory_dir)] = entry
     if not c.depth:
@@ -149,8 +222,10 @@ def _write(c: _Cache, *, prune: bool = False) -> None:
         if not os.path.isdir(folder):
             os.mkdir(folder, mode=0o700)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        # json.dumps, not json.dump: dump streams through the pure-Python encoder, several times slower
+        data = json.dumps({"code": _code_key(), "folders": folders}, ensure_ascii=False, separators=(",", ":"))
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"code": _code_key(), "folders": folders}, f, ensure_ascii=False, separators=(",", ":"))
+            f.write(data)
         os.replace(tmp, c.path)  # no fsync: a lost cache entry only means checking again
     except OSError:
         try:

@@ -80,7 +80,7 @@ def check_project(project: Project, budget: BudgetConfig, *, team_pii: bool = Tr
     """Check one project; with cache_dir (memd's state folder), an unchanged folder reuses its result."""
     from memd.memfolder.folder import read_folder
 
-    key = None
+    key = walked = None
     if cache_dir is not None:
         from memd import checkcache
 
@@ -90,7 +90,8 @@ def check_project(project: Project, budget: BudgetConfig, *, team_pii: bool = Tr
                 return ProjectCheck.from_cache(project, budget, hit)
             except (KeyError, TypeError, ValueError):
                 pass
-    snap = read_folder(project.memory_dir, budget, signatures=False)  # check never writes
+        walked = checkcache.walk_of(key)  # the listing the key was made from: not listed twice
+    snap = read_folder(project.memory_dir, budget, signatures=False, walked=walked)  # check never writes
     res = check_snapshot(project, snap, budget, team_pii=team_pii)
     if cache_dir is not None:
         from memd import checkcache

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memd.config import BudgetConfig
-from memd.core import secret_rules, secrets
+from memd.core import fastscan, secret_rules, secrets
 from memd.core.fastscan import pattern_needles, solid_length
 from memd.core.fastscan import scan as scan_secrets
 from memd.core.files import FileRecord, FolderSnapshot
@@ -104,6 +104,84 @@ def _rule_text(draw: st.DrawFn) -> str:
 @given(_rule_text(), st.booleans())
 def test_fast_secret_scan_agrees_with_secrets_scan(text: str, strict: bool) -> None:
     assert scan_secrets(text, strict=strict) == secrets.scan_all(text, strict=strict)
+
+
+def _lint_texts() -> list[str]:
+    from tests.secret_corpus import CORPUS as EVASIONS
+    from tests.test_secrets import BENIGN, CORPUS
+
+    texts = [c.text for c in EVASIONS] + [t for _, t in CORPUS] + BENIGN
+    src = claude_data_source()
+    if src is not None:
+        texts += [p.read_text(encoding="utf-8") for p in sorted(Path(src).glob("projects/*/memory/**/*.md"))]
+    return texts
+
+
+def test_lint_scan_many_is_scan_on_every_corpus_text() -> None:
+    """check's scan (the views only where ``needs_views`` says they may find something, a folder's
+    texts looked at together first) finds exactly what the hook's scan finds: each text alone, and
+    each beside clean prose in one folder."""
+    prose = ("---\nname: Deploy notes\ndescription: how we ship\ntype: project\n---\n\nWe ship on "
+             "Fridays with Claude Code; Python 3.11 is the floor.\n")
+    for strict in (False, True):
+        for text in _lint_texts():
+            want = scan_secrets(text, strict=strict)
+            assert fastscan.scan_many([text], strict=strict) == [want], text
+            assert fastscan.scan_many([prose, text, prose], strict=strict) == [[], want, []], text
+
+
+_PIECES = ["AKIA", "IOSF", "ODNN7", "EXAMPLE", "ghp_", "A1b2", "C3d4", "sk-", "ant", "api03", "xoxb-", "12345",
+           "abcdef", "------", "=====", "Zm9v", "YmFy", "the", "word", "Kalo", "mi.", "tail", "ABCDEF", "x9Yz",
+           "password", "token", "key", "api", "\u200b", "\uff53", "\u2014", "é", "…"]
+
+
+@st.composite
+def _pieced_text(draw: st.DrawFn) -> str:
+    parts = draw(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=12))
+    seps = draw(st.lists(st.sampled_from(["", " ", "\t", "  ", "\n", ". ", ":", "="]), min_size=len(parts),
+                         max_size=len(parts)))
+    return "".join(p + s for p, s in zip(parts, seps, strict=True))
+
+
+@st.composite
+def _split_secret(draw: st.DrawFn) -> str:
+    """A secret's shape cut into pieces of 3 to 8 characters, one space or tab apart (a split token)."""
+    secret = draw(st.sampled_from([*SAMPLES, "AKIAIOSFODNN7EXAMPLE", "xoxb-" + "1a2B" * 6, "------" + "AB12CD34EF"]))
+    cuts, at = [], 0
+    while at < len(secret):
+        n = draw(st.integers(3, 8))
+        cuts.append(secret[at:at + n])
+        at += n
+    seps = draw(st.lists(st.sampled_from([" ", "\t"]), min_size=len(cuts), max_size=len(cuts)))
+    return draw(st.sampled_from(["", "see ", "Kalo "])) + "".join(c + s for c, s in zip(cuts, seps, strict=True))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.one_of(_pieced_text(), _split_secret()), st.booleans())
+def test_no_view_finds_anything_where_needs_views_says_no(text: str, strict: bool) -> None:
+    """The gate's promise, tested on text made of token pieces, blanks and disguises: when it says
+    no, ``secret_views.find`` gives the rules' spans alone."""
+    from memd.core import secret_views
+
+    def rules(t: str) -> list[secret_rules.Span]:
+        return fastscan.rule_spans(t, strict=strict)
+
+    if not fastscan.needs_views(text):
+        assert secret_views.find(text, rules) == secret_views.merge([rules(text)] if rules(text) else []), text
+    assert fastscan.scan_many([text, "plain words here"], strict=strict) == [scan_secrets(text, strict=strict), []]
+
+
+def test_needs_views_lets_ordinary_memory_through() -> None:
+    """The point of the gate: ordinary memory text (prose, links, dates, versions, names) skips the
+    views; disguises do not."""
+    ordinary = ("---\nname: Feedback on reviews\ndescription: keep reviews short — one point each\n"
+                "type: feedback\n---\n\nKeep each review comment to one point. **Why:** Maria said so on "
+                "2026-03-04 in the Claude Code retro. **How to apply:** see [the guide](guide.md) and "
+                "https://example.com/docs/reviews for Python 3.11 projects.\n")
+    assert not fastscan.needs_views(ordinary)
+    for disguised in ("AKIAIOSF ODNN7EXAMPLE", "the db password is Xk9#mP2$vL", "\uff53\uff4b-ant",
+                      "zero\u200bwidth", "Zm9vYmFyYmF6cXV4cXV1eA=="):
+        assert fastscan.needs_views(disguised), disguised
 
 
 @pytest.mark.parametrize(("kind", "rx"), secret_rules.rules(strict=True), ids=lambda x: str(x)[:30])

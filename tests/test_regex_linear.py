@@ -27,6 +27,13 @@ TABLE: dict[str, str] = {
     "memd/core/dates:_FENCE": "anchored, one run",
     "memd/core/fastscan:pattern_needles.m": "anchored flag prefix of a rule's source",
     "memd/core/fastscan:_QUANT_RX": "one token at a given position of a rule's source",
+    "memd/core/fastscan:_SPECIAL_RUN": "possessive run from a capital or digit to its run's end, then an optional "
+                                       "lookahead of one possessive run: each match consumes its run",
+    "memd/core/fastscan:_PIECE_SIGN": "a digit, or two characters",
+    "memd/core/fastscan:_DIGIT": "one character class",
+    "memd/core/fastscan:_B64ISH": "one character class run (on words of 16+ characters)",
+    "memd/core/fastscan:_UPPER_OR_DIGIT": "one character class",
+    "memd/core/fastscan:_LOWER": "one character class",
     "memd/core/fastscan:solid_length.m": "anchored flag prefix of a rule's source",
     "memd/core/fastscan:_inline_flags.m": "anchored flag prefix of a rule's source",
     "memd/core/frontmatter:_OPEN": "anchored at \\A",
@@ -67,6 +74,9 @@ TABLE: dict[str, str] = {
     "memd/core/rebuild:entry_line": "one character class",
     "memd/core/rebuild:entry_line#2": "one character class",
     "memd/core/rebuild:_DASHES": "anchored",
+    "memd/core/rebuild:_CONTROL": "one character class",
+    "memd/core/rebuild:_NOT_BLOB": "one character class",
+    "memd/core/rebuild:_SPACE": "one character class",
     "memd/core/secret_rules:EMAIL_OK": "a domain suffix of one match",
     "memd/core/secret_rules:compiled.rx": "every secret rule: fixed prefixes, bounded or possessive runs, "
                                           "lookaheads bounded (OpenAI, JWT, SAS, netrc, .env names, credential "

@@ -66,14 +66,24 @@ def relative_dates(rec: FileRecord, today: str | None = None) -> list[Finding]:
     text = rec.text or ""
     low = text.lower()
     needles = _DATE_NEEDLES if low.isascii() else _DATE_NEEDLES + _DATE_NEEDLES_CJK
-    if not any(n in low for n in needles) or not _relative().search(low):
+    present = [needle for needle in needles if needle in low]
+    if not present:
         return []
+    # the lines worth a closer look: those holding a needle (every match does, on its own line),
+    # found with str.find rather than the relative-date regex over the whole text
     hit_lines: set[int] | None = None
-    if len(low) == len(text):  # one pass over the text finds the lines worth a closer look
+    if len(low) == len(text):
+        starts: list[int] = []
+        for needle in present:
+            at = low.find(needle)
+            while at >= 0:
+                starts.append(at)
+                at = low.find(needle, at + len(needle))
+        starts.sort()
         hit_lines, pos, line_no = set(), 0, 1
-        for hit in _relative().finditer(low):
-            line_no += low.count("\n", pos, hit.start())
-            pos = hit.start()
+        for at in starts:
+            line_no += low.count("\n", pos, at)
+            pos = at
             hit_lines.add(line_no)
     out: list[Finding] = []
     fence: str | None = None

@@ -490,10 +490,11 @@ def ruleset(strict: bool = False, pii: bool = True) -> RuleSet:
     return got
 
 
-def active(rs: RuleSet, text: str) -> list[Rule]:
+def active(rs: RuleSet, text: str, longest: int | None = None) -> list[Rule]:
     """The rules of rs that can match text, in their order: those whose whitespace-free run fits in
-    the text's longest one and whose needles the text holds."""
-    longest = max(map(len, text.split()), default=0)
+    the text's longest one (``longest``, when the caller has it) and whose needles the text holds."""
+    if longest is None:
+        longest = max(map(len, text.split()), default=0)
     out: list[Rule] = []
     seen: dict[str, bool] = {}  # needle -> in the text (folded needles are keyed with a leading NUL)
     low: str | None = None
@@ -523,9 +524,10 @@ def active(rs: RuleSet, text: str) -> list[Rule]:
     return out
 
 
-def rule_spans(text: str, *, strict: bool = False, pii: bool = True) -> list[Span]:
+def rule_spans(text: str, *, strict: bool = False, pii: bool = True, longest: int | None = None) -> list[Span]:
     """The matches of the rules (only those text can match) as (kind, start, end)."""
-    return secret_rules.collect_spans(text, ((rule.kind, rule.rx) for rule in active(ruleset(strict, pii), text)))
+    rules = active(ruleset(strict, pii), text, longest)
+    return secret_rules.collect_spans(text, ((rule.kind, rule.rx) for rule in rules))
 
 
 def spans(text: str, *, strict: bool = False, pii: bool = True) -> list[Span]:
@@ -542,4 +544,148 @@ def scan(text: str, *, strict: bool = False, pii: bool = True) -> list[SecretHit
 
 
 def scan_many(texts: list[str], *, strict: bool = False, pii: bool = True) -> list[list[SecretHit]]:
-    return [scan(t, strict=strict, pii=pii) for t in texts]
+    """Exactly ``[scan(t) for t in texts]``, cheaper on ordinary text (``memd check`` over thousands of
+    folders). The plain-ASCII texts are first looked at together, joined by newlines: a rule or a
+    view that could find something in one of them could in the joined text (no needle, run or piece
+    of one text is lost by joining), so when the joined text needs neither, no text does. Any other
+    text is looked at alone, with the rules alone when the views cannot change it (``needs_views``).
+    (A text with one non-ASCII character is stored wide: it is not joined to the others, whose every
+    pass it would make slower.)"""
+    out: list[list[SecretHit] | None] = [None] * len(texts)
+    plain = [i for i, t in enumerate(texts) if t.isascii()]
+    if len(plain) > 1:
+        joined = "\n".join(texts[i] for i in plain)
+        words = joined.split()
+        longest = max(map(len, words), default=0)
+        if not needs_views(joined, words, longest) and not active(ruleset(strict, pii), joined, longest):
+            for i in plain:
+                out[i] = []
+    for i, t in enumerate(texts):
+        if out[i] is None:
+            words = t.split()
+            longest = max(map(len, words), default=0)
+            out[i] = _scan_one(t, needs_views(t, words, longest), longest, strict=strict, pii=pii)
+    return [hits or [] for hits in out]
+
+
+def _scan_one(text: str, views: bool, longest: int, *, strict: bool, pii: bool) -> list[SecretHit]:
+    if views:
+        return scan(text, strict=strict, pii=pii)
+    found = rule_spans(text, strict=strict, pii=pii, longest=longest)
+    # secret_views.find's answer when none of its detectors finds anything: the rules' spans, merged
+    return secret_rules.hits_of(text, _merged(found)) if found else []
+
+
+def _merged(found: list[Span]) -> list[Span]:
+    from memd.core.secret_views import merge
+
+    return merge([sorted(found, key=lambda s: (s[1], s[2]))])
+
+
+# --------------------------------------------------------------------------- when the views can matter
+# ``memd.core.secret_views.find`` runs, beside the rules over the text, detectors that each need
+# something ordinary prose lacks. ``needs_views`` tells, cheaply and erring only towards yes, whether
+# any of them could find anything; on "no" the rules alone give find's answer. The conditions, each
+# read off the detector it stands for (tests/test_core_lint.py holds the two answers equal on the
+# secret corpus and on generated text):
+# - normalise: the text changes under NFKC or has format characters (never a plain-ASCII text);
+# - the value next to its name (_context): one of its words (password, token, api key, ...);
+# - base64 (_base64), a bare AWS key (_aws_secret), a key body (_key_bodies): a run of 16+ base64
+#   characters holding an upper case letter or digit and a lower case letter, or any run of 40+;
+# - a split token (_split_tokens): two token pieces one space or tab apart; a piece is a whole run of
+#   token characters that holds a digit or a lower-upper step (4+ long) or is all upper case, digits
+#   and symbols (6+), or the last 6+ characters of a run that are all of those.
+
+_TOKEN = "A-Za-z0-9_+/=.\\-"  # secret_views' token characters
+_TOKEN_SET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_+/=.-")
+_UPPER_CLASS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_+/=.-"  # what an all-upper piece is made of
+# a run from its first upper case letter or digit, and the run after it when one space or tab follows
+_SPECIAL_RUN = re.compile(f"[0-9A-Z][{_TOKEN}]*+(?:(?=[ \\t]([{_TOKEN}]++))|)")
+_SYMBOL_BYTES = bytes.maketrans(b"_+/=.-", b"\x00" * 6)  # six symbols (a piece with no upper case letter
+_SIX_SYMBOLS = b"\x00" * 6  # or digit) found as six NULs in a copy (no regex pass; NULs of the text err to yes)
+_PIECE_SIGN = re.compile(r"\d|[a-z][A-Z]")
+_DIGIT = re.compile(r"\d")
+_B64ISH = re.compile(r"[A-Za-z0-9+/_\-]{16,}")
+_UPPER_OR_DIGIT = re.compile(r"[A-Z0-9]")
+_LOWER = re.compile(r"[a-z]")
+_CONTEXT_HINTS = ("pass", "pwd", "secret", "token", "credential", "auth")
+
+
+def _whole_piece(run: str) -> bool:
+    if len(run) >= 4 and _PIECE_SIGN.search(run) is not None:
+        return True
+    return len(run) >= 6 and not run.strip(_UPPER_CLASS)
+
+
+def _ends_in_piece(run: str) -> bool:
+    return _whole_piece(run) or len(run) - len(run.rstrip(_UPPER_CLASS)) >= 6
+
+
+def _split_pair(text: str) -> bool:
+    """Whether two token pieces may stand one space or tab apart (see above)."""
+    # the first of two pieces may be six symbols: no faster look for that one. (In UTF-8 the bytes of a
+    # non-ASCII character are all >= 0x80, so six symbol bytes are six symbol characters.)
+    if _SIX_SYMBOLS in text.encode("utf-8", "surrogatepass").translate(_SYMBOL_BYTES):
+        return True
+    # every other piece holds an upper case letter or digit. First the runs after them alone (findall
+    # makes no match objects): in most texts none is a whole piece, and nothing more is looked at
+    if not any(len(a) >= 4 and _whole_piece(a) for a in _SPECIAL_RUN.findall(text)):
+        return False
+    for m in _SPECIAL_RUN.finditer(text):
+        after = m.group(1)
+        # most runs after a blank are short or lower case words: a piece only with a digit
+        if not after or len(after) < 4 or (after.islower() and _DIGIT.search(after) is None) \
+                or not _whole_piece(after):
+            continue
+        e = s = m.end()
+        while s and text[s - 1] in _TOKEN_SET:
+            s -= 1
+        if _ends_in_piece(text[s:e]):
+            return True
+    return False
+
+
+_STABLE: dict[str, bool] = {}  # non-ASCII character -> NFKC leaves it as it is and it is no format character
+
+
+def _stable(text: str) -> bool:
+    """True when normalising leaves every character of text as it is (em dashes, curly quotes,
+    accented letters: ``secret_views.normalise`` would answer None), told per distinct character."""
+    for ch in set(text):
+        if ch < "\x80":
+            continue
+        ok = _STABLE.get(ch)
+        if ok is None:
+            import unicodedata
+
+            ok = _STABLE[ch] = unicodedata.category(ch) != "Cf" and unicodedata.normalize("NFKC", ch) == ch
+        if not ok:
+            return False
+    return True
+
+
+def needs_views(text: str, words: list[str] | None = None, longest: int | None = None) -> bool:
+    """False only when no detector of ``secret_views.find`` can find anything in text, so its answer
+    is the rules' alone (``words``/``longest``: ``text.split()`` and its longest, when at hand)."""
+    if not text.isascii() and not _stable(text):
+        from memd.core.secret_views import normalise
+
+        if normalise(text) is not None:
+            return True
+    low = text.lower()
+    if any(w in low for w in _CONTEXT_HINTS) or ("key" in low and ("api" in low or "access" in low
+                                                                      or "private" in low)):
+        return True
+    if words is None:
+        words = text.split()
+    if longest is None:
+        longest = max(map(len, words), default=0)
+    if longest >= 16:
+        for w in words:
+            if len(w) < 16:
+                continue
+            for m in _B64ISH.finditer(w):
+                run = m.group()
+                if len(run) >= 40 or (_UPPER_OR_DIGIT.search(run) is not None and _LOWER.search(run) is not None):
+                    return True
+    return _split_pair(text)

@@ -100,7 +100,11 @@ class FolderSnapshot(Record):
 
     def topics(self) -> Iterator[FileRecord]:
         """Every topic file by the one rule (``memd.core.paths.is_topic``; team/ included)."""
-        return (f for f in self.files if f.is_topic)
+        return iter(self._topics)
+
+    @functools.cached_property
+    def _topics(self) -> tuple[FileRecord, ...]:  # the lint asks for them five times per folder
+        return tuple(f for f in self.files if f.is_topic)
 
     @classmethod
     def from_texts(cls, texts: dict[str, str], memory_dir: Path | None = None,

@@ -300,10 +300,17 @@ def _near_bodies(bodies: list[tuple[FileRecord, list[str]]]) -> Iterable[Finding
     """Near-identical bodies: candidate pairs of similar length, confirmed by difflib."""
     reported: set[int] = set()
     bags: dict[int, Counter[str]] = {}
+    kinds: dict[int, frozenset[str]] = {}
     for i, j in _candidates(bodies):
         wi, wj = bodies[i][1], bodies[j][1]
         small, big = sorted((len(wi), len(wj)))
         if j in reported or small < NEAR * big:
+            continue
+        # a bound first, from the distinct words alone: each word of one body missing from the other
+        # costs at least one match
+        si = kinds.get(i) or kinds.setdefault(i, frozenset(wi))
+        sj = kinds.get(j) or kinds.setdefault(j, frozenset(wj))
+        if 2.0 * min(len(wi) - len(si - sj), len(wj) - len(sj - si)) / (len(wi) + len(wj)) < NEAR:
             continue
         # difflib's quick_ratio (matches counted as a multiset), with each bag of words built once
         bi = bags.get(i) or bags.setdefault(i, Counter(wi))

@@ -59,7 +59,9 @@ class TopicInfo:
 _SECRET_NAME = frozenset(("secret", "secrets", "enc", "encrypted", "gpg", "pgp", "age", "vault", "sops"))
 _ENCRYPTED = ("-----BEGIN PGP MESSAGE-----", "$ANSIBLE_VAULT;", "age-encryption.org/v1", "ENC[AES256_GCM,",
               "-----BEGIN ENCRYPTED", "-----BEGIN AGE ENCRYPTED FILE-----", "U2FsdGVkX1")  # openssl's "Salted__"
-_BLOB_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_-")
+_CONTROL = re.compile("[\x00-\x08\x0b\x0e-\x1f]")  # control characters but tab, newline, CR, form feed
+_NOT_BLOB = re.compile(r"[^A-Za-z0-9+/=_\-\s]")  # a character neither base64-like nor white space
+_SPACE = re.compile(r"\s")
 
 
 def not_a_memory(rec: FileRecord) -> str | None:
@@ -73,13 +75,12 @@ def not_a_memory(rec: FileRecord) -> str | None:
     if text is None:
         return f"it is not text ({rec.problem or 'unreadable'})"
     head = text[:4096]
-    if "\x00" in head or sum(1 for ch in head if ch < " " and ch not in "\t\n\r\f") > len(head) // 20:
+    if "\x00" in head or len(_CONTROL.findall(head)) > len(head) // 20:
         return "it looks binary"
     if any(m in head for m in _ENCRYPTED):
         return "it looks encrypted"
-    body = "".join(head.split())
-    if len(body) >= 64 and all(ch in _BLOB_CHARS for ch in body):
-        return "it looks like an encoded blob"
+    if _NOT_BLOB.search(head) is None and len(head) - len(_SPACE.findall(head)) >= 64:
+        return "it looks like an encoded blob"  # one run of base64-like characters, 64 or more
     tf = rec.topic
     if tf is not None and not tf.has_frontmatter:
         return "it has no frontmatter"

@@ -18,7 +18,7 @@ import os
 
 from memd.core import paths as P
 from memd.memfolder.read import ReadResult, read_bounded
-from memd.memfolder.walk import DEFAULT_MAX_BYTES, classify, inside, list_files, real_root, walk
+from memd.memfolder.walk import DEFAULT_MAX_BYTES, Walk, classify, inside, list_files, real_root, walk
 
 TYPE_CHECKING = False  # neither typing nor pathlib at run time: a cached `memd check` fingerprints through here
 if TYPE_CHECKING:
@@ -46,18 +46,22 @@ def file_map(memory_dir: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BY
 
 
 def read_folder(memory_dir: Path, budget: BudgetConfig | None = None, *,
-                signatures: bool = True) -> FolderSnapshot:
+                signatures: bool = True, walked: Walk | None = None) -> FolderSnapshot:
     """Read MEMORY.md and every ``*.md`` file under memory_dir (team/ included, read-only).
 
     signatures=False leaves ``FileRecord.signature`` unset (no SHA-256 of every file, and
-    ``hashlib`` is not imported): for readers that never write, as ``memd check``."""
+    ``hashlib`` is not imported): for readers that never write, as ``memd check``. ``walked``: the
+    folder's walk when the caller just made one (the check cache's fingerprint), not made again;
+    a file that changed since is read as it is now, and the fingerprint taken before differs from
+    the folder's next one."""
     from memd.core.files import FileRecord, FolderSnapshot
 
     max_bytes = budget.max_file_bytes if budget is not None else DEFAULT_MAX_BYTES
-    w = walk(memory_dir)
+    w = walked if walked is not None else walk(memory_dir)
     if not w.exists or w.problem:
         return FolderSnapshot(memory_dir, w.exists, w.problem)
-    rr = real_root(memory_dir)
+    # the resolved root matters only to symlinks (where they land): no realpath for a folder without one
+    rr = real_root(memory_dir) if any(e.is_symlink() for _, e in w.files()) else os.fspath(memory_dir)
     files = [FileRecord(rel, problem=p, kind=P.OTHER) for rel, p in w.unreadable]
     for rel, entry in w.files():
         is_link = entry.is_symlink()
@@ -111,7 +115,18 @@ def fingerprint(memory_dir: str | os.PathLike[str]) -> tuple[object, ...] | None
 
     Equal fingerprints mean the same files with the same size, times and inodes (symlinks by
     their target's)."""
-    w = walk(memory_dir)
+    return fingerprint_walk(memory_dir)[0]
+
+
+def fingerprint_walk(memory_dir: str | os.PathLike[str], *,
+                     stamps: bool = False) -> tuple[tuple[object, ...] | None, Walk]:
+    """``fingerprint`` and the walk it was made from (``stamps``: with ``Walk.stamps``), for a
+    reader of the folder that follows (``read_folder(walked=...)``)."""
+    w = walk(memory_dir, stamps=stamps)
+    return _fingerprint(w), w
+
+
+def _fingerprint(w: Walk) -> tuple[object, ...] | None:
     if not w.exists:
         return ("missing",)
     if w.problem:

@@ -46,7 +46,7 @@ DEFAULT_MAX_BYTES = 4_000_000  # budget.max_file_bytes when no config is at hand
 class Walk:
     """What one walk saw. ``entries``: (rel, entry, is_folder) in walk order."""
 
-    __slots__ = ("entries", "exists", "problem", "truncated", "unreadable")
+    __slots__ = ("entries", "exists", "problem", "stamps", "truncated", "unreadable")
 
     def __init__(self, exists: bool = True, problem: str | None = None) -> None:
         self.exists = exists
@@ -54,6 +54,9 @@ class Walk:
         self.truncated = False
         self.entries: list[tuple[str, os.DirEntry[str], bool]] = []
         self.unreadable: list[tuple[str, str]] = []  # (rel, problem) of sub-folders that could not be listed
+        # with walk(stamps=True): (rel, st_mtime_ns, st_ctime_ns, st_ino) of each folder listed, "" the
+        # root, each stat taken before the folder was listed (so a later change can only make it differ)
+        self.stamps: list[tuple[str, int, int, int]] | None = None
 
     def files(self) -> Iterator[tuple[str, os.DirEntry[str]]]:
         """Every entry that is not a folder (symlinks to folders included)."""
@@ -65,9 +68,22 @@ def _listed(folder: str) -> list[os.DirEntry[str]]:
         return sorted(it, key=lambda e: e.name)
 
 
-def walk(root: str | os.PathLike[str], *, max_depth: int = MAX_DEPTH) -> Walk:
-    """Walk root under the policy of the module doc; never raises for the folder's sake."""
+def _stamp(rel: str, folder: str, out: list[tuple[str, int, int, int]] | None) -> None:
+    if out is not None:
+        try:
+            st = os.stat(folder)
+        except OSError:
+            out.append((rel, -1, -1, -1))  # matches no stat: the fast check of memd.checkcache fails
+            return
+        out.append((rel, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+
+
+def walk(root: str | os.PathLike[str], *, max_depth: int = MAX_DEPTH, stamps: bool = False) -> Walk:
+    """Walk root under the policy of the module doc; never raises for the folder's sake.
+    stamps=True: each folder's stat before it is listed (``Walk.stamps``)."""
+    marks: list[tuple[str, int, int, int]] | None = [] if stamps else None
     try:
+        _stamp("", os.fspath(root), marks)
         top = _listed(os.fspath(root))
     except FileNotFoundError:
         return Walk(exists=False)
@@ -76,6 +92,7 @@ def walk(root: str | os.PathLike[str], *, max_depth: int = MAX_DEPTH) -> Walk:
     except OSError as e:
         return Walk(problem=f"cannot list ({e.strerror})")
     w = Walk()
+    w.stamps = marks
     stack: list[tuple[str, int, Iterator[os.DirEntry[str]]]] = [("", 0, iter(top))]
     seen = 0
     while stack:
@@ -100,6 +117,7 @@ def walk(root: str | os.PathLike[str], *, max_depth: int = MAX_DEPTH) -> Walk:
             w.truncated = True
             continue
         try:
+            _stamp(rel, entry.path, marks)
             stack.append((rel + "/", depth + 1, iter(_listed(entry.path))))
         except OSError as e:
             w.unreadable.append((rel, f"folder unreadable ({e.strerror})"))
