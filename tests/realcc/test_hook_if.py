@@ -30,6 +30,14 @@ START = Path(sm.__file__).parent / "hooks" / "start.py"
 LEAN = [sys.executable, "-I", "-S", str(START)]  # what `memd hooks install` writes for this venv
 
 
+def lean(argv: list[str]) -> bool:
+    """argv is the lean start of this venv (its interpreter may be named python or python3: the one
+    the `memd` script was installed with)."""
+    return (len(argv) == len(LEAN) and os.path.realpath(argv[0]) == os.path.realpath(LEAN[0])
+            and os.path.dirname(os.path.abspath(argv[0])) == os.path.dirname(os.path.abspath(LEAN[0]))
+            and argv[1:] == LEAN[1:])
+
+
 def counted(sb: Sandbox, *, rules: bool = True) -> Path:
     """Install memd's hooks for real, then route each through a wrapper that counts its starts."""
     done = memd(sb, "hooks", "install")
@@ -46,7 +54,7 @@ def counted(sb: Sandbox, *, rules: bool = True) -> Path:
         for g in groups:
             for h in g["hooks"]:
                 if sm.is_memd_hook(h):
-                    assert [h["command"], *h["args"]] == LEAN  # the lean start in exec form, as installed
+                    assert lean([h["command"], *h["args"]]), h  # the lean start in exec form, as installed
                     h["command"] = str(wrapper)
     sb.settings(data)
     return marker
@@ -152,7 +160,7 @@ def test_the_installed_lean_start_guards_memory_as_written(sandbox: Sandbox) -> 
     done = memd(sandbox, "hooks", "install")
     assert done.returncode == 0, done.stderr
     rows = sm.installed(sandbox.settings())
-    assert rows and all([r.command, *(r.args or [])] == LEAN for r in rows)
+    assert rows and all(lean([r.command, *(r.args or [])]) for r in rows)
     secret, note, plain = sandbox.memory / "token.md", sandbox.memory / "deploy.md", sandbox.repo / "token.txt"
     st = sandbox.stub
     st.turns(st.message(st.tool_use("Write", {"file_path": str(secret), "content": f"the token: {TOKEN}\n"})),
