@@ -695,6 +695,30 @@ class StateStore:
         params.append(limit)
         return [_run(r) for r in self._exec(sql, tuple(params)).fetchall()]
 
+    def run_totals(self, *, since: float, exclude_job: str) -> dict[str, Any]:
+        """What the check-in sums over the runs since ``since`` (all but ``exclude_job``'s), counted by
+        SQLite: a day of catch-ups over many projects is tens of thousands of rows, which the daemon must
+        not load as objects to add them up (each check-in raised its resident memory by megabytes)."""
+        where = "started >= ? AND job != ?"
+        args = (since, exclude_job)
+        sums = self._exec(
+            "SELECT COUNT(*), COALESCE(SUM(added + changed + deleted), 0), COALESCE(SUM(tokens_in), 0), "
+            "COALESCE(SUM(tokens_out), 0), COALESCE(SUM(cache_read), 0), COALESCE(SUM(cache_write), 0), "
+            f"COALESCE(SUM(cost_usd), 0.0) FROM runs WHERE {where}", args).fetchone()
+        outcomes = {r[0]: int(r[1]) for r in self._exec(
+            f"SELECT outcome, COUNT(*) FROM runs WHERE {where} GROUP BY outcome", args).fetchall()}
+        projects = [r[0] for r in self._exec(
+            f"SELECT DISTINCT project FROM runs WHERE {where} AND project IS NOT NULL", args).fetchall()]
+        return {"runs": int(sums[0]), "changes": int(sums[1]), "tokens_in": int(sums[2]), "tokens_out": int(sums[3]),
+                "cache_read": int(sums[4]), "cache_write": int(sums[5]), "cost_usd": float(sums[6]),
+                "outcomes": outcomes, "projects": projects}
+
+    def first_runs(self, *, since: float, exclude_job: str, limit: int) -> list[Run]:
+        """The oldest ``limit`` runs since ``since`` (all but ``exclude_job``'s), oldest first."""
+        rows = self._exec("SELECT * FROM runs WHERE started >= ? AND job != ? ORDER BY started ASC, id ASC LIMIT ?",
+                          (since, exclude_job, limit)).fetchall()
+        return [_run(r) for r in rows]
+
     def run(self, run_id: int) -> Run | None:
         row = self._exec("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         return _run(row) if row is not None else None

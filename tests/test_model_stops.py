@@ -244,3 +244,27 @@ def test_thinking_blocks_go_back_intact_and_never_carry_the_breakpoint(env: Env)
     assert [m["role"] for m in sent] == ["user", "assistant", "user"]
     assert "cache_control" in sent[2]["content"][-1]
     assert all("cache_control" not in b for b in sent[1]["content"])
+
+
+def test_checkin_report_counts_every_run_and_lists_the_first(tmp_path: Path) -> None:
+    """A day of catch-ups over many projects is more than 10,000 rows: the report said "10000 project
+    runs" (it loaded at most 10,000 rows as objects to add them up, megabytes in the daemon each
+    morning). The sums come from SQLite now; only the listed rows are loaded."""
+    from memd.jobs import checkin
+
+    with StateStore.open(tmp_path) as s:
+        with s.batch():
+            for k in range(10_250):
+                rid = s.start_run("catchup", f"p{k % 500}", 1000.0 + k)
+                s.finish_run(rid, outcome="changed" if k % 1000 == 0 else "skipped", ended=1000.5 + k,
+                             added=1 if k % 1000 == 0 else 0, tokens_out=2, cost_usd=0.001)
+            rid = s.start_run("checkin", None, 5000.0)  # the check-in's own rows are not counted
+            s.finish_run(rid, outcome="changed", ended=5001.0)
+        rep = checkin.build_report(s, now=20_000.0, since=0.0)
+    assert rep.summary["runs"] == 10_250 and rep.summary["outcomes"] == {"changed": 11, "skipped": 10_239}
+    assert rep.summary["changes"] == 11 and rep.summary["tokens_out"] == 20_500
+    assert abs(rep.summary["cost_usd"] - 10.25) < 1e-6
+    assert "10250 project runs (changed 11, skipped 10239)" in rep.markdown
+    listed = [line for line in rep.markdown.splitlines() if line.startswith("| 19") or "| catchup |" in line]
+    assert len(listed) == checkin._MAX_ROWS and f"… and {10_250 - checkin._MAX_ROWS} more runs" in rep.markdown
+    assert "| p0 | changed |" in listed[0]  # the oldest first

@@ -62,35 +62,35 @@ def idle_projects(state: StateStore, projects: list[str], n: int = IDLE_RUNS) ->
 
 
 def build_report(state: StateStore, *, now: float, since: float) -> Report:
-    runs: list[Run] = [r for r in state.runs(since=since, limit=10_000) if r.job != "checkin"]
-    runs.sort(key=lambda r: r.started)
+    # the sums in SQLite, and only the rows the report lists as objects (a day of catch-ups over a
+    # thousand projects is over ten thousand rows)
+    totals = state.run_totals(since=since, exclude_job="checkin")
+    n_runs: int = totals["runs"]
+    runs: list[Run] = state.first_runs(since=since, exclude_job="checkin", limit=_MAX_ROWS)
     warnings = state.warnings()
-    names = sorted({r.project for r in runs if r.project} | {p.name for p in state.projects()})
+    names = sorted(set(totals["projects"]) | {p.name for p in state.projects()})
     idle = idle_projects(state, names)
-    outcomes = Counter(r.outcome for r in runs)
-    tok_in = sum(r.tokens_in for r in runs)
-    tok_out = sum(r.tokens_out for r in runs)
-    cache_r = sum(r.cache_read for r in runs)
-    cache_w = sum(r.cache_write for r in runs)
-    cost = sum(r.cost_usd for r in runs)
-    changes = sum(r.added + r.changed + r.deleted for r in runs)
+    outcomes = Counter(totals["outcomes"])
+    tok_in, tok_out = totals["tokens_in"], totals["tokens_out"]
+    cache_r, cache_w = totals["cache_read"], totals["cache_write"]
+    cost, changes = totals["cost_usd"], totals["changes"]
 
     lines = [f"# memd check-in, {_when(now)}", "",
-             f"Since {_when(since)}: {len(runs)} project runs"
-             + (" (" + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())) + ")" if runs else "")
+             f"Since {_when(since)}: {n_runs} project runs"
+             + (" (" + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())) + ")" if n_runs else "")
              + f"; {changes} changes; {tok_in + tok_out + cache_r + cache_w:,} tokens ({tok_in:,} uncached in,"
              + f" {tok_out:,} out, cache {cache_r:,} read, {cache_w:,} written); ${cost:.4f}.", ""]
     lines += ["## Runs", ""]
     if runs:
         lines += ["| started | job | project | outcome | +added ~changed -deleted | tokens in/out | cost | note |",
                   "|---|---|---|---|---|---|---|---|"]
-        for r in runs[:_MAX_ROWS]:
+        for r in runs:
             note = _safe(r.error or r.summary or "")
             lines.append(f"| {_when(r.started)} | {r.job} | {r.project or '-'} | {r.outcome} | "
                          f"+{r.added} ~{r.changed} -{r.deleted} | {r.tokens_total - r.tokens_out}/{r.tokens_out} | "
                          f"${r.cost_usd:.4f} | {note} |")
-        if len(runs) > _MAX_ROWS:
-            lines.append(f"\n… and {len(runs) - _MAX_ROWS} more runs (`memd status`, the run log).")
+        if n_runs > len(runs):
+            lines.append(f"\n… and {n_runs - len(runs)} more runs (`memd status`, the run log).")
     else:
         lines.append("No runs.")
     lines += ["", "## Warnings still open", ""]
@@ -109,7 +109,7 @@ def build_report(state: StateStore, *, now: float, since: float) -> Report:
         lines += [f"- {n}" for n in idle]
     else:
         lines.append("None.")
-    summary = {"runs": len(runs), "outcomes": dict(outcomes), "changes": changes, "tokens_in": tok_in,
+    summary = {"runs": n_runs, "outcomes": dict(outcomes), "changes": changes, "tokens_in": tok_in,
                "tokens_out": tok_out, "cache_read": cache_r, "cache_write": cache_w, "cost_usd": round(cost, 6),
                "open_warnings": len(open_w), "idle_projects": idle}
     return Report("\n".join(lines) + "\n", summary)
