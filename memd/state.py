@@ -713,6 +713,15 @@ class StateStore:
                 "cache_read": int(sums[4]), "cache_write": int(sums[5]), "cost_usd": float(sums[6]),
                 "outcomes": outcomes, "projects": projects}
 
+    def last_outcomes(self, project: str, jobs: tuple[str, ...], limit: int) -> list[str]:
+        """The outcomes of ``project``'s newest ``limit`` runs of ``jobs`` that ran (not ``running``, not
+        ``skipped``: a catch-up with nothing to read is no run of the job), newest first."""
+        marks = ", ".join("?" for _ in jobs)
+        rows = self._exec(f"SELECT outcome FROM runs WHERE project = ? AND job IN ({marks}) AND outcome NOT IN "
+                          "('running', 'skipped') ORDER BY started DESC, id DESC LIMIT ?",
+                          (project, *jobs, limit)).fetchall()
+        return [r[0] for r in rows]
+
     def first_runs(self, *, since: float, exclude_job: str, limit: int) -> list[Run]:
         """The oldest ``limit`` runs since ``since`` (all but ``exclude_job``'s), oldest first."""
         rows = self._exec("SELECT * FROM runs WHERE started >= ? AND job != ? ORDER BY started ASC, id ASC LIMIT ?",

@@ -268,3 +268,21 @@ def test_checkin_report_counts_every_run_and_lists_the_first(tmp_path: Path) -> 
     listed = [line for line in rep.markdown.splitlines() if line.startswith("| 19") or "| catchup |" in line]
     assert len(listed) == checkin._MAX_ROWS and f"… and {10_250 - checkin._MAX_ROWS} more runs" in rep.markdown
     assert "| p0 | changed |" in listed[0]  # the oldest first
+
+
+def test_a_project_that_keeps_changing_nothing_is_called_out_past_its_skipped_catchups(tmp_path: Path) -> None:
+    """Five finished runs that changed nothing, then 30 catch-ups with nothing to read (two and a half
+    days of them): the project was no longer called out, its finished runs out of a 20-row window."""
+    from memd.jobs import checkin
+
+    with StateStore.open(tmp_path) as s:
+        for k in range(5):
+            rid = s.start_run("dream", "p", 100.0 + k)
+            s.finish_run(rid, outcome="unchanged", ended=100.5 + k)
+        for k in range(30):
+            rid = s.start_run("catchup", "p", 200.0 + k)
+            s.finish_run(rid, outcome="skipped", ended=200.5 + k)
+        assert checkin.idle_projects(s, ["p"]) == ["p"]
+        rid = s.start_run("catchup", "p", 300.0)
+        s.finish_run(rid, outcome="changed", ended=300.5, added=1)
+        assert checkin.idle_projects(s, ["p"]) == []

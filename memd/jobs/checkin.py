@@ -54,9 +54,10 @@ def idle_projects(state: StateStore, projects: list[str], n: int = IDLE_RUNS) ->
     """Projects whose last ``n`` finished model runs all ran and changed nothing."""
     out: list[str] = []
     for name in projects:
-        runs = [r for r in state.runs(project=name, limit=4 * n)
-                if r.job in ("dream", "catchup") and r.outcome not in ("running", "skipped")][:n]
-        if len(runs) == n and all(r.outcome == "unchanged" for r in runs):
+        # filtered by SQLite: an idle project's skipped catch-ups (twelve a day) must not push its
+        # finished runs out of a fixed window
+        last = state.last_outcomes(name, ("dream", "catchup"), n)
+        if len(last) == n and all(o == "unchanged" for o in last):
             out.append(name)
     return out
 
