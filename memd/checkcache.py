@@ -1,10 +1,10 @@
 """A cache of `memd check` results, like ruff's: a folder whose files have not changed is not read again.
 
 One JSON file for every memory folder, ``<state_dir>/cache/check.json`` (read once per process,
-written once per `check --all`). Each entry holds the folder's ``fingerprint`` (every file's size,
-times, inode and mode), the budget, and is valid only for the code of the checks themselves (the
-modules' sizes and times), so a changed file, config or memd means a fresh check. Entries written
-within two seconds of a file's modification are not trusted (a coarse clock could hide a second
+written once per `check --all`). Each entry holds a digest of the folder's ``fingerprint`` (every
+file's size, times, inode and mode; 128-bit BLAKE2), the budget, and is valid only for the code of
+the checks themselves (the modules' sizes and times), so a changed file, config or memd means a fresh
+check. Entries written within two seconds of a file's modification are not trusted (a coarse clock could hide a second
 write), and any problem with the cache just means checking again: it never fails a check.
 
 The quick check. A repeated ``check --all`` of an unchanged tree need not list every folder: an entry
@@ -96,8 +96,17 @@ def _cache(state_dir: Pathish) -> _Cache:
     return c
 
 
+_CFG: tuple[BudgetConfig, bool, str] | None = None
+
+
 def _cfg(budget: BudgetConfig, team_pii: bool) -> str:
-    return repr((astuple(budget), team_pii))
+    global _CFG
+    last = _CFG  # `check --all` asks once per folder with the same (frozen) budget
+    if last is not None and last[0] is budget and last[1] == team_pii:
+        return last[2]
+    cfg = repr((astuple(budget), team_pii))
+    _CFG = (budget, team_pii, cfg)
+    return cfg
 
 
 def _quick(fp: tuple[object, ...], stamps: list[tuple[str, int, int, int]]) -> list[str] | None:
@@ -139,16 +148,49 @@ def _unchanged(memory_dir: Pathish, quick: list[str]) -> bool:
         return False
 
 
+def _where(memory_dir: Pathish) -> str:
+    where = os.fspath(memory_dir)
+    if not where.startswith(os.sep) or where.endswith(os.sep) or "/." in where or "//" in where:
+        where = os.path.abspath(where)
+    return where
+
+
+def _entry(c: _Cache, where: str, cfg: str) -> dict[str, Any] | None:
+    entry = c.folders.get(where)
+    if not isinstance(entry, dict) or entry.get("cfg") != cfg or not isinstance(entry.get("result"), dict):
+        return None
+    return entry
+
+
+def quick_hit(state_dir: Pathish, memory_dir: Pathish, budget: BudgetConfig, team_pii: bool) -> dict[str, Any] | None:
+    """The cached result when the quick check alone says the folder is unchanged (see the module doc),
+    else None: then ``lookup`` decides."""
+    entry = _entry(_cache(state_dir), _where(memory_dir), _cfg(budget, team_pii))
+    if entry is not None and entry.get("quick") and _unchanged(memory_dir, entry["quick"]):
+        result: dict[str, Any] = entry["result"]
+        return result
+    return None
+
+
+def _digest(fp: tuple[object, ...]) -> str:
+    """The fingerprint as a 128-bit BLAKE2 digest (its repr is a third of the cache file, read whole by every
+    repeated `check --all`). ``_blake2`` is the interpreter's own module: no OpenSSL to load."""
+    data = repr(fp).encode("utf-8", "surrogateescape")
+    try:
+        from _blake2 import blake2b
+    except ImportError:  # an interpreter built without it
+        from hashlib import blake2b
+    return blake2b(data, digest_size=16).hexdigest()
+
+
 def lookup(state_dir: Pathish, memory_dir: Pathish, budget: BudgetConfig,
            team_pii: bool) -> tuple[Key | None, dict[str, Any] | None]:
     """(key, cached result) — the key is None when the folder cannot be fingerprinted, and when the
     quick check answered (nothing is stored on a hit)."""
     cfg = _cfg(budget, team_pii)
     c = _cache(state_dir)
-    where = os.path.abspath(memory_dir)
-    entry = c.folders.get(where)
-    if not isinstance(entry, dict) or entry.get("cfg") != cfg or not isinstance(entry.get("result"), dict):
-        entry = None
+    where = _where(memory_dir)
+    entry = _entry(c, where, cfg)
     if entry is not None and entry.get("quick") and _unchanged(memory_dir, entry["quick"]):
         return None, entry["result"]
     from memd.memfolder.folder import fingerprint_walk  # not on a quick hit
@@ -156,7 +198,7 @@ def lookup(state_dir: Pathish, memory_dir: Pathish, budget: BudgetConfig,
     fp, w = fingerprint_walk(memory_dir, stamps=True)
     if fp is None:
         return None, None
-    full = repr(fp)  # the whole description, not a digest: no hashing to import, no collisions
+    full = _digest(fp)
     key = (cfg, full, _quick(fp, w.stamps or []), w)
     if entry is None or entry.get("fp") != full:
         return key, None
@@ -184,10 +226,35 @@ def store(state_dir: Pathish, memory_dir: Pathish, key: Key | None, result: dict
     cfg, full, quick, _ = key
     c = _cache(state_dir)
     entry = {"cfg": cfg, "fp": full, "quick": quick, "result": result}
-    c.folders[os.path.abspath(memory_dir)] = entry
-    c.changed[os.path.abspath(memory_dir)] = entry
+    where = _where(memory_dir)
+    c.folders[where] = c.changed[where] = entry
     if not c.depth:
         _write(c)
+
+
+def take_changed(state_dir: Pathish) -> dict[str, Any]:
+    """The entries stored or renewed since the last call, taken out of the pending write (a forked
+    worker of `check --all` sends them to its parent, which writes them with its own)."""
+    c = _cache(state_dir)
+    changed, c.changed = c.changed, {}
+    return changed
+
+
+def add_changed(state_dir: Pathish, entries: dict[str, Any]) -> None:
+    """Entries a worker stored, kept as if stored here (written at the end of the open ``batch()``)."""
+    c = _cache(state_dir)
+    c.folders.update(entries)
+    c.changed.update(entries)
+    if not c.depth and c.changed:
+        _write(c)
+
+
+def result_of(state_dir: Pathish, memory_dir: Pathish) -> dict[str, Any] | None:
+    """The cached result of a folder as this process holds it (no check of its files: the caller
+    knows it is current)."""
+    entry = _cache(state_dir).folders.get(_where(memory_dir))
+    result = entry.get("result") if isinstance(entry, dict) else None
+    return result if isinstance(result, dict) else None
 
 
 class batch:  # a context manager: ``with checkcache.batch(state_dir):``

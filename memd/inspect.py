@@ -78,6 +78,12 @@ def check_snapshot(project: Project, snap: FolderSnapshot, budget: BudgetConfig,
 def check_project(project: Project, budget: BudgetConfig, *, team_pii: bool = True,
                   cache_dir: Path | None = None) -> ProjectCheck:
     """Check one project; with cache_dir (memd's state folder), an unchanged folder reuses its result."""
+    return _check(project, budget, team_pii, cache_dir)[0]
+
+
+def _check(project: Project, budget: BudgetConfig, team_pii: bool,
+           cache_dir: Path | None) -> tuple[ProjectCheck, bool]:
+    """(the check, whether it is the cached result)."""
     from memd.memfolder.folder import read_folder
 
     key = walked = None
@@ -87,7 +93,7 @@ def check_project(project: Project, budget: BudgetConfig, *, team_pii: bool = Tr
         key, hit = checkcache.lookup(cache_dir, project.memory_dir, budget, team_pii)
         if hit is not None:
             try:
-                return ProjectCheck.from_cache(project, budget, hit)
+                return ProjectCheck.from_cache(project, budget, hit), True
             except (KeyError, TypeError, ValueError):
                 pass
         walked = checkcache.walk_of(key)  # the listing the key was made from: not listed twice
@@ -98,7 +104,7 @@ def check_project(project: Project, budget: BudgetConfig, *, team_pii: bool = Tr
 
         newest = max((f.mtime for f in snap.files if f.mtime is not None), default=None)
         checkcache.store(cache_dir, project.memory_dir, key, res.cache_data(), newest)
-    return res
+    return res, False
 
 
 class CheckReport(Record):
@@ -110,12 +116,40 @@ class CheckReport(Record):
         return any(f.severity == "error" for r in self.results for f in r.findings)
 
 
+PARALLEL_MIN = 128  # projects: below this, starting workers costs more than it saves
+
+
+def parallel_jobs(jobs: int | None, n: int) -> int:
+    """How many processes check ``n`` projects: ``jobs`` (None: one per CPU this process may use), one when
+    there are fewer than PARALLEL_MIN projects or the platform is not Linux (elsewhere a forked child of a
+    process that touched the system's frameworks may crash; spawning a fresh interpreter per worker costs
+    more than a check of a thousand projects)."""
+    import os
+    import sys
+
+    if jobs is None:
+        try:
+            jobs = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            jobs = os.cpu_count() or 1
+        jobs = min(jobs, 8)
+    if jobs <= 1 or n < PARALLEL_MIN or not sys.platform.startswith("linux"):
+        return 1
+    return min(jobs, n)
+
+
 def check_projects(projects: list[Project], config: Config, *, cache_dir: Path | None = None,
-                   skip_missing: bool = False, step: Callable[[str], None] | None = None) -> CheckReport:
+                   skip_missing: bool = False, step: Callable[[str], None] | None = None,
+                   jobs: int = 1) -> CheckReport:
     """Check each project (``skip_missing``: leave out, and count, those without a memory folder;
-    ``step``: told each project's name as it starts, for a progress bar)."""
+    ``step``: told each project's name as it is done, for a progress bar; ``jobs``: processes to use,
+    see ``parallel_jobs``)."""
     def each() -> list[ProjectCheck]:
-        results = []
+        if jobs > 1:
+            done = _check_parallel(projects, config, cache_dir, jobs, step)
+            if done is not None:
+                return done
+        results: list[ProjectCheck] = []
         for p in projects:
             if step is not None:
                 step(p.name)
@@ -133,6 +167,105 @@ def check_projects(projects: list[Project], config: Config, *, cache_dir: Path |
         return CheckReport(results, 0)
     kept = [r for r in results if r.exists]
     return CheckReport(kept, len(results) - len(kept))
+
+
+# What forked workers check: set by the parent before it forks, read by the children (never pickled).
+_WORK: tuple[list[Project], BudgetConfig, bool, Path | None] | None = None
+
+
+def _check_chunk(chunk: list[int]) -> tuple[list[tuple[int, dict[str, Any] | None]], dict[str, Any]]:
+    """A worker's share: each project's result as cache data (None: the cached result the parent holds
+    too), and the cache entries the share added or renewed."""
+    assert _WORK is not None
+    projects, budget, team_pii, cache_dir = _WORK
+    out: list[tuple[int, dict[str, Any] | None]] = []
+    if cache_dir is not None:
+        from memd import checkcache
+
+        checkcache.take_changed(cache_dir)  # what an earlier share sent already, or the parent's own
+    for i in chunk:
+        res, cached = _check(projects[i], budget, team_pii, cache_dir)
+        out.append((i, None if cached and cache_dir is not None else res.cache_data()))
+    return out, checkcache.take_changed(cache_dir) if cache_dir is not None else {}
+
+
+def _check_parallel(projects: list[Project], config: Config, cache_dir: Path | None, jobs: int,
+                    step: Callable[[str], None] | None) -> list[ProjectCheck] | None:
+    """Check the projects in ``jobs`` forked processes, results in order; None when workers cannot be had
+    (the caller checks them itself). The folders the cache's quick check answers for are answered here
+    first (a repeated run forks nothing); the children inherit the rest and the cache as read, and each
+    sends back its results and new cache entries, which the parent keeps as if it had checked them itself."""
+    global _WORK
+    import multiprocessing
+    import sys
+
+    budget, team_pii = config.budget, config.hooks.team_pii
+    results: list[ProjectCheck | None] = [None] * len(projects)
+    todo = list(range(len(projects)))
+    if cache_dir is not None:
+        from memd import checkcache
+
+        todo = []
+        for i, p in enumerate(projects):
+            hit = checkcache.quick_hit(cache_dir, p.memory_dir, budget, team_pii)
+            try:
+                results[i] = ProjectCheck.from_cache(p, budget, hit) if hit is not None else None
+            except (KeyError, TypeError, ValueError):
+                pass
+            if results[i] is None:
+                todo.append(i)
+            elif step is not None:
+                step(p.name)
+    if len(todo) < PARALLEL_MIN:
+        return _finish(projects, results, config, cache_dir, step)
+    size = max(16, min(256, len(todo) // (jobs * 8) or 1))
+    chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
+    found: dict[int, dict[str, Any] | None] = {}
+    changed: dict[str, Any] = {}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    _WORK = (projects, budget, team_pii, cache_dir)
+    try:
+        try:
+            pool = multiprocessing.get_context("fork").Pool(min(jobs, len(chunks)))
+        except (OSError, ValueError):
+            return _finish(projects, results, config, cache_dir, step)
+        with pool:
+            for out, new in pool.imap_unordered(_check_chunk, chunks):
+                changed.update(new)
+                for i, data in out:
+                    found[i] = data
+                    if step is not None:
+                        step(projects[i].name)
+    finally:
+        _WORK = None
+    if cache_dir is not None:
+        from memd import checkcache
+
+        checkcache.add_changed(cache_dir, changed)
+    for i, data in found.items():
+        if data is None and cache_dir is not None:  # the cached result, as the parent holds it
+            from memd import checkcache
+
+            data = checkcache.result_of(cache_dir, projects[i].memory_dir)
+        try:
+            results[i] = ProjectCheck.from_cache(projects[i], budget, data) if data is not None else None
+        except (KeyError, TypeError, ValueError):
+            pass
+    return _finish(projects, results, config, cache_dir, None)
+
+
+def _finish(projects: list[Project], results: list[ProjectCheck | None], config: Config, cache_dir: Path | None,
+            step: Callable[[str], None] | None) -> list[ProjectCheck]:
+    """The results, each project still without one checked here."""
+    done: list[ProjectCheck] = []
+    for p, r in zip(projects, results, strict=True):
+        if r is None:
+            if step is not None:
+                step(p.name)
+            r = check_project(p, config.budget, team_pii=config.hooks.team_pii, cache_dir=cache_dir)
+        done.append(r)
+    return done
 
 
 class StatusRow(Record):

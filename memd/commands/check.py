@@ -44,6 +44,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--statistics", action="store_true", help="count findings per code instead of listing them")
     p.add_argument("--no-cache", action="store_true",
                    help="check every folder afresh (by default unchanged folders reuse their last result)")
+    p.add_argument("--jobs", "-j", type=_jobs, metavar="N", default=None,
+                   help="processes checking many folders at once (default: one per CPU; 1: none)")
+
+
+def _jobs(text: str) -> int:
+    import argparse
+
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of processes, 1 or more, not {text!r}")
+    return n
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
@@ -52,19 +66,21 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if cached is not None:
         return _report(args, cached[1], cached[0], 0, keep)
     from memd.commands._projects import preamble
-    from memd.inspect import check_projects
+    from memd.inspect import check_projects, parallel_jobs
 
     projects, notes = preamble(args, ctx)
     if projects is None:
         return _report(args, notes, None, 0, keep)
     cache_dir = None if args.no_cache else ctx.state_dir
+    jobs = parallel_jobs(args.jobs, len(projects))
     if args.all and len(projects) > 1:
         from memd.commands._progress import progress
 
         with progress(len(projects), "checking") as step:
-            report = check_projects(projects, ctx.config, cache_dir=cache_dir, skip_missing=True, step=step)
+            report = check_projects(projects, ctx.config, cache_dir=cache_dir, skip_missing=True, step=step,
+                                    jobs=jobs)
     else:
-        report = check_projects(projects, ctx.config, cache_dir=cache_dir, skip_missing=bool(args.all))
+        report = check_projects(projects, ctx.config, cache_dir=cache_dir, skip_missing=bool(args.all), jobs=jobs)
     return _report(args, notes, report.results, report.skipped, keep)
 
 
