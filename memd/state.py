@@ -78,6 +78,12 @@ its orphans at start)."""
 PRUNE_BATCH = 5000
 """Rows deleted per transaction: each batch takes the write lock for a few milliseconds and gives it
 back, so the scanner thread or a foreground command waits that long at most, not for a whole prune."""
+PRUNE_MAX_ROWS = 200_000
+"""Rows one ``prune_runs`` call deletes at most: 2.1 s on the development machine from a 756,000-row
+log (batches of ~50 ms), far inside the 10 s busy timeout, so a writer that keeps missing the gaps
+between batches still gets the lock before it gives up, and the daemon's start (before systemd's
+READY=1) is never held for long. A year's backlog (over 4 million rows, a log from before retention) is
+cleared over a few weeks of check-ins; ~12,600 new rows a day are far below the cap."""
 # A skipped row that called no model (rule 1 above); for a table alias prefix, format with it.
 _IDLE_SKIPPED = ("{a}outcome = 'skipped' AND {a}tokens_in + {a}tokens_out + {a}cache_read + {a}cache_write = 0 "
                  "AND {a}cost_usd = 0")
@@ -763,24 +769,22 @@ class StateStore:
                           (project, *jobs, limit)).fetchall()
         return [_run(r) for r in rows]
 
-    def prune_runs(self, now: float, *, batch: int = PRUNE_BATCH) -> int:
+    def prune_runs(self, now: float, *, batch: int = PRUNE_BATCH, max_rows: int = PRUNE_MAX_ROWS) -> int:
         """Delete the run-log rows the retention rules let go (``SKIPPED_KEEP_S``, ``RUNS_KEEP_S``), at
-        most ``batch`` per transaction; the number of rows deleted. Call it outside ``batch()`` (inside
-        one, the deletes join the open transaction). A busy or unwritable state file raises as any write
-        does (``StateBusy``, ``StateError``); the batches committed before stay deleted."""
+        most ``batch`` per transaction and ``max_rows`` in all (the rest waits for the next call); the
+        number of rows deleted. Call it outside ``batch()`` (inside one, the deletes join the open
+        transaction). A busy or unwritable state file raises as any write does (``StateBusy``,
+        ``StateError``); the batches committed before stay deleted."""
         deleted = 0
         for sql, cutoff in ((_PRUNE_SKIPPED, now - SKIPPED_KEEP_S), (_PRUNE_OLD, now - RUNS_KEEP_S)):
-            while True:
+            while deleted < max_rows:
+                size = min(batch, max_rows - deleted)
                 with self.batch():
-                    n = self._exec(sql, (cutoff, batch)).rowcount
-                deleted += max(0, n)
-                if n < batch:
+                    n = max(0, self._exec(sql, (cutoff, size)).rowcount)
+                deleted += n
+                if n < size:
                     break
         return deleted
-
-    def run_count(self) -> int:
-        """Rows in the run log (running ones included)."""
-        return int(self._exec("SELECT COUNT(*) FROM runs").fetchone()[0])
 
     def first_runs(self, *, since: float, exclude_job: str, limit: int) -> list[Run]:
         """The oldest ``limit`` runs since ``since`` (all but ``exclude_job``'s), oldest first."""

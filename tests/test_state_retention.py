@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from memd import state as st
 from memd.clock import ManualClock
 from memd.config import Config
 from memd.jobs import JobContext, runner
@@ -115,6 +116,27 @@ def test_prune_deletes_in_batches_one_transaction_each(store: StateStore) -> Non
     assert ids(store) == {newest, young}
     # 12 skipped rows in batches of 5 (5, 5, 2) and 8 old ones (5, 3): five transactions
     assert len(commits) == 5
+
+
+def test_one_prune_deletes_at_most_max_rows_the_next_goes_on(store: StateStore) -> None:
+    gone = [row(store, "catchup", "-p", NOW - 3 * DAY - i, "skipped") for i in range(9)]
+    gone += [row(store, "dream", "-a", NOW - RUNS_KEEP_S - DAY - i, "unchanged") for i in range(4)]
+    newest = row(store, "dream", "-a", NOW, "changed")
+    assert store.prune_runs(NOW, batch=5, max_rows=7) == 7
+    assert len(ids(store)) == len(gone) + 1 - 7
+    assert store.prune_runs(NOW, batch=5, max_rows=7) == 6  # the 2 skipped left, then the 4 old ones
+    assert ids(store) == {newest}
+
+
+def test_a_capped_prune_says_there_is_more(store: StateStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memd.jobs.checkin import prune_run_log
+
+    monkeypatch.setattr(st, "PRUNE_MAX_ROWS", 3)
+    for i in range(5):
+        row(store, "catchup", "-p", NOW - 3 * DAY - i, "skipped")
+    log = Recorder()
+    assert prune_run_log(store, NOW, log) == 3 and prune_run_log(store, NOW, log) == 2
+    assert log.named("state.pruned") == [{"rows": 3, "more": True}, {"rows": 2}]
 
 
 def test_note_idle_reads_model_runs_past_many_skipped_catchups(tmp_path: Path, store: StateStore) -> None:

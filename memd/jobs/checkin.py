@@ -179,14 +179,17 @@ def run_checkin(jc: JobContext) -> Path | None:
 
 def prune_run_log(state: StateStore, now: float, log: Any = None) -> int:
     """``StateStore.prune_runs`` for the check-in and the daemon's start: the rows deleted, logged as
-    ``state.pruned``; a prune that fails (the state file busy, locked, full) is logged as
-    ``state.prune_failed`` with the reason and returns 0, never raises: old rows can wait a day."""
+    ``state.pruned`` (with ``more=True`` when the call's cap, ``PRUNE_MAX_ROWS``, left some for the next
+    one); a prune that fails (the state file busy, locked, full) is logged as ``state.prune_failed`` with
+    the reason and returns 0, never raises: old rows can wait a day."""
+    from memd.state import PRUNE_MAX_ROWS
+
     try:
-        n = state.prune_runs(now)
+        n = state.prune_runs(now, max_rows=PRUNE_MAX_ROWS)
     except Exception as e:  # whatever it is, the check-in and the daemon go on
         if log is not None:
             log.warning("state.prune_failed", reason=f"{type(e).__name__}: {e}"[:500])
         return 0
     if n and log is not None:
-        log.info("state.pruned", rows=n)
+        log.info("state.pruned", rows=n, **({"more": True} if n >= PRUNE_MAX_ROWS else {}))
     return n
