@@ -76,7 +76,7 @@ called no model are no runs of the job), so a project's last run of each job can
 (``runs(job=, project=, limit=1)``, ``last_runs``). ``running`` rows are never deleted (the daemon closes
 its orphans at start)."""
 PRUNE_BATCH = 5000
-"""Rows deleted per transaction: each batch takes the write lock for a few milliseconds and gives it
+"""Rows deleted per transaction: each batch takes the write lock for tens of milliseconds and gives it
 back, so the scanner thread or a foreground command waits that long at most, not for a whole prune."""
 PRUNE_MAX_ROWS = 200_000
 """Rows one ``prune_runs`` call deletes at most: 2.1 s on the development machine from a 756,000-row
