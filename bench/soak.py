@@ -26,11 +26,14 @@ as bench_daemon.py makes them; their old sessions count as extracted long ago: a
   projects, ``memd trigger catchup`` (SIGUSR2) and SIGHUP (reload);
 - the daemon's own schedule: a nightly dream at 01:00, catch-ups every 2 hours, the check-in at 07:00.
 
-Measured and checked (the report's ``checks``): RSS, open files and threads of the daemon sampled
-every 5 s, with their least-squares slope after warm-up; every budget flip warned or cleared exactly
-once and no other warning; no scheduled slot handled twice; every queued job ran once and no project
-twice within one job; every trigger and reload answered; one report per check-in; no run row left
-``running``; no crash or loop error; a graceful stop exits 0. ``--json FILE`` writes the report.
+Measured and checked (the report's ``checks``): RSS, open files and threads of the daemon and the run
+log's row count sampled every 5 s, with their least-squares slope after warm-up; the run log pruned
+(``checks.run_log``: at the end it holds no more rows than the finished runs plus the skipped ones of
+the last 48 simulated hours before the last prune, and no skipped row older); every budget flip
+warned or cleared exactly once and no other warning; no scheduled slot handled twice; every queued job
+ran once and no project twice within one job; every trigger and reload answered; one report per
+check-in; no run row left ``running``; no crash or loop error; a graceful stop exits 0. ``--json FILE``
+writes the report.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import json
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -273,10 +277,12 @@ def run(minutes: float, projects: int, scale: float, seed: int = 1, warmup: floa
         proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve", str(r0), str(s0),
                                  str(scale)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         log = LogTail(state_dir / "memd.log")
-        samples: list[tuple[float, float, int, int]] = []  # (t, rss MB, open files, threads)
+        samples: list[tuple[float, float, int, int, int]] = []  # (t, rss MB, open files, threads, run rows)
+        db: sqlite3.Connection | None = None
         sent: Counter[str] = Counter()
         try:
             log.wait("daemon.ready", 1, timeout=600)
+            db = sqlite3.connect(state_dir / "state.sqlite3", timeout=10)  # reads only (WAL: beside the writer)
             t0 = time.monotonic()
             end = t0 + minutes * 60
             nxt = dict.fromkeys(("sample", "append", "write", "flip", "dream", "catchup", "hup"), t0)
@@ -286,7 +292,7 @@ def run(minutes: float, projects: int, scale: float, seed: int = 1, warmup: floa
                 if now >= nxt["sample"]:
                     nxt["sample"] = now + SAMPLE_S
                     samples.append((now - t0, proc_rss_mb(proc.pid), open_files(proc.pid),
-                                    proc_status(proc.pid, "Threads")))
+                                    proc_status(proc.pid, "Threads"), run_rows(db)))
                 if now >= nxt["append"]:
                     nxt["append"] = now + 0.5
                     work.append_session()
@@ -327,6 +333,8 @@ def run(minutes: float, projects: int, scale: float, seed: int = 1, warmup: floa
             code = proc.wait(120)
             log.poll()
         finally:
+            if db is not None:
+                db.close()
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(30)
@@ -334,7 +342,48 @@ def run(minutes: float, projects: int, scale: float, seed: int = 1, warmup: floa
             if keep_log is not None and (state_dir / "memd.log").exists():
                 keep_log.write_bytes((state_dir / "memd.log").read_bytes())
         return report(work, log.seen, samples, sent, state_dir, code, stderr, wall_s, scale, warmup,
-                      model_calls=len(stub.requests))
+                      model_calls=len(stub.requests), timeline=(r0, s0))
+
+
+def run_rows(db: sqlite3.Connection) -> int:
+    """The run log's rows now (-1 when the state file cannot be read at this instant)."""
+    try:
+        return int(db.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+    except sqlite3.Error:
+        return -1
+
+
+def run_log_check(events: list[dict[str, Any]], state_dir: Path, r0: float, s0: float, scale: float) -> dict[str, Any]:
+    """The run log's retention at the end (memd.state.prune_runs): the bound on its rows is the finished
+    runs it keeps (all but the skipped ones that called no model) plus the skipped runs logged since 48
+    simulated hours before the last prune (the daemon's start, or the last check-in). Event times are real
+    (the log's timestamps) and mapped onto the daemon's scaled clock; each is a little after the moment
+    it stands for, so the bound errs on the generous side, never the tight one."""
+    from memd.state import SKIPPED_KEEP_S
+
+    def sim(e: dict[str, Any]) -> float:
+        real = datetime.fromisoformat(str(e["timestamp"]).replace("Z", "+00:00")).timestamp()
+        return s0 + (real - r0) * scale
+
+    prunes = [sim(e) for e in events if e.get("event") == "daemon.start"
+              or (e.get("event") == "job.start" and e.get("job") == "checkin")]
+    cutoff = (max(prunes) if prunes else s0) - SKIPPED_KEEP_S
+    recent = sum(1 for e in events if e.get("event") == "job.finish" and e.get("outcome") == "skipped"
+                 and not e.get("tokens_total") and not e.get("cost_usd") and sim(e) >= cutoff)
+    idle = ("outcome = 'skipped' AND tokens_in + tokens_out + cache_read + cache_write = 0 AND cost_usd = 0")
+    with sqlite3.connect(state_dir / "state.sqlite3") as db:
+        rows = int(db.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+        kept = int(db.execute(f"SELECT COUNT(*) FROM runs WHERE NOT ({idle})").fetchone()[0])
+        stale = int(db.execute(f"SELECT COUNT(*) FROM runs WHERE {idle} AND ended < ?", (cutoff,)).fetchone()[0])
+    db.close()
+    pruned = [e for e in events if e.get("event") == "state.pruned"]
+    return {"rows_end": rows, "bound": kept + recent,
+            "bound_rule": "finished rows kept (all but skipped ones without a model call) + skipped runs logged "
+                          "since 48 simulated hours before the last prune (start or check-in)",
+            "finished_kept": kept, "skipped_recent": recent, "skipped_older_than_kept": stale,
+            "prunes": len(prunes), "pruned_rows": sum(int(e.get("rows", 0)) for e in pruned),
+            "prune_failed": sum(1 for e in events if e.get("event") == "state.prune_failed"),
+            "ok": rows <= kept + recent and stale == 0}
 
 
 def jobs_done(log: LogTail) -> bool:
@@ -348,7 +397,7 @@ def jobs_done(log: LogTail) -> bool:
 
 def report(work: Workload, events: list[dict[str, Any]], samples: list[tuple[float, float, int, int]],
            sent: Counter[str], state_dir: Path, code: int, stderr: str, wall_s: float, scale: float,
-           warmup: float, *, model_calls: int) -> dict[str, Any]:
+           warmup: float, *, model_calls: int, timeline: tuple[float, float]) -> dict[str, Any]:
     def named(name: str) -> list[dict[str, Any]]:
         return [e for e in events if e.get("event") == name]
 
@@ -402,13 +451,14 @@ def report(work: Workload, events: list[dict[str, Any]], samples: list[tuple[flo
     with StateStore.open(state_dir) as st:
         outcomes = Counter(r.outcome for r in st.runs(limit=1_000_000))
     checks["runs"] = dict(outcomes)
+    checks["run_log"] = run_log_check(events, state_dir, timeline[0], timeline[1], scale)
     checks["exit_code"] = code
     # resources after warm-up
     cut = wall_s * warmup
     after = [s for s in samples if s[0] >= cut] or samples
     xs = [s[0] / 3600 for s in after]
     res: dict[str, Any] = {"samples": len(samples), "warmup_s": round(cut)}
-    for i, key in ((1, "rss_mb"), (2, "open_files"), (3, "threads")):
+    for i, key in ((1, "rss_mb"), (2, "open_files"), (3, "threads"), (4, "run_rows")):
         ys = [float(s[i]) for s in after]
         half = len(xs) // 2
         res[key] = {"first": ys[0], "last": ys[-1], "min": min(ys), "max": max(ys),
@@ -416,14 +466,16 @@ def report(work: Workload, events: list[dict[str, Any]], samples: list[tuple[flo
                     # growth that levels off (caches filling) against growth that goes on (a leak)
                     "slope_per_hour_second_half": round(slope(xs[half:], ys[half:]), 3) if len(xs) > 3 else 0.0}
     res["rss_mb"]["peak_all"] = max(s[1] for s in samples)
-    res["series"] = [[round(t), round(rss, 2), fds, threads] for t, rss, fds, threads in samples]
+    res["series"] = [[round(t), round(rss, 2), fds, threads, rows] for t, rss, fds, threads, rows in samples]
+    res["series_columns"] = ["t_s", "rss_mb", "open_files", "threads", "run_rows"]
     ok = (missed == 0 and doubled == 0 and unexpected == 0 and checks["jobs"]["slots_twice"] == 0
           and twice == 0 and queued == began and checks["jobs"]["crashed"] == 0
           and checks["jobs"]["loop_errors"] == 0 and checks["jobs"]["dream_projects_per_night"]["twice"] == 0
           and answered_dreams == sent["dream"] and answered_catchups == sent["catchup"]
           and checks["signals"]["reloaded"] == sent["hup"]
           and checks["checkins"]["reports"] == checks["checkins"]["due"] and "running" not in outcomes
-          and code == 0 and res["rss_mb"]["peak_all"] < 80)
+          and code == 0 and res["rss_mb"]["peak_all"] < 80 and checks["run_log"]["ok"]
+          and checks["run_log"]["prune_failed"] == 0)
     return {"ok": ok, "minutes": round(wall_s / 60, 1), "scale": scale,
             "simulated_hours": round(wall_s * scale / 3600, 1), "projects": sum(1 for _ in work.root.iterdir()),
             "appends": sum(work.appends.values()), "memory_writes": sum(work.notes.values()),

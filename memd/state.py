@@ -3,7 +3,8 @@
 Holds, per transcript, its identity and one offset per consumer: what the scan has read
 (indexing, activity, memory writes seen) and, separately, what the catch-up has extracted, so
 scanning never makes the catch-up skip a span. Per project: last consolidation, last catch-up,
-sessions touched. A run log, outstanding warnings, and a small key/value table.
+sessions touched. A run log (pruned by ``prune_runs``: ``SKIPPED_KEEP_S``, ``RUNS_KEEP_S``), outstanding
+warnings, and a small key/value table.
 
 Rules this module keeps:
 - A corrupt or unreadable-as-database file never stops memd: it is set aside (renamed with a
@@ -59,6 +60,43 @@ _DB_LOCK_BYTES = range(0x40000000, 0x40000000 + 512 + 2)
 # connection has read and keeps it, so a daemon with three connections grew by up to 6 MB as its run log
 # grew (bench/daemon_memory.py; docs/reliability.md "Soak"). The file is small and in the OS's cache.
 CACHE_KIB = 512
+
+# Run-log retention (issue 12, the soak): the catch-up runs every 2 hours over every project and a project
+# with nothing new to read still gets a row (outcome ``skipped``): with 1,050 projects that is ~12,600
+# rows a day, millions a year, that nothing reads. ``StateStore.prune_runs`` deletes, in batches:
+SKIPPED_KEEP_S = 48 * 3600
+"""How long a ``skipped`` row that called no model (no tokens, no cost) is kept: it changed nothing and
+spent nothing, and the daily check-in has reported it by then (its window is the day since the previous
+check-in: 48 h leaves a day to spare for a late check-in). A skipped row that did call the model (a
+catch-up stopped by a shutdown mid-run) spent tokens: it is kept as long as any other finished row."""
+RUNS_KEEP_S = 400 * 86_400
+"""How long any other finished row is kept: over a year, so a year's costs and outcomes can be read
+back. The newest finished row of each (project, job) pair is kept whatever its age (skipped rows that
+called no model are no runs of the job), so a project's last run of each job can always be read back
+(``runs(job=, project=, limit=1)``, ``last_runs``). ``running`` rows are never deleted (the daemon closes
+its orphans at start)."""
+PRUNE_BATCH = 5000
+"""Rows deleted per transaction: each batch takes the write lock for tens of milliseconds and gives it
+back, so the scanner thread or a foreground command waits that long at most, not for a whole prune."""
+PRUNE_MAX_ROWS = 200_000
+"""Rows one ``prune_runs`` call deletes at most: 2.1 s on the development machine from a 756,000-row
+log (batches of ~50 ms), far inside the 10 s busy timeout, so a writer that keeps missing the gaps
+between batches still gets the lock before it gives up, and the daemon's start (before systemd's
+READY=1) is never held for long. A year's backlog (over 4 million rows, a log from before retention) is
+cleared over a few weeks of check-ins; ~12,600 new rows a day are far below the cap."""
+# A skipped row that called no model (rule 1 above); for a table alias prefix, format with it.
+_IDLE_SKIPPED = ("{a}outcome = 'skipped' AND {a}tokens_in + {a}tokens_out + {a}cache_read + {a}cache_write = 0 "
+                 "AND {a}cost_usd = 0")
+_PRUNE_SKIPPED = ("DELETE FROM runs WHERE id IN (SELECT id FROM runs WHERE " + _IDLE_SKIPPED.format(a="")
+                  + " AND COALESCE(ended, started) < ? LIMIT ?)")
+# Older than the cutoff, not running, not an idle skip (rule 1's), and a newer such row of the same
+# (project, job) exists (a NULL project, the check-in's rows, is a pair of its own: ``IS``).
+_PRUNE_OLD = (
+    "DELETE FROM runs WHERE id IN (SELECT r.id FROM runs r WHERE r.outcome != 'running' AND NOT ("
+    + _IDLE_SKIPPED.format(a="r.") + ") AND COALESCE(r.ended, r.started) < ? AND EXISTS ("
+    "SELECT 1 FROM runs n WHERE n.project IS r.project AND n.job = r.job AND n.outcome != 'running' AND NOT ("
+    + _IDLE_SKIPPED.format(a="n.") + ") AND (n.started > r.started OR (n.started = r.started AND n.id > r.id))"
+    ") LIMIT ?)")
 
 # Each entry moves the schema from version i to i + 1. Append only.
 MIGRATIONS: list[str] = [
@@ -716,11 +754,37 @@ class StateStore:
     def last_outcomes(self, project: str, jobs: tuple[str, ...], limit: int) -> list[str]:
         """The outcomes of ``project``'s newest ``limit`` runs of ``jobs`` that ran (not ``running``, not
         ``skipped``: a catch-up with nothing to read is no run of the job), newest first."""
+        return [r.outcome for r in self.last_runs(project, jobs, limit)]
+
+    def last_runs(self, project: str, jobs: tuple[str, ...], limit: int, *, model_only: bool = False) -> list[Run]:
+        """``project``'s newest ``limit`` runs of ``jobs`` that ran (as ``last_outcomes``), newest first,
+        filtered by SQLite: an idle project's skipped catch-ups (twelve a day) never push them out of the
+        window. ``model_only``: only the runs that called the model, by the rule of
+        ``memd.jobs.modelrun._model_run`` (it used tokens, or it failed)."""
         marks = ", ".join("?" for _ in jobs)
-        rows = self._exec(f"SELECT outcome FROM runs WHERE project = ? AND job IN ({marks}) AND outcome NOT IN "
-                          "('running', 'skipped') ORDER BY started DESC, id DESC LIMIT ?",
+        model = (" AND (outcome = 'failed' OR tokens_in + tokens_out + cache_read + cache_write > 0)"
+                 if model_only else "")
+        rows = self._exec(f"SELECT * FROM runs WHERE project = ? AND job IN ({marks}) AND outcome NOT IN "
+                          f"('running', 'skipped'){model} ORDER BY started DESC, id DESC LIMIT ?",
                           (project, *jobs, limit)).fetchall()
-        return [r[0] for r in rows]
+        return [_run(r) for r in rows]
+
+    def prune_runs(self, now: float, *, batch: int = PRUNE_BATCH, max_rows: int = PRUNE_MAX_ROWS) -> int:
+        """Delete the run-log rows the retention rules let go (``SKIPPED_KEEP_S``, ``RUNS_KEEP_S``), at
+        most ``batch`` per transaction and ``max_rows`` in all (the rest waits for the next call); the
+        number of rows deleted. Call it outside ``batch()`` (inside one, the deletes join the open
+        transaction). A busy or unwritable state file raises as any write does (``StateBusy``,
+        ``StateError``); the batches committed before stay deleted."""
+        deleted = 0
+        for sql, cutoff in ((_PRUNE_SKIPPED, now - SKIPPED_KEEP_S), (_PRUNE_OLD, now - RUNS_KEEP_S)):
+            while deleted < max_rows:
+                size = min(batch, max_rows - deleted)
+                with self.batch():
+                    n = max(0, self._exec(sql, (cutoff, size)).rowcount)
+                deleted += n
+                if n < size:
+                    break
+        return deleted
 
     def first_runs(self, *, since: float, exclude_job: str, limit: int) -> list[Run]:
         """The oldest ``limit`` runs since ``since`` (all but ``exclude_job``'s), oldest first."""

@@ -162,6 +162,7 @@ class Daemon:
             self.log.info("daemon.start", pid=os.getpid(), version=__version__, claude_dir=str(self.claude_dir),
                           state_dir=str(self.state_dir), timezone=str(self.tz))
             self._close_orphan_runs()
+            self._prune_runs()
             self.setup_schedule()
             self.worker.start()
             self._start_scheduler()
@@ -609,6 +610,13 @@ class Daemon:
                                               error="abandoned: memd stopped before the run finished")
         except MemdError:
             pass  # a foreground job is running: its rows are live
+
+    def _prune_runs(self) -> None:
+        """The run log's retention at start (memd.state.prune_runs; the check-in prunes daily), after the
+        orphans are closed; a failure is logged (``state.prune_failed``) and the daemon goes on."""
+        from memd.jobs.checkin import prune_run_log
+
+        prune_run_log(self.state, self.clock.time(), self.log)
 
     # ------------------------------------------------------------------ heartbeat
 

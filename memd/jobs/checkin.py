@@ -3,7 +3,8 @@
 Runs since the previous check-in (or the last 24 hours), what they changed, tokens and cost,
 warnings still open, and the projects whose runs keep "succeeding" while changing nothing -- the
 way peers' consolidations failed for weeks without anyone noticing. Names and figures only: no
-memory content goes into a report.
+memory content goes into a report. Once the report is written the check-in prunes the run log
+(``prune_run_log``; the rules: ``memd.state.SKIPPED_KEEP_S``, ``RUNS_KEEP_S``).
 """
 
 from __future__ import annotations
@@ -170,4 +171,25 @@ def run_checkin(jc: JobContext) -> Path | None:
                     idle_projects=len(idle))
         for name in idle:
             jc.log.warning("checkin.no_changes", project=name, runs=IDLE_RUNS)
+    if not jc.dry_run:
+        # after the report: it has read (and counted) the rows the prune lets go
+        prune_run_log(state, now, jc.log)
     return path
+
+
+def prune_run_log(state: StateStore, now: float, log: Any = None) -> int:
+    """``StateStore.prune_runs`` for the check-in and the daemon's start: the rows deleted, logged as
+    ``state.pruned`` (with ``more=True`` when the call's cap, ``PRUNE_MAX_ROWS``, left some for the next
+    one); a prune that fails (the state file busy, locked, full) is logged as ``state.prune_failed`` with
+    the reason and returns 0, never raises: old rows can wait a day."""
+    from memd.state import PRUNE_MAX_ROWS
+
+    try:
+        n = state.prune_runs(now, max_rows=PRUNE_MAX_ROWS)
+    except Exception as e:  # whatever it is, the check-in and the daemon go on
+        if log is not None:
+            log.warning("state.prune_failed", reason=f"{type(e).__name__}: {e}"[:500])
+        return 0
+    if n and log is not None:
+        log.info("state.pruned", rows=n, **({"more": True} if n >= PRUNE_MAX_ROWS else {}))
+    return n

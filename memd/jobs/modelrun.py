@@ -314,7 +314,8 @@ IDLE_STREAK = 3
 
 def _model_run(r: Run) -> bool:
     """Whether a run-log row was a model run: it used tokens; a failure always counts (it breaks a
-    streak). Rows keep no "model called" flag, and old rows must read alike."""
+    streak). Rows keep no "model called" flag, and old rows must read alike. ``StateStore.last_runs``
+    (``model_only``) applies the same rule in SQL."""
     return r.outcome == "failed" or (r.tokens_in + r.tokens_out + r.cache_read + r.cache_write) > 0
 
 
@@ -329,9 +330,11 @@ def note_idle(jc: JobContext, job: str, out: ProjectOutcome) -> None:
         return
     if out.outcome != "unchanged" or not out.model_called:
         return
-    streak = 1  # this run; its own row is still "running" and is skipped below
-    for r in jc.state.runs(job=job, project=out.project, limit=IDLE_STREAK * 4):
-        if r.outcome == "running" or not _model_run(r):
+    streak = 1  # this run; its own row is still "running" and is not read
+    # the project's model runs before this one, filtered by SQLite: an idle project's skipped catch-ups
+    # (twelve a day) and its runs without the model must not push them out of a fixed window of rows
+    for r in jc.state.last_runs(out.project, (job,), IDLE_STREAK * 4, model_only=True):
+        if not _model_run(r):
             continue
         if r.outcome == "unchanged":
             streak += 1
