@@ -8,7 +8,7 @@ Seven nights, Monday 08:00 to the next Monday 08:00 (UTC), ticking the loop ever
   night, C never; the scheduled dream job once a night, never twice;
 - catch-ups every 2 hours (84 slots), each extracting the sessions that went quiet since the last;
 - the check-in at 07:30 each morning: its report counts exactly the runs since the previous one and
-  names the night's dreams, with what they changed.
+  names the night's dreams, with what they changed; then it prunes the run log (skipped rows after 48 h).
 """
 
 from __future__ import annotations
@@ -131,6 +131,7 @@ def test_a_simulated_week(week: Week) -> None:
     end = START + timedelta(days=7)
     night = 0
     checkins: list[float] = []
+    before: list[list[Any]] = []  # the run rows each check-in reads (it prunes old skipped ones after)
     while w.clock.now() < end:
         now = w.clock.now()
         for name, hours in SESSION_HOURS.items():
@@ -144,6 +145,7 @@ def test_a_simulated_week(week: Week) -> None:
                      s.message(s.text(f"Consolidated night {night}.")))
         if (now.hour, now.minute) == (7, 30):
             checkins.append(w.clock.time())
+            before.append([r for r in st.runs(limit=10_000) if r.job != "checkin"])
         w.step()
     assert night == 7 and s.pending == 0
 
@@ -172,7 +174,14 @@ def test_a_simulated_week(week: Week) -> None:
 
     # catch-ups: every session extracted once (its records sent to the model once, never again)
     catchups = st.runs(job="catchup", limit=10_000)
-    assert len(catchups) == 84 * 3 and {r.outcome for r in catchups} <= {"skipped", "unchanged", "changed"}
+    finished = w.events("job.finish", job="catchup")
+    assert len(finished) == 84 * 3 and {e["outcome"] for e in finished} <= {"skipped", "unchanged", "changed"}
+    # the run log keeps the catch-ups that ran and the skipped ones of the 48 hours before the last
+    # check-in (memd.state.SKIPPED_KEEP_S); the check-ins pruned the rest
+    pruned = sum(e["rows"] for e in w.events("state.pruned"))
+    assert pruned > 0 and len(catchups) == len(finished) - pruned
+    assert all(r.outcome != "skipped" or (r.ended or 0) >= checkins[-1] - 48 * 3600 for r in catchups)
+    assert {r.outcome for r in catchups if r.outcome != "skipped"} == {e["outcome"] for e in finished} - {"skipped"}
     sent: Counter[str] = Counter()
     for req in s.requests:
         body = json.dumps(req.body)
@@ -186,8 +195,7 @@ def test_a_simulated_week(week: Week) -> None:
     # each morning's report: exactly the runs since the previous check-in, and the night's dreams
     reports = w.events("checkin.report")
     assert len(reports) == 7 and len(checkins) == 7
-    runs = [r for r in st.runs(limit=10_000) if r.job != "checkin"]
-    for k, (rep, at) in enumerate(zip(reports, checkins, strict=True)):
+    for k, (rep, at, runs) in enumerate(zip(reports, checkins, before, strict=True)):
         since = checkins[k - 1] if k else at - 86_400
         window = [r for r in runs if since < r.started <= at]
         assert rep["runs"] == len(window)
