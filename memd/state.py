@@ -786,6 +786,11 @@ class StateStore:
                     break
         return deleted
 
+    def running(self) -> list[Run]:
+        """Every row still ``running``, oldest first (the daemon closes those a dead daemon left: all of
+        them, not those among the newest rows, which an idle catch-up's rows push out of any window)."""
+        return [_run(r) for r in self._exec("SELECT * FROM runs WHERE outcome = 'running' ORDER BY started, id")]
+
     def first_runs(self, *, since: float, exclude_job: str, limit: int) -> list[Run]:
         """The oldest ``limit`` runs since ``since`` (all but ``exclude_job``'s), oldest first."""
         rows = self._exec("SELECT * FROM runs WHERE started >= ? AND job != ? ORDER BY started ASC, id ASC LIMIT ?",

@@ -272,3 +272,15 @@ def test_a_failed_prune_does_not_stop_the_daemon(tmp_path: Path, monkeypatch: py
     assert "no space left on device" in failed["reason"]
     assert rec.named("daemon.ready") and rec.named("daemon.error") == []
 
+
+
+def test_the_daemon_closes_every_orphan_however_many_rows_came_after(tmp_path: Path, no_thread_leaks: None) -> None:
+    with StateStore.open(tmp_path / "state") as s:
+        orphan = row(s, "dream", "-p0", NOW - 2 * H, "running")  # left by a daemon that died mid-dream
+        for i in range(300):  # the catch-ups that ran after it (a foreground `memd catchup`, say)
+            row(s, "catchup", f"-p{i}", NOW - H, "unchanged")
+    _start_and_stop(tmp_path)
+    with StateStore.open(tmp_path / "state") as s:
+        assert s.running() == []
+        closed = s.run(orphan)
+        assert closed is not None and closed.outcome == "failed" and "abandoned" in (closed.error or "")

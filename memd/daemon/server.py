@@ -604,10 +604,9 @@ class Daemon:
 
         try:
             with job_lock(self.state_dir):
-                for r in self.state.runs(limit=200):
-                    if r.outcome == "running":
-                        self.state.finish_run(r.id, outcome="failed", ended=self.clock.time(),
-                                              error="abandoned: memd stopped before the run finished")
+                for r in self.state.running():
+                    self.state.finish_run(r.id, outcome="failed", ended=self.clock.time(),
+                                          error="abandoned: memd stopped before the run finished")
         except MemdError:
             pass  # a foreground job is running: its rows are live
 
