@@ -279,3 +279,31 @@ def test_fix_marks_are_what_rebuild_does(claude_data: Path) -> None:
         marked_total += len(shortened)
         assert all(not f.fixable for f in long if f.line not in shortened)
     assert marked_total >= 30
+
+
+def test_progress_with_workers_draws_the_bar_without_a_thread(make_project: Callable[..., Path],
+                                                               claude_home: Path) -> None:
+    """`check --all` over enough folders forks workers: its bar is redrawn by the steps, never by rich's
+    refresh thread (a child forked while that thread held the stream's lock would hang at its exit)."""
+    import io
+    import threading
+
+    from memd.commands._progress import progress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stream, before = Tty(), threading.active_count()
+    with progress(3, "checking", stream=stream, threaded=False) as step:
+        for name in ("a", "b", "c"):
+            step(name)
+            assert threading.active_count() == before
+    assert "checking" in stream.getvalue()
+    for n in range(130):  # past PARALLEL_MIN (128): two workers
+        make_project(f"-home-u-p{n:03d}", {"MEMORY.md": "- [A](a.md) — a\n", "a.md": topic("A", "a", "user")})
+    env = {**os.environ, "TERM": "xterm", "PYTHONPATH": str(ROOT), "COLUMNS": "100"}
+    rc, bar, out = _on_a_terminal(["--claude-dir", str(claude_home), "check", "--all", "--no-cache", "-j", "2"], env,
+                                  stderr_tty=True)
+    assert rc == 0 and "checking" in bar and "/130" in bar
+    assert out.strip().endswith("130 memory folders checked: no findings")

@@ -34,26 +34,36 @@ def on_terminal(stream: TextIO | None = None) -> bool:
 
 
 @contextmanager
-def progress(total: int, what: str, stream: TextIO | None = None) -> Iterator[Callable[[str], None]]:
-    """A bar for ``total`` steps labelled ``what`` (e.g. "checking"), on ``stream`` (default stderr)."""
+def progress(total: int, what: str, stream: TextIO | None = None,
+             *, threaded: bool = True) -> Iterator[Callable[[str], None]]:
+    """A bar for ``total`` steps labelled ``what`` (e.g. "checking"), on ``stream`` (default stderr).
+    ``threaded=False``: no refresh thread, the bar is redrawn by the steps (at most ten times a second) —
+    for work that forks (`check --all`'s workers): a child forked while the refresh thread held a lock
+    of the stream would wait for it for ever when it flushes at its exit."""
     s = sys.stderr if stream is None else stream
     if total < MIN_TOTAL or not on_terminal(s):
         yield _quiet
         return
+    import time
+
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("{task.fields[name]}", style="dim"))
-    with Progress(*columns, console=Console(file=s), transient=True) as bar:
+    with Progress(*columns, console=Console(file=s), transient=True, auto_refresh=threaded) as bar:
         task = bar.add_task(what, total=total, name="")
         started = [False]
+        drawn = [0.0]
 
         def step(name: str) -> None:
             if started[0]:
                 bar.advance(task)
             started[0] = True
             bar.update(task, name=name)
+            if not threaded and time.monotonic() - drawn[0] >= 0.1:
+                drawn[0] = time.monotonic()
+                bar.refresh()
 
         yield step
         if started[0]:

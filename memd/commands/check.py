@@ -76,7 +76,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.all and len(projects) > 1:
         from memd.commands._progress import progress
 
-        with progress(len(projects), "checking") as step:
+        with progress(len(projects), "checking", threaded=jobs == 1) as step:
             report = check_projects(projects, ctx.config, cache_dir=cache_dir, skip_missing=True, step=step,
                                     jobs=jobs)
     else:
