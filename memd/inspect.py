@@ -146,15 +146,8 @@ def check_projects(projects: list[Project], config: Config, *, cache_dir: Path |
     see ``parallel_jobs``)."""
     def each() -> list[ProjectCheck]:
         if jobs > 1:
-            done = _check_parallel(projects, config, cache_dir, jobs, step)
-            if done is not None:
-                return done
-        results: list[ProjectCheck] = []
-        for p in projects:
-            if step is not None:
-                step(p.name)
-            results.append(check_project(p, config.budget, team_pii=config.hooks.team_pii, cache_dir=cache_dir))
-        return results
+            return _check_parallel(projects, config, cache_dir, jobs, step)
+        return _finish(projects, [None] * len(projects), config, cache_dir, step)
 
     if cache_dir is None:
         results = each()
@@ -176,12 +169,12 @@ _WORK: tuple[list[Project], BudgetConfig, bool, Path | None] | None = None
 def _check_chunk(chunk: list[int]) -> tuple[list[tuple[int, dict[str, Any] | None]], dict[str, Any]]:
     """A worker's share: each project's result as cache data (None: the cached result the parent holds
     too), and the cache entries the share added or renewed."""
+    from memd import checkcache
+
     assert _WORK is not None
     projects, budget, team_pii, cache_dir = _WORK
     out: list[tuple[int, dict[str, Any] | None]] = []
     if cache_dir is not None:
-        from memd import checkcache
-
         checkcache.take_changed(cache_dir)  # what an earlier share sent already, or the parent's own
     for i in chunk:
         res, cached = _check(projects[i], budget, team_pii, cache_dir)
@@ -190,21 +183,22 @@ def _check_chunk(chunk: list[int]) -> tuple[list[tuple[int, dict[str, Any] | Non
 
 
 def _check_parallel(projects: list[Project], config: Config, cache_dir: Path | None, jobs: int,
-                    step: Callable[[str], None] | None) -> list[ProjectCheck] | None:
-    """Check the projects in ``jobs`` forked processes, results in order; None when workers cannot be had
-    (the caller checks them itself). The folders the cache's quick check answers for are answered here
-    first (a repeated run forks nothing); the children inherit the rest and the cache as read, and each
-    sends back its results and new cache entries, which the parent keeps as if it had checked them itself."""
+                    step: Callable[[str], None] | None) -> list[ProjectCheck]:
+    """Check the projects in ``jobs`` forked processes, results in order (in this process when workers
+    cannot be had, or too few folders are left to check). The folders the cache's quick check answers
+    for are answered here first (a repeated run forks nothing); the children inherit the rest and the
+    cache as read, and each sends back its results and new cache entries, which the parent keeps as if
+    it had checked them itself."""
     global _WORK
     import multiprocessing
     import sys
+
+    from memd import checkcache
 
     budget, team_pii = config.budget, config.hooks.team_pii
     results: list[ProjectCheck | None] = [None] * len(projects)
     todo = list(range(len(projects)))
     if cache_dir is not None:
-        from memd import checkcache
-
         todo = []
         for i, p in enumerate(projects):
             hit = checkcache.quick_hit(cache_dir, p.memory_dir, budget, team_pii)
@@ -240,13 +234,9 @@ def _check_parallel(projects: list[Project], config: Config, cache_dir: Path | N
     finally:
         _WORK = None
     if cache_dir is not None:
-        from memd import checkcache
-
         checkcache.add_changed(cache_dir, changed)
     for i, data in found.items():
         if data is None and cache_dir is not None:  # the cached result, as the parent holds it
-            from memd import checkcache
-
             data = checkcache.result_of(cache_dir, projects[i].memory_dir)
         try:
             results[i] = ProjectCheck.from_cache(projects[i], budget, data) if data is not None else None
@@ -257,7 +247,8 @@ def _check_parallel(projects: list[Project], config: Config, cache_dir: Path | N
 
 def _finish(projects: list[Project], results: list[ProjectCheck | None], config: Config, cache_dir: Path | None,
             step: Callable[[str], None] | None) -> list[ProjectCheck]:
-    """The results, each project still without one checked here."""
+    """The results, each project still without one checked here, in this process (``step`` told each
+    name as it starts)."""
     done: list[ProjectCheck] = []
     for p, r in zip(projects, results, strict=True):
         if r is None:
