@@ -4,8 +4,9 @@ One JSON file for every memory folder, ``<state_dir>/cache/check.json`` (read on
 written once per `check --all`). Each entry holds a digest of the folder's ``fingerprint`` (every
 file's size, times, inode and mode; 128-bit BLAKE2), the budget, and is valid only for the code of
 the checks themselves (the modules' sizes and times), so a changed file, config or memd means a fresh
-check. Entries written within two seconds of a file's modification are not trusted (a coarse clock could hide a second
-write), and any problem with the cache just means checking again: it never fails a check.
+check. Entries written within two seconds of a file's modification are not trusted (a coarse clock
+could hide a second write), and any problem with the cache just means checking again: it never fails
+a check.
 
 The quick check. A repeated ``check --all`` of an unchanged tree need not list every folder: an entry
 also holds the stamp (mtime, ctime, inode) of each folder the walk listed, each taken before it was
@@ -162,14 +163,17 @@ def _entry(c: _Cache, where: str, cfg: str) -> dict[str, Any] | None:
     return entry
 
 
-def quick_hit(state_dir: Pathish, memory_dir: Pathish, budget: BudgetConfig, team_pii: bool) -> dict[str, Any] | None:
-    """The cached result when the quick check alone says the folder is unchanged (see the module doc),
-    else None: then ``lookup`` decides."""
-    entry = _entry(_cache(state_dir), _where(memory_dir), _cfg(budget, team_pii))
+def _quick_result(entry: dict[str, Any] | None, memory_dir: Pathish) -> dict[str, Any] | None:
     if entry is not None and entry.get("quick") and _unchanged(memory_dir, entry["quick"]):
         result: dict[str, Any] = entry["result"]
         return result
     return None
+
+
+def quick_hit(state_dir: Pathish, memory_dir: Pathish, budget: BudgetConfig, team_pii: bool) -> dict[str, Any] | None:
+    """The cached result when the quick check alone says the folder is unchanged (see the module doc),
+    else None: then ``lookup`` decides."""
+    return _quick_result(_entry(_cache(state_dir), _where(memory_dir), _cfg(budget, team_pii)), memory_dir)
 
 
 def _digest(fp: tuple[object, ...]) -> str:
@@ -191,8 +195,9 @@ def lookup(state_dir: Pathish, memory_dir: Pathish, budget: BudgetConfig,
     c = _cache(state_dir)
     where = _where(memory_dir)
     entry = _entry(c, where, cfg)
-    if entry is not None and entry.get("quick") and _unchanged(memory_dir, entry["quick"]):
-        return None, entry["result"]
+    hit = _quick_result(entry, memory_dir)
+    if hit is not None:
+        return None, hit
     from memd.memfolder.folder import fingerprint_walk  # not on a quick hit
 
     fp, w = fingerprint_walk(memory_dir, stamps=True)

@@ -178,7 +178,7 @@ def _check_chunk(chunk: list[int]) -> tuple[list[tuple[int, dict[str, Any] | Non
         checkcache.take_changed(cache_dir)  # what an earlier share sent already, or the parent's own
     for i in chunk:
         res, cached = _check(projects[i], budget, team_pii, cache_dir)
-        out.append((i, None if cached and cache_dir is not None else res.cache_data()))
+        out.append((i, None if cached else res.cache_data()))  # cached: only with a cache
     return out, checkcache.take_changed(cache_dir) if cache_dir is not None else {}
 
 

@@ -760,7 +760,8 @@ class StateStore:
         """``project``'s newest ``limit`` runs of ``jobs`` that ran (as ``last_outcomes``), newest first,
         filtered by SQLite: an idle project's skipped catch-ups (twelve a day) never push them out of the
         window. ``model_only``: only the runs that called the model, by the rule of
-        ``memd.jobs.modelrun._model_run`` (it used tokens, or it failed)."""
+        the idle streak (``memd.jobs.modelrun.note_idle``): it used tokens, or it failed (a failure always
+        breaks a streak; rows keep no "model called" flag, and old rows must read alike)."""
         marks = ", ".join("?" for _ in jobs)
         model = (" AND (outcome = 'failed' OR tokens_in + tokens_out + cache_read + cache_write > 0)"
                  if model_only else "")

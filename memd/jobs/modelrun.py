@@ -37,7 +37,6 @@ from memd.llm import client as llm
 if TYPE_CHECKING:
     from memd.config import Config
     from memd.llm.memtool import StagedMemory
-    from memd.state import Run
 
 Handler = Callable[[Any], tuple[str, bool]]
 MAX_TOOL_CALLS = llm.MAX_TOOL_CALLS  # per run: a model looping on tool calls stops here
@@ -312,13 +311,6 @@ IDLE_WARNING = "model_runs_change_nothing"
 IDLE_STREAK = 3
 
 
-def _model_run(r: Run) -> bool:
-    """Whether a run-log row was a model run: it used tokens; a failure always counts (it breaks a
-    streak). Rows keep no "model called" flag, and old rows must read alike. ``StateStore.last_runs``
-    (``model_only``) applies the same rule in SQL."""
-    return r.outcome == "failed" or (r.tokens_in + r.tokens_out + r.cache_read + r.cache_write) > 0
-
-
 def note_idle(jc: JobContext, job: str, out: ProjectOutcome) -> None:
     """Peers' consolidations reported "ok" for weeks while changing nothing (facts.md section 8): after
     IDLE_STREAK successful model runs in a row that changed nothing, open a warning the check-in
@@ -334,8 +326,6 @@ def note_idle(jc: JobContext, job: str, out: ProjectOutcome) -> None:
     # the project's model runs before this one, filtered by SQLite: an idle project's skipped catch-ups
     # (twelve a day) and its runs without the model must not push them out of a fixed window of rows
     for r in jc.state.last_runs(out.project, (job,), IDLE_STREAK * 4, model_only=True):
-        if not _model_run(r):
-            continue
         if r.outcome == "unchanged":
             streak += 1
         else:
