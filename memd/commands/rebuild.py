@@ -5,7 +5,8 @@ with --dry-run it writes nothing. A person asking normalises (repeats merged, lo
 shortened, each action naming the words a cut leaves out); ``--minimal`` does only what the
 unattended runs do (repair what is broken: a healthy index is left byte for byte). An entry whose
 file is gone keeps the words after its link as plain text unless ``--drop-notes``. Exit status: 0
-when every index fits (or already did), 1 when one cannot be fitted by safe moves or could not be written, 2 on usage errors.
+when every index fits (or already did), 1 when one cannot be fitted by safe moves or could not be
+written, 2 on usage errors.
 """
 
 from __future__ import annotations
