@@ -322,6 +322,15 @@ def _words_in(needle: str, hay: str) -> bool:
     return re.search(pattern, hay) is not None
 
 
+def without_words(text: str, words: str) -> str:
+    """text with the first whole-word occurrence of words (whitespace folded, any case) taken out."""
+    w = " ".join(words.split())
+    if not w:
+        return text
+    pattern = ("(?<!\\w)" if w[:1].isalnum() else "") + re.escape(w) + ("(?!\\w)" if w[-1:].isalnum() else "")
+    return re.sub(pattern, " ", " ".join(text.split()), count=1, flags=re.IGNORECASE)
+
+
 def _haystack(files: Mapping[str, bytes], *, index: bool) -> str:
     texts = [files[r] for r in sorted(files) if (index and r == INDEX_NAME) or _is_topic(r)]
     return "\n".join(" ".join(normalise(ln) for ln in t.decode("utf-8", "replace").splitlines()) for t in texts)
@@ -340,12 +349,8 @@ def index_notes(old_index: str, before: Mapping[str, bytes]) -> list[str]:
         target, leaves = link_target(e.target, "")
         data = before.get(target) if target is not None and not leaves else None
         if data is not None and _is_topic(target or ""):
-            tf = frontmatter.parse(data.decode("utf-8", "replace"))
-            for said in (tf.description, tf.name):
-                s = " ".join((said or "").split()) if isinstance(said, str) else ""
-                if s and s.casefold() in rest.casefold():
-                    at = rest.casefold().index(s.casefold())
-                    rest = rest[:at] + " " + rest[at + len(s):]
+            desc = frontmatter.parse(data.decode("utf-8", "replace")).description
+            rest = without_words(rest, desc if isinstance(desc, str) else "")
         rest = " ".join(rest.split()).strip(" ;,.:—–-|/…")  # a hook cut with "…" is judged by what it kept
         if any(ch.isalnum() for ch in rest) and not _words_in(rest, topics):
             out.append(rest)

@@ -270,16 +270,13 @@ def _fold(text: str) -> str:
 
 def own_words(hook: str, linked: TopicInfo | None, topics: Mapping[str, TopicInfo]) -> str:
     """The words after an entry's link that no topic file's name or description holds: what only the
-    index keeps (the user's note). The linked file's description is taken out of the hook first, so
+    index keeps (the user's note; the guard's ``index_notes`` judges the same way, against whole files).
+    The linked file's description is taken out of the hook first, so
     "<description> (ADR-015 to revise)" leaves "(ADR-015 to revise)". Empty when nothing is left that
     has a letter or a digit."""
-    rest = " ".join(hook.split())
-    if linked is not None:
-        for said in (linked.description, linked.name):
-            s = " ".join((said or "").split())
-            if s and s.casefold() in rest.casefold():
-                at = rest.casefold().index(s.casefold())
-                rest = rest[:at] + " " + rest[at + len(s):]
+    from memd.core.guard import without_words
+
+    rest = without_words(hook, linked.description or "") if linked is not None else " ".join(hook.split())
     rest = " ".join(rest.split()).strip(" ;,.:—–-|/…")  # a hook cut with "…" is judged by what it kept
     if not any(ch.isalnum() for ch in rest):
         return ""
