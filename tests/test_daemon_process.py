@@ -218,7 +218,7 @@ def test_auto_relief_rebuilds_an_over_budget_index_once_idle(run_daemon: RunDaem
     # only until it fits (near the budget, no longer over: the warning eases, it does not clear)
     from memd.core import index as mindex
 
-    assert mindex.measure((d.project("-home-u-long") / "MEMORY.md").read_text()).level == "near": the longest lines first (an unattended run changes only the lines it must)
+    assert mindex.measure((d.project("-home-u-long") / "MEMORY.md").read_text()).level == "near"
     lines = (d.project("-home-u-long") / "MEMORY.md").read_text().splitlines()
     assert 0 < sum(len(x) <= 150 for x in lines) < 110
     # 220 entries whose files are gone: dropping them would fit, but an unattended run never drops
