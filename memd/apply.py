@@ -1,5 +1,12 @@
 """A model run's changes: staged, edited, guarded, then applied file by file, or rejected whole.
 
+The rule of every memd writer (rebuild, dream, catch-up, sync, undo, the memory tool through this
+pipeline): the smallest edit that reaches its goal, planned from what was read, applied after a durable
+snapshot, never over a file that changed since it was read. An unattended run never rewrites what is
+healthy: the index repair that ends a run (``finalize``, ``memd.core.rebuild.REPAIR``) changes only what
+the run left broken; the guard refuses a run that drops a word of the user's (prose in the index, the
+words after an entry's link) that no file holds after it.
+
 ``run`` owns the whole pipeline and returns a typed ``RunResult``; a job passes only the model's
 part, a callback that edits the staging copy (``edit(workspace) -> Edits``):
 

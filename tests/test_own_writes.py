@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -230,3 +231,21 @@ def test_entries_in_a_folder_memd_cannot_list_are_kept(tmp_path: Path, monkeypat
         res = rebuild_project(Project("p", mem.parent, mem), Config(), tmp_path / "state", dry_run=False, mode=mode)
         assert not res.changed, res.actions
     assert (mem / "MEMORY.md").read_bytes() == before
+
+
+def test_the_daemons_keyless_dream_by_trigger_leaves_a_healthy_index_alone(run_daemon: Callable[..., object]) -> None:
+    """`memd trigger dream` (and the nightly slot, which runs the same job) without a key: unchanged."""
+    d: Any = run_daemon()
+    d.wait_for("daemon.ready")
+    src = GOLDEN / "healthy_real_shaped" / "memory"
+    for f in sorted(src.iterdir()):
+        if f.name != "MEMORY.md":
+            d.write_memory("-home-u-app", f.name, f.read_text())
+    mem = d.write_memory("-home-u-app", "MEMORY.md", (src / "MEMORY.md").read_text()).parent
+    before = _tree(mem)
+    res = d.memd("trigger", "dream", "--project", "-home-u-app")
+    assert res.returncode == 0, res.stderr
+    fin = d.wait_for("job.finish", job="dream", project="-home-u-app")
+    assert fin["outcome"] == "unchanged", fin
+    assert _tree(mem) == before
+    assert d.stop() == 0
