@@ -14,7 +14,7 @@ from memd.config import BudgetConfig, Config
 from memd.core import guard, index
 from memd.core.files import FolderSnapshot
 from memd.core.lint import lint
-from memd.core.rebuild import NORMALISE, TopicInfo, plan_rebuild, shorten, topics_of
+from memd.core.rebuild import NORMALISE, REPAIR, TopicInfo, plan_rebuild, shorten, topics_of
 from memd.layout import Project
 from memd.maintenance import rebuild_project
 from tests.plugins.memory_folders import topic, write_tree
@@ -107,6 +107,52 @@ def test_rebuild_never_drops_the_users_prose(case: tuple[str, dict[str, TopicInf
     text, topics = case
     plan = plan_rebuild(text, topics, BudgetConfig(max_lines=max_lines, max_chars=max_chars), mode=NORMALISE)
     assert guard.lost_prose(text, {"MEMORY.md": plan.text.encode()}) == []
+
+
+def _as_files(text: str, topics: dict[str, TopicInfo]) -> dict[str, bytes]:
+    """The folder as the guard sees it: the index and each topic file with its frontmatter."""
+    out = {"MEMORY.md": text.encode()}
+    for rel, t in topics.items():
+        desc = " ".join((t.description or "").split()).replace('"', "'")
+        out[rel] = f'---\nname: x\ndescription: "{desc}"\ntype: user\n---\n\nbody\n'.encode()
+    return out
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_folder(), st.integers(3, 60), st.integers(400, 6000), st.sampled_from([REPAIR, NORMALISE]))
+def test_no_rebuild_drops_the_words_after_a_link(case: tuple[str, dict[str, TopicInfo]], max_lines: int,
+                                                 max_chars: int, mode: str) -> None:
+    """Neither mode drops the user's words after an entry's link (``guard.lost_notes``) unless it
+    shortens the line (normalise only, and it says so); a repair drops none, fitting or not."""
+    text, topics = case
+    plan = plan_rebuild(text, topics, BudgetConfig(max_lines=max_lines, max_chars=max_chars), mode=mode)
+    before = _as_files(text, topics)
+    after = dict(before, **{"MEMORY.md": plan.text.encode()})
+    lost = guard.lost_notes(text, before, after)
+    if mode == REPAIR or not any(a.startswith("shortened") for a in plan.actions):
+        assert lost == [], (lost, plan.actions)
+    assert guard.lost_prose(text, after) == []
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_folder())
+def test_a_repair_within_the_budget_changes_only_broken_lines(case: tuple[str, dict[str, TopicInfo]]) -> None:
+    """Within the budget a repair unlinks dangling entries and indexes orphans, nothing else: every
+    line it keeps keeps its bytes, and an index with nothing broken comes back byte for byte."""
+    text, topics = case
+    plan = plan_rebuild(text, topics, BudgetConfig(), mode=REPAIR)
+    if not plan.fits:
+        return
+    assert not any(a.startswith(("shortened", "merged")) for a in plan.actions), plan.actions
+    if not plan.actions:
+        assert plan.text == text
+    kept = [ln for ln in text.splitlines() if ln in plan.text.splitlines()]
+    removed = [ln for ln in text.splitlines() if ln not in plan.text.splitlines()]
+    # a line that went is an entry whose file is gone (dropped, or kept as plain text)
+    for ln in removed:
+        m = index.ENTRY.match(ln)
+        assert m is not None, ln
+    assert len(kept) + len(removed) == len(text.splitlines())
 
 
 # --------------------------------------------------------------------------- writing

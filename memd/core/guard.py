@@ -336,16 +336,17 @@ def _haystack(files: Mapping[str, bytes], *, index: bool) -> str:
     return "\n".join(" ".join(normalise(ln) for ln in t.decode("utf-8", "replace").splitlines()) for t in texts)
 
 
-def index_notes(old_index: str, before: Mapping[str, bytes]) -> list[str]:
-    """The user's words after the links of ``old_index``'s entries: each hook less the linked file's
-    description (and name), when what is left holds a letter or a digit and no topic file of
-    ``before`` holds it (then it is the index's alone). In file order, normalised."""
+def index_notes(old_index: str, before: Mapping[str, bytes]) -> list[tuple[str, str]]:
+    """The user's words after the links of ``old_index``'s entries, as (what is the user's, the whole
+    hook): each hook less the linked file's description, when what is left holds a letter or a digit
+    and no topic file of ``before`` holds it (then it is the index's alone). In file order, normalised."""
     topics = _haystack(before, index=False)
-    out: list[str] = []
+    out: list[tuple[str, str]] = []
     for e in mindex.parse(old_index).entries:
-        rest = normalise(e.hook)
-        if not rest:
+        hook = normalise(e.hook)
+        if not hook:
             continue
+        rest = hook
         target, leaves = link_target(e.target, "")
         data = before.get(target) if target is not None and not leaves else None
         if data is not None and _is_topic(target or ""):
@@ -353,17 +354,18 @@ def index_notes(old_index: str, before: Mapping[str, bytes]) -> list[str]:
             rest = without_words(rest, desc if isinstance(desc, str) else "")
         rest = " ".join(rest.split()).strip(" ;,.:—–-|/…")  # a hook cut with "…" is judged by what it kept
         if any(ch.isalnum() for ch in rest) and not _words_in(rest, topics):
-            out.append(rest)
+            out.append((rest, hook))
     return out
 
 
 def lost_notes(old_index: str, before: Mapping[str, bytes], after: Mapping[str, bytes]) -> list[str]:
-    """The ``index_notes`` of ``old_index`` found nowhere in ``after`` (its index or a topic file)."""
+    """The ``index_notes`` of ``old_index`` found nowhere in ``after`` (its index or a topic file),
+    neither the user's part nor the whole hook."""
     notes = index_notes(old_index, before)
     if not notes:
         return []
     hay = _haystack(after, index=True)
-    return [n for n in notes if not _words_in(n, hay)]
+    return [rest for rest, hook in notes if not _words_in(rest, hay) and not _words_in(hook, hay)]
 
 
 def _prose_reasons(old: bytes | None, after: Mapping[str, bytes],

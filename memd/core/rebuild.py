@@ -173,11 +173,11 @@ def merge_entries(keep: index.Entry, later: index.Entry, limit: int) -> index.En
         return None
     a, extra = keep.hook.strip(), later.hook.strip()
     t1, t2 = " ".join(keep.title.split()), " ".join(later.title.split())
-    if t2 and t2.casefold() not in t1.casefold() and t1.casefold() not in t2.casefold():
+    if t2 and not _has_words(t1, t2) and not _has_words(t2, t1):
         extra = f"{t2}: {extra}" if extra else t2
-    if not extra or extra.casefold() in a.casefold():
+    if not extra or _has_words(a, extra):
         hook = a
-    elif not a or a.casefold() in extra.casefold():
+    elif not a or _has_words(extra, a):
         hook = extra
     else:
         hook = f"{a}; {extra}"
@@ -189,6 +189,13 @@ def merge_entries(keep: index.Entry, later: index.Entry, limit: int) -> index.En
     if len(head + sep + hook) > limit and hook != extra:
         hook = f"{extra}; {a}"
     return index.Entry(keep.line, keep.title, keep.target, hook, head + sep + hook)
+
+
+def _has_words(hay: str, needle: str) -> bool:
+    """``needle`` in ``hay`` as whole words, any case (the guard's rule: "a" is not kept by "Xa")."""
+    from memd.core.guard import _words_in
+
+    return _words_in(" ".join(needle.split()).casefold(), " ".join(hay.split()).casefold())
 
 
 def _cut(text: str, room: int) -> str:
