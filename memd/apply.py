@@ -52,7 +52,7 @@ import enum
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
@@ -214,11 +214,27 @@ def finalize(st: Staging, config: Config) -> list[str]:
             topics[t] = TopicInfo(t, team=True)
     # only what the run left broken (a link to a file it deleted, a file it added unlinked): the
     # model's lines and the user's stay as they are (an unattended writer never normalises)
-    plan = plan_rebuild(old, topics, config.budget, mode=REPAIR)
+    plan = plan_rebuild(old, topics, config.budget, mode=REPAIR, former=former_topics(st.baseline, topics))
     if plan.text != (old or "") and plan.text.strip():
         (st.root / INDEX).write_text(plan.text, encoding="utf-8", newline="")
         return list(plan.actions) or ["index rebuilt"]
     return []
+
+
+def former_topics(files: Mapping[str, Base | bytes | None], now: Collection[str]) -> dict[str, Any]:
+    """TopicInfo of the topic files in ``files`` (what the run began with, or planned) that are not in
+    ``now``: an index entry whose hook only repeats one of their descriptions went with its file."""
+    from memd.core.files import FileRecord
+    from memd.core.paths import is_topic
+    from memd.core.rebuild import TopicInfo
+
+    out: dict[str, Any] = {}
+    for rel, f in files.items():
+        data = f.data if isinstance(f, Base) else f
+        if rel in now or data is None or not is_topic(rel) or is_team(rel):
+            continue
+        out[rel] = TopicInfo.from_record(FileRecord(rel, data.decode("utf-8", "replace")))
+    return out
 
 
 # --------------------------------------------------------------------------- guards
@@ -340,7 +356,8 @@ def _delete(mem: Path, c: Change, base: Base) -> tuple[str, bool] | None:
     return None
 
 
-def landed_index(mem: Path, planned: bytes, budget: BudgetConfig | None) -> bytes | None:
+def landed_index(mem: Path, planned: bytes, budget: BudgetConfig | None,
+                 files: Mapping[str, Base | bytes | None] | None = None) -> bytes | None:
     """The planned index rebuilt against the folder as it is now, after part of a run was dropped:
     no entry for a file that was not written, an entry for a file whose deletion was skipped.
     None when the folder cannot be read (the index is then left alone)."""
@@ -350,7 +367,9 @@ def landed_index(mem: Path, planned: bytes, budget: BudgetConfig | None) -> byte
     snap = read_folder(mem, budget)
     if snap.problem or snap.truncated:
         return None
-    plan = plan_rebuild(planned.decode("utf-8", "replace"), topics_of(snap), budget, mode=REPAIR)
+    topics = topics_of(snap)
+    plan = plan_rebuild(planned.decode("utf-8", "replace"), topics, budget, mode=REPAIR,
+                        former=former_topics(files or {}, topics))
     return plan.text.encode("utf-8")
 
 
@@ -398,7 +417,7 @@ def apply(st: Staging, chs: list[Change], summary: str, log: Any = None, *,
     # deleted: killed at any point, it never links a file that is not there.
     fault("apply.before_index")
     if index is not None:
-        _apply_index(st, index, res, budget, log)
+        _apply_index(st, index, res, budget, log, {**{r: b.data for r, b in st.baseline.items()}, **planned})
     for c in deletes:
         failed = _delete(mem, c, st.baseline[c.rel])
         if failed is not None:
@@ -416,13 +435,14 @@ def apply(st: Staging, chs: list[Change], summary: str, log: Any = None, *,
     return res
 
 
-def _apply_index(st: Staging, c: Change, res: ApplyResult, budget: BudgetConfig | None, log: Any) -> None:
+def _apply_index(st: Staging, c: Change, res: ApplyResult, budget: BudgetConfig | None, log: Any,
+                 planned: Mapping[str, bytes]) -> None:
     """The index, written last. When a part of the run was dropped, the planned index would link a file
     that was not written (or miss one whose deletion was skipped): it is rebuilt from what landed."""
     mem = st.project.memory_dir
     base = st.baseline.get(INDEX)
     if c.after is not None and res.dropped:
-        text = landed_index(mem, c.after, budget)
+        text = landed_index(mem, c.after, budget, planned)
         if text is None:
             res.drop(c, "not written: the memory folder could not be read again after a part was dropped",
                      fault=True, st=st, log=log)

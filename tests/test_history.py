@@ -136,8 +136,8 @@ BOTH = {
                     "ephemeral", "secrets"],
     "absolute dates": ["absolute dates", "YYYY-MM-DD"],
     "index line": ["at most 150 characters", "one line per"],
-    "index prose is the user's": ["the user's own text", "move it into a topic file", "link that file",
-                                  "never drop it"],
+    "index prose is the user's": ["the user's own text", "move them into a topic file", "link that file",
+                                  "never drop them", "words after an entry's link"],
 }
 CATCHUP = {
     "even when asked": ["even when the user explicitly asks"],

@@ -249,3 +249,15 @@ def test_the_daemons_keyless_dream_by_trigger_leaves_a_healthy_index_alone(run_d
     assert fin["outcome"] == "unchanged", fin
     assert _tree(mem) == before
     assert d.stop() == 0
+
+
+def test_a_run_that_deletes_a_file_takes_the_hook_that_only_repeated_its_description() -> None:
+    """In a run's final repair the files it deleted are known (``former``): their entries go whole,
+    unless the hook holds words of the user's beyond the description."""
+    index = ("- [Freeze](freeze.md) — code freeze until 2026-03-20\n"
+             "- [Old](old.md) — the old notes; ask Dana first\n")
+    former = {"freeze.md": TopicInfo("freeze.md", "Freeze", "code freeze until 2026-03-20", "project"),
+              "old.md": TopicInfo("old.md", "Old", "the old notes", "project")}
+    plan = plan_rebuild(index, {}, mode=REPAIR, former=former)
+    assert plan.text == "- Old — the old notes; ask Dana first\n"
+    assert plan_rebuild(index, {}, mode=REPAIR).text.count("\n- ") + 1 == 2  # unknown files: both kept

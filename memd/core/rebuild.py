@@ -242,7 +242,7 @@ MODES = (NORMALISE, REPAIR)
 
 
 def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo], budget: Limits | None = None, *,
-                 mode: str, drop_notes: bool = False) -> RebuildPlan:
+                 mode: str, drop_notes: bool = False, former: Mapping[str, TopicInfo] | None = None) -> RebuildPlan:
     """Plan the rebuilt MEMORY.md for a folder whose topic files are ``topics`` (keyed by rel path).
 
     Where memd's writers meet (the rule of every one of them): the smallest edit that reaches the goal.
@@ -258,17 +258,19 @@ def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo], budget
 
     In both modes an entry whose file is gone keeps the words after its link that no file holds (the
     user's words, like prose): the line stays as plain text without the link. ``drop_notes`` (only
-    ``memd rebuild --drop-notes``) drops those lines too, and the action quotes what went."""
+    ``memd rebuild --drop-notes``) drops those lines too, and the action quotes what went. ``former``:
+    topic files that were there when the run began and that the run deleted (the apply pipeline knows
+    them): a hook that only repeats one of their descriptions is that file's, not the user's."""
     if mode not in MODES:
         raise ValueError(f"unknown rebuild mode {mode!r}")
     b = budget or Limits()
     if mode == NORMALISE:
-        return _plan(index_text, topics, b, merge=True, shorten_all=True, drop_notes=drop_notes)
-    plan = _plan(index_text, topics, b, merge=False, shorten_all=False, drop_notes=drop_notes)
+        return _plan(index_text, topics, b, merge=True, shorten_all=True, drop_notes=drop_notes, former=former)
+    plan = _plan(index_text, topics, b, merge=False, shorten_all=False, drop_notes=drop_notes, former=former)
     if plan.fits:
         return plan
     # over the budget: repeats merged (no word lost), then derived long lines cut until it fits
-    return _plan(index_text, topics, b, merge=True, shorten_all=False, drop_notes=drop_notes)
+    return _plan(index_text, topics, b, merge=True, shorten_all=False, drop_notes=drop_notes, former=former)
 
 
 def _fold(text: str) -> str:
@@ -335,7 +337,7 @@ def _common_prefix(a: str, b: str) -> str:
 
 
 def _plan(index_text: str | None, topics: Mapping[str, TopicInfo], b: Limits, *, merge: bool,
-          shorten_all: bool, drop_notes: bool) -> RebuildPlan:
+          shorten_all: bool, drop_notes: bool, former: Mapping[str, TopicInfo] | None) -> RebuildPlan:
     original = index_text
     text = index_text or ""
     nl = "\r\n" if "\r\n" in text else "\n"
@@ -360,7 +362,7 @@ def _plan(index_text: str | None, topics: Mapping[str, TopicInfo], b: Limits, *,
         if rel.lower().endswith(".md") and rel not in topics and not is_folder(rel, topics):
             if any(rel.startswith(u) for u in unlisted):
                 continue  # in a folder memd cannot list: unknown, not missing
-            words = own_words(e.hook, None, topics)
+            words = own_words(e.hook, (former or {}).get(rel), {**(former or {}), **topics})
             if words and not drop_notes:
                 lines[e.line - 1].text = plain_line(e)
                 plain.add(e.line)
