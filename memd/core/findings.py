@@ -81,6 +81,9 @@ CODES: dict[str, Code] = {
     "MEM070": Code(WARNING, "no-index", "Topic files exist but MEMORY.md does not."),
     "MEM071": Code(ERROR, "folder-unreadable", "The memory folder cannot be listed."),
     "MEM072": Code(WARNING, "folder-too-big", "The memory folder has more entries than memd walks."),
+    "MEM081": Code(ERROR, "entries-in-frontmatter",
+                   "Index entries lie between two '---' lines at the top of MEMORY.md: Claude Code reads them "
+                   "as frontmatter and never loads them."),
     "MEM080": Code(WARNING, "unclosed-comment",
                    "An HTML comment in MEMORY.md is never closed: sessions load it, and all after it, as text."),
 }

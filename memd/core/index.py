@@ -223,6 +223,20 @@ def source(text: str) -> Source:
                   frozenset(masked), open_comment)
 
 
+def frontmatter_end(text: str) -> int:
+    """The 1-based line that closes what Claude Code reads as MEMORY.md's frontmatter (its regex: a
+    first line of "---", closed by the first "---" anywhere after it), 0 when there is none. Lines
+    1 to that line never load, whatever they hold: two rule lines at the top hide the entries between."""
+    body = text[1:] if text.startswith("\ufeff") else text
+    if not body.startswith("---") or body.find("---", 3) < 0:
+        return 0
+    m = re.match(_FRONTMATTER, body)
+    if m is None:
+        return 0
+    closing = len(m.group().rstrip(JS_SPACE))
+    return body.count("\n", 0, closing) + 1
+
+
 _FENCE = r"^ {0,3}(`{3,}|~{3,})"
 _HTML_BLOCK = r"^ {0,3}</?[A-Za-z][A-Za-z0-9-]*(?:[ \t/>]|$)"
 

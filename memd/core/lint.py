@@ -110,6 +110,21 @@ def _no_index(snap: FolderSnapshot) -> Iterable[Finding]:
                                    "run `memd rebuild` to write one", fixable=True)
 
 
+def _frontmatter_entries(idx: index.Index) -> Iterable[Finding]:
+    """Entry lines inside what Claude Code reads as frontmatter: never loaded, and not counted as entries."""
+    end = index.frontmatter_end(idx.text)
+    if end < 2:
+        return
+    hidden = [(n, m.group("title")) for n, ln in enumerate(idx.lines[1:end - 1], 2) if (m := index.ENTRY.match(ln))]
+    if not hidden:
+        return
+    names = ", ".join(repr(t) for _, t in hidden[:10]) + (f" and {len(hidden) - 10} more" if len(hidden) > 10 else "")
+    yield _f("MEM081", INDEX_NAME, hidden[0][0],
+             f"lines 1-{end} are read as frontmatter (line 1 is '---' and line {end} closes it): "
+             f"{len(hidden)} index entr{'ies' if len(hidden) != 1 else 'y'} there never load: {names}; "
+             "remove the '---' on line 1, or move the entries below line " + str(end))
+
+
 def _index_checks(snap: FolderSnapshot, b: Limits, idx: index.Index,
                   budget: index.Budget) -> Iterable[Finding]:
     root_topics = [t for t in snap.topics() if not t.team]
@@ -138,6 +153,7 @@ def _index_checks(snap: FolderSnapshot, b: Limits, idx: index.Index,
                  f"loads it as text, with the {len(idx.lines) - start} lines after it"
                  + (f" ({len(shown)} of them index entries)" if shown else "")
                  + "; close it with --> or remove it")
+    yield from _frontmatter_entries(idx)
     existing = snap.by_rel
     folded = snap.folded
     linked: set[str] = set()
