@@ -61,6 +61,18 @@ def memory_disabled(claude: Path, settings: dict[str, Any] | None = None) -> str
     return ccsettings.memory_off(os.fspath(claude), read_settings(claude) if settings is None else settings)
 
 
+def memory_off_for(claude: Path, cwds: list[str]) -> str | None:
+    """Why auto memory is off for a session in the first of ``cwds`` that exists (a project's
+    working folders, newest first): every settings scope of its repository counts (a project's own
+    ``.claude/settings.json`` or ``settings.local.json`` may turn it off). Without one, the user's
+    and managed scopes alone."""
+    for cwd in cwds:
+        if cwd and os.path.isdir(cwd):
+            repo = git_root(Path(cwd)) or Path(cwd)
+            return memory_disabled(claude, read_settings(claude, repo))
+    return memory_disabled(claude)
+
+
 def memory_override(claude: Path, settings: dict[str, Any] | None = None) -> Path | None:
     """The memory folder ``autoMemoryDirectory`` names, or None for the default one (unset, relative,
     or rejected as Claude Code rejects it: ``~/``, ``/``, the home folder or above)."""

@@ -59,9 +59,38 @@ def preamble(args: argparse.Namespace, ctx: Context) -> tuple[list[Project] | No
     if why:
         notes.append(memory_off_note(why))
     projects = select(args, ctx)
+    if not why:
+        notes.extend(_project_memory_off(args, ctx, projects))
     if wants_all and not projects:
         notes.append(f"no projects under {layout.projects_root(claude)}: nothing to check")
     return projects, notes
+
+
+def _project_memory_off(args: argparse.Namespace, ctx: Context, projects: list[Project]) -> list[str]:
+    """Notes for projects named by a working folder ('.', a path) whose repository's own settings
+    (``.claude/settings.json``, ``settings.local.json``) switch Claude Code's memory off. A project
+    named by its folder under projects/ is not looked up here (``check``'s cached path answers those
+    without reading any repository)."""
+    import os
+    from pathlib import Path
+
+    from memd import layout
+
+    out: list[str] = []
+    named = [str(n) for n in (getattr(args, "projects", None) or []) if n == "." or "/" in str(n)]
+    if not named and not getattr(args, "all", False) and not getattr(args, "projects", None):
+        named = ["."]
+    for arg in named:
+        path = os.path.abspath(arg)
+        if not os.path.isdir(path):
+            continue
+        folder = layout.folder_for_cwd(layout.git_root(Path(path)) or path)
+        hit = [p for p in projects if p.name == folder or os.path.abspath(p.memory_dir) == path]
+        why = layout.memory_off_for(ctx.claude_dir, [path])
+        if why and hit:
+            out.append(f"note: Claude Code's auto memory is off for {hit[0].name} ({why}); its memory folder "
+                       "is checked anyway, and memd's jobs leave it alone")
+    return out
 
 
 def memory_off_note(why: str) -> str:

@@ -169,6 +169,17 @@ def has_active_session(project: Project, now: float, minutes: float) -> bool:
     return False
 
 
+def memory_off(jc: JobContext, project: Project) -> GateResult:
+    """A project whose memory Claude Code has switched off (the environment, or any settings scope of
+    the repository its sessions ran in) is not dreamed, caught up or synced: Claude Code neither loads
+    nor writes that memory, and memd would be tending a folder nobody reads."""
+    from memd.layout import memory_off_for
+    from memd.transcripts.sessions import project_cwds
+
+    why = memory_off_for(jc.claude_dir, project_cwds(project, jc.state))
+    return GateResult(False, "memory_off", f"Claude Code's auto memory is off here ({why})") if why else PASS
+
+
 def check_dream(jc: JobContext, project: Project, *, now: float | None = None) -> GateResult:
     """Every gate but the lock (taken separately, just before the work), cheapest first."""
     cfg = jc.config.dream

@@ -138,6 +138,12 @@ def run_project(job: str, jc: JobContext, project: Project, work: ProjectJob,
     the project when the lock stopped it, True when the lock could not be written)."""
     log = jc.log or _Silent()
     lock: G.ConsolidateLock | None = None
+    off = G.memory_off(jc, project)
+    if not off.passed:
+        log.info("job.skip", job=job, project=project.name, gate=off.gate, reason=off.reason)
+        if skips is not None:
+            skips[project.name] = f"{off.gate}: {off.reason}"
+        return None
     if job == "dream":
         gate = G.check_dream(jc, project)
         if not gate.passed:

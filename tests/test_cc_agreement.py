@@ -1,0 +1,66 @@
+"""Issue 23: memd agrees with the Claude Code people run today (unit side; the real CLI's side is
+tests/realcc). Each test failed before its fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from memd import layout
+
+Cli = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def _repo(tmp_path: Path, settings: dict[str, object], name: str = "settings.json") -> Path:
+    repo = tmp_path / "work" / "app"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".claude").mkdir()
+    (repo / ".claude" / name).write_text(json.dumps(settings))
+    return repo
+
+
+def _project_with_session(claude: Path, repo: Path) -> Path:
+    """The project folder Claude Code makes for a session in repo, with a transcript naming its cwd
+    and a small memory folder."""
+    folder = claude / "projects" / layout.folder_for_cwd(repo)
+    (folder / "memory").mkdir(parents=True)
+    (folder / "memory" / "MEMORY.md").write_text("# Memory\n- [A](a.md) — a\n")
+    (folder / "memory" / "a.md").write_text("---\nname: A\ndescription: a\ntype: user\n---\n\nbody\n")
+    rec = {"type": "user", "uuid": "u1", "parentUuid": None, "sessionId": "0b0e6b2e-9a53-4a4e-8c39-5ad0c6c2d3a1",
+           "cwd": str(repo), "version": "2.1.332", "timestamp": "2026-12-01T10:00:00Z",
+           "message": {"role": "user", "content": "hello"}}
+    session = folder / "0b0e6b2e-9a53-4a4e-8c39-5ad0c6c2d3a1.jsonl"
+    session.write_text(json.dumps(rec) + "\n")
+    old = time.time() - 7200  # not an active session
+    os.utime(session, (old, old))
+    return folder
+
+
+def test_check_says_memory_is_off_by_a_project_settings_file(tmp_path: Path, claude_home: Path,
+                                                              memd_cli: Cli) -> None:
+    for name in ("settings.json", "settings.local.json"):
+        repo = _repo(tmp_path / name, {"autoMemoryEnabled": False}, name)
+        _project_with_session(claude_home, repo)
+        out = memd_cli("check", ".", cwd=repo)
+        assert "auto memory is off" in out.stdout + out.stderr, out.stdout + out.stderr
+        assert str(repo / ".claude" / name) in out.stdout
+
+
+def test_jobs_leave_a_project_whose_memory_is_off_alone(tmp_path: Path, claude_home: Path, memd_cli: Cli) -> None:
+    repo = _repo(tmp_path, {"autoMemoryEnabled": False})
+    folder = _project_with_session(claude_home, repo)
+    (folder / "memory" / "b.md").write_text("---\nname: B\ndescription: b\ntype: user\n---\n\nbody\n")  # an orphan
+    before = (folder / "memory" / "MEMORY.md").read_bytes()
+    for job in ("dream", "catchup"):
+        out = memd_cli(job, folder.name, *(["--force"] if job == "dream" else []))
+        assert "Traceback" not in out.stderr
+        assert "memory_off" in out.stdout + out.stderr, out.stdout + out.stderr
+    assert (folder / "memory" / "MEMORY.md").read_bytes() == before  # the orphan was not indexed
+    # the same project with memory on: the keyless dream repairs the index
+    (repo / ".claude" / "settings.json").write_text("{}")
+    out = memd_cli("dream", folder.name, "--force")
+    assert "b.md" in (folder / "memory" / "MEMORY.md").read_text(), out.stdout + out.stderr
