@@ -127,6 +127,43 @@ def settings_memory_dir(settings: dict[str, Any]) -> str | None:
     return memory_dir(value.strip() if isinstance(value, str) else value)
 
 
+# Two environment variables move the memory folder too (seen in 2.1.328 and 2.1.332; checked against
+# the CLI by tests/realcc/test_settings.py):
+# - CLAUDE_COWORK_MEMORY_PATH_OVERRIDE: an absolute path is the memory folder itself, above every
+#   setting; anything else (empty, relative, "~/...") is ignored.
+# - CLAUDE_CODE_REMOTE_MEMORY_DIR: a root holding ``projects/<folder>/memory``, below the
+#   ``autoMemoryDirectory`` setting and above the default; a relative value is taken from the working
+#   folder as it is ("~" is not expanded); empty is ignored.
+COWORK_ENV = "CLAUDE_COWORK_MEMORY_PATH_OVERRIDE"
+REMOTE_ENV = "CLAUDE_CODE_REMOTE_MEMORY_DIR"
+
+
+def cowork_memory_dir() -> str | None:
+    value = os.environ.get(COWORK_ENV) or ""
+    if not os.path.isabs(value) or "\x00" in value:
+        return None
+    return os.path.normpath(value)
+
+
+def remote_memory_root() -> str | None:
+    value = os.environ.get(REMOTE_ENV) or ""
+    if not value or "\x00" in value:
+        return None
+    return os.path.normpath(os.path.abspath(value))
+
+
+def project_memory_dir(claude: str, folder: str, settings: dict[str, Any]) -> str:
+    """The memory folder Claude Code uses for the project folder ``folder`` (its name under
+    projects/): the cowork override, else ``autoMemoryDirectory``, else the remote root's
+    ``projects/<folder>/memory``, else ``<claude>/projects/<folder>/memory``."""
+    chosen = cowork_memory_dir() or settings_memory_dir(settings)
+    if chosen is not None:
+        return chosen
+    remote = remote_memory_root()
+    base = os.path.join(remote, "projects") if remote is not None else os.path.join(claude, "projects")
+    return os.path.join(base, folder, "memory")
+
+
 def user_memory_override(claude: str) -> str | None:
     """``autoMemoryDirectory`` of the user settings (``<claude>/settings.json``) as Claude Code takes it,
     or None. The hooks guard this one (a project's own settings can move its memory too, but the
@@ -155,14 +192,18 @@ memory_override = settings_memory_dir
 
 def guarded_folders(claude: str) -> list[tuple[str, bool]]:
     """The folders memd's hooks guard for the Claude folder ``claude`` (expanded, absolute), as
-    ``(folder, per_project)``: ``autoMemoryDirectory`` (a memory folder itself, ``per_project`` False)
-    first, then the projects root (``per_project`` True: its memory folders are ``<root>/<x>/memory/``;
-    memory left there from before an override is still guarded). Each as written and, where a symlink
+    ``(folder, per_project)``: the cowork override and ``autoMemoryDirectory`` (each a memory folder
+    itself, ``per_project`` False) first, then the remote root's projects/ and the projects root
+    (``per_project`` True: its memory folders are ``<root>/<x>/memory/``; memory left there from
+    before an override is still guarded). Each as written and, where a symlink
     makes it differ, resolved: the hook's exact test and the ``if`` rules ``memd hooks install``
     writes both come from this list."""
     out: list[tuple[str, bool]] = []
-    override = user_memory_override(claude)
-    for folder, per_project in ((override, False), (os.path.join(claude, "projects"), True)):
+    remote = remote_memory_root()
+    pairs = ((cowork_memory_dir(), False), (user_memory_override(claude), False),
+             (os.path.join(remote, "projects") if remote is not None else None, True),
+             (os.path.join(claude, "projects"), True))
+    for folder, per_project in pairs:
         if folder is None:
             continue
         plain = os.path.normpath(folder)

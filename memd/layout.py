@@ -118,8 +118,14 @@ def find_folder(root: Path, name: str) -> Path | None:
 
 
 def project_for_folder(claude: Path, folder: Path, settings: dict[str, Any] | None = None) -> Project:
-    override = memory_override(claude, settings)
-    return Project(folder.name, folder, override if override is not None else folder / "memory")
+    """The project of a folder under projects/, with the memory folder Claude Code uses for it
+    (``memd.ccsettings.project_memory_dir``: the environment's overrides and the settings')."""
+    from memd import ccsettings
+
+    s = read_settings(claude) if settings is None else settings
+    mem = ccsettings.project_memory_dir(os.fspath(claude), folder.name, s)
+    default = os.path.join(os.fspath(claude), "projects", folder.name, "memory")
+    return Project(folder.name, folder, folder / "memory" if mem == default else Path(mem))
 
 
 def list_projects(claude: Path) -> list[Project]:

@@ -179,13 +179,12 @@ def from_cache(args: argparse.Namespace | SimpleNamespace) -> tuple[list[Project
         return None  # shown as pathlib would show it ("./x/" as "x"): the full path's business
     state = os.path.expanduser(cfg.paths.state_dir) if cfg.paths.state_dir else default_state_dir()
     settings = ccsettings.merged(claude)
-    override = ccsettings.memory_override(settings)
     out = []
     for name in names:
         folder = os.path.join(claude, "projects", name)
         if not os.path.isdir(folder):
             return None
-        mem = override or os.path.join(folder, "memory")
+        mem = ccsettings.project_memory_dir(claude, name, settings)
         hit = checkcache.lookup(state, mem, cfg.budget, cfg.hooks.team_pii)[1]
         if hit is None:
             return None

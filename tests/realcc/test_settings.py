@@ -136,3 +136,33 @@ def test_memd_measures_a_symlinked_index(sandbox: Sandbox) -> None:
                           env=sandbox.env(), capture_output=True, text=True, timeout=120, check=False)
     (report,) = json.loads(done.stdout)
     assert report["budget"]["lines"] == 3
+
+
+# The two environment overrides (issue 23 item 4), as 2.1.328 and 2.1.332 take them: the cowork path is
+# the memory folder itself and wins over everything; the remote root holds projects/<folder>/memory and
+# loses to the autoMemoryDirectory setting; a cowork value that is not absolute is ignored.
+def _filled(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "MEMORY.md").write_text(INDEX, encoding="utf-8")
+    return folder
+
+
+@pytest.mark.parametrize("case", ["cowork", "cowork-relative", "remote", "cowork-beats-setting",
+                                  "setting-beats-remote", "cowork-beats-remote"])
+def test_environment_moves_the_memory_folder(sandbox: Sandbox, case: str) -> None:
+    _filled(sandbox.memory)
+    cowork = _filled(sandbox.base / "cowork")
+    remote = sandbox.base / "remote"
+    moved = _filled(remote / "projects" / sandbox.memory.parent.name / "memory")
+    setting = _filled(sandbox.base / "setting")
+    env: dict[str, str] = {}
+    if case.startswith("cowork") or case.endswith("cowork"):
+        env["CLAUDE_COWORK_MEMORY_PATH_OVERRIDE"] = "rel-cowork" if case == "cowork-relative" else str(cowork)
+    if "remote" in case:
+        env["CLAUDE_CODE_REMOTE_MEMORY_DIR"] = str(remote)
+    if "setting" in case:
+        sandbox.settings({"autoMemoryDirectory": str(setting)})
+    expected = {"cowork": cowork, "cowork-relative": sandbox.memory, "remote": moved, "cowork-beats-setting": cowork,
+                "setting-beats-remote": setting, "cowork-beats-remote": cowork}[case]
+    assert loaded_from(sandbox, f"env {case}", env) == expected  # pin: Claude Code
+    assert memd_memory_dir(sandbox, env) == expected
