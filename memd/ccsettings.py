@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import sys
 
 from memd.core import jsonfast
@@ -333,3 +334,40 @@ def find_folder(root: str, name: str) -> str | None:
         except OSError:
             return None
     return None
+
+
+_TAIL_BYTES = 65_536  # transcript bytes read for the version: the last records, never the whole file
+_VERSION = rb'"version"\s*:\s*"(\d+)\.(\d+)\.(\d+)'
+
+
+def transcript_version(transcript_path: object) -> tuple[int, int, int] | None:
+    """The Claude Code version of the newest record in the transcript's last 64 KB (then its first
+    64 KB, when one huge record fills the tail), or None. A record's ``version`` is the version of
+    the CLI that wrote it; a session resumed by a newer CLI changes it mid-file, so the tail wins.
+
+    Bounded and cheap: at most two reads of 64 KB, a regular file only (a FIFO would block), no JSON
+    parsing. A ``version`` inside a record's content is a JSON-escaped ``\\"version\\"`` and does
+    not match."""
+    if not isinstance(transcript_path, str) or not transcript_path or "\x00" in transcript_path:
+        return None
+    try:
+        fd = os.open(transcript_path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except (OSError, ValueError):
+        return None
+
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        start = max(0, st.st_size - _TAIL_BYTES)
+        found = re.findall(_VERSION, os.pread(fd, _TAIL_BYTES, start))
+        if not found and start > 0:
+            found = re.findall(_VERSION, os.pread(fd, _TAIL_BYTES, 0))
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if not found:
+        return None
+    major, minor, patch = found[-1]
+    return int(major), int(minor), int(patch)

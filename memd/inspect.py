@@ -98,7 +98,9 @@ def _check(project: Project, budget: BudgetConfig, team_pii: bool,
                 pass
         walked = checkcache.walk_of(key)  # the listing the key was made from: not listed twice
     snap = read_folder(project.memory_dir, budget, signatures=False, walked=walked)  # check never writes
-    res = check_snapshot(project, snap, budget, team_pii=team_pii)
+    idx = snap.index
+    res = check_snapshot(project, snap, project_limits(project, budget, idx.text if idx is not None else None),
+                         team_pii=team_pii)
     if cache_dir is not None:
         from memd import checkcache
 
@@ -317,6 +319,35 @@ class IndexMeasure(Record):
     problem: str | None  # why it cannot be read whole (too large, unreadable, not a file, not UTF-8)
 
 
+def project_limits(project: Project, budget: BudgetConfig, text: str | None) -> BudgetConfig:
+    """The budget with the Claude Code version of the project's newest session, when the index
+    ``text`` holds what versions load differently (a comment and a link reference definition) and
+    ``budget.claude_code_version`` names none: the loaded view follows the version the user runs
+    (unknown: the newest)."""
+    from memd.core.budget import version_tuple
+
+    if text is None or "<!--" not in text or "]:" not in text or version_tuple(budget.claude_code_version):
+        return budget
+    from memd.ccsettings import transcript_version
+    from memd.layout import session_files
+
+    files = session_files(project.dir)
+    newest = max(files, key=_mtime, default=None)
+    version = transcript_version(str(newest)) if newest is not None else None
+    if version is None:
+        return budget
+    from memd.record import replace
+
+    return replace(budget, claude_code_version=".".join(map(str, version)))
+
+
+def _mtime(p: Path) -> float:
+    try:
+        return p.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
 def measure_index(project: Project, budget: BudgetConfig) -> IndexMeasure:
     """Measure MEMORY.md as the SessionStart hook does (``memd.hooks.tool_use.read_text``): at most
     ``max_file_bytes`` read (a longer file is cut there and measured), undecodable bytes replaced, so
@@ -347,7 +378,10 @@ def measure_index(project: Project, budget: BudgetConfig) -> IndexMeasure:
             size = "larger"
         problem = f"too large to read whole ({size}, limit {budget.max_file_bytes:,})"
     text = r.data.decode("utf-8", errors="replace")
-    return IndexMeasure(index.measure(text, budget.max_lines, budget.max_chars, budget.warn_ratio), problem)
+    from memd.core.budget import refdefs_kept
+
+    b = project_limits(project, budget, text)
+    return IndexMeasure(index.measure(text, b.max_lines, b.max_chars, b.warn_ratio, refdefs=refdefs_kept(b)), problem)
 
 
 def status_row(project: Project, config: Config, cache_dir: Path | None = None) -> StatusRow:

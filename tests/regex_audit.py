@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SCOPE = ("memd/core/*.py", "memd/transcripts/*.py", "memd/memfolder/*.py", "memd/hooks/*.py",
+SCOPE = ("memd/core/*.py", "memd/transcripts/*.py", "memd/memfolder/*.py", "memd/hooks/*.py", "memd/ccsettings.py",
          "memd/llm/memtool.py", "memd/recall.py")
 _FUNCS = frozenset({"compile", "search", "match", "fullmatch", "sub", "subn", "split", "findall", "finditer"})
 RATIO = 1500  # deadline: this many plain scans of the same bytes (linear patterns stay under ~300)

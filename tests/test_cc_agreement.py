@@ -64,3 +64,41 @@ def test_jobs_leave_a_project_whose_memory_is_off_alone(tmp_path: Path, claude_h
     (repo / ".claude" / "settings.json").write_text("{}")
     out = memd_cli("dream", folder.name, "--force")
     assert "b.md" in (folder / "memory" / "MEMORY.md").read_text(), out.stdout + out.stderr
+
+
+def test_the_loaded_view_follows_the_claude_code_version_of_the_project(tmp_path: Path, claude_home: Path,
+                                                                         memd_cli: Cli) -> None:
+    """A comment and ten link reference definitions at the top of a 205-line index: Claude Code 2.1.328
+    drops the definitions (194 lines: nothing hidden); 2.1.330 and later keep them (204: 4 hidden)."""
+    index = ("<!-- links -->\n" + "".join(f"[l{i}]: https://x.example/{i}\n" for i in range(10))
+             + "".join(f"- [Note {i}](note_{i}.md) — hook {i}\n" for i in range(194)))
+    for version, hidden in (("2.1.328", 0), ("2.1.332", 4), ("", 4)):
+        repo = _repo(tmp_path / (version or "none"), {})
+        folder = _project_with_session(claude_home, repo)
+        (folder / "memory" / "MEMORY.md").write_text(index)
+        session = next(folder.glob("*.jsonl"))
+        if version:
+            session.write_text(session.read_text().replace('"2.1.332"', f'"{version}"'))
+        else:
+            session.unlink()  # no session: the newest behaviour
+        for cmd in (("check", folder.name, "--format", "json"), ("status", folder.name, "--format", "json")):
+            out = memd_cli(*cmd)
+            assert "Traceback" not in out.stderr, out.stderr
+            report = json.loads(out.stdout)
+            row = report[0] if isinstance(report, list) else report["projects"][0]
+            text = json.dumps(row)
+            assert (f'"hidden_entries": {hidden}' in text) or (f'"hidden": {hidden}' in text), (version, cmd, text)
+
+
+def test_the_hooks_measure_with_the_sessions_version(tmp_path: Path) -> None:
+    from memd.config import Config
+    from memd.hooks.tool_use import refdefs_for
+
+    text = "<!-- c -->\n[r]: https://x.example/r\n- [A](a.md) — a\n"
+    cfg = Config()
+    for version, keep in (("2.1.328", False), ("2.1.329", False), ("2.1.330", True), ("2.1.332", True)):
+        t = tmp_path / f"{version}.jsonl"
+        t.write_text(json.dumps({"type": "user", "version": version}) + "\n")
+        assert refdefs_for(text, {"transcript_path": str(t)}, cfg) is keep
+    assert refdefs_for(text, {}, cfg) is True  # unknown: the newest behaviour
+    assert refdefs_for("- [A](a.md)\n", {"transcript_path": str(tmp_path / "2.1.328.jsonl")}, cfg) is True

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from memd import config as config_mod
+from memd.ccsettings import transcript_version
 from memd.config import Config
 from memd.hooks.context import HookContext
 from memd.hooks.tool_use import (
     CC_BUDGET_NOTES_SINCE,
     cc_gives_budget_notes,
     post_tool_use,
-    transcript_version,
 )
 from tests.plugins.hooks import HookProject, index_text, run_hook, topic
 

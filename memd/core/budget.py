@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from memd.record import Record, key
 
+_VERSION = r"^\s*(\d{1,4})\.(\d{1,4})\.(\d{1,6})\s*$"
+
 
 class Limits(Record):
     """Claude Code's budgets for memory; defaults are Claude Code's own values."""
@@ -27,3 +29,22 @@ class Limits(Record):
     max_frontmatter_lines: int = key(30, "Lines of each topic file recall reads for its manifest.", min=1)
     max_file_bytes: int = key(
         4_000_000, "Largest memory file memd reads; bigger files are reported, never loaded whole.", min=1024)
+    claude_code_version: str = key(
+        "", "The Claude Code version whose loading of MEMORY.md memd follows, as X.Y.Z (its loading moves "
+        "between releases); empty: the version found in the project's newest transcript, else the newest "
+        "behaviour.")
+
+
+def version_tuple(text: str) -> tuple[int, int, int] | None:
+    """"2.1.328" as (2, 1, 328); None for anything else (unknown: the newest behaviour)."""
+    import re
+
+    m = re.match(_VERSION, text or "")
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
+
+
+def refdefs_kept(limits: Limits) -> bool:
+    """Whether the Claude Code these limits name keeps link reference definitions (``core.index``)."""
+    from memd.core.index import keeps_refdefs
+
+    return keeps_refdefs(version_tuple(limits.claude_code_version))

@@ -179,7 +179,21 @@ class Source(Record):
     open_comment: int  # the file line of a top-level "<!--" that is never closed (kept as text), or 0
 
 
-def source(text: str) -> Source:
+# Claude Code before 2.1.330 lost the link reference definitions (``[ref]: url "title"``) of a
+# MEMORY.md holding an HTML comment (its Markdown lexer ate them); from 2.1.330 they are kept. Observed
+# with the real CLI (tests/realcc): top-level definitions only (not inside a list item, nor inside a
+# paragraph, which a definition cannot interrupt). ``refdefs=False`` models the older versions.
+REFDEFS_KEPT_SINCE = (2, 1, 330)
+_REFDEF = (r"^ {0,3}\[(?:[^\]\\\n]|\\.){1,999}\]:[ \t]*(?:<[^<>\n]*>|[^\s<>]\S*)"
+           r"(?:[ \t]+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^()\n]*\)))?[ \t]*$")
+
+
+def keeps_refdefs(version: tuple[int, int, int] | None) -> bool:
+    """Whether the Claude Code of ``version`` keeps link reference definitions (unknown: the newest does)."""
+    return version is None or version >= REFDEFS_KEPT_SINCE
+
+
+def source(text: str, refdefs: bool = True) -> Source:
     """What Claude Code 2.1.328 makes of MEMORY.md before counting (facts.md section 2):
 
     - frontmatter by its regex (a leading BOM skipped for the match only);
@@ -212,7 +226,7 @@ def source(text: str) -> Source:
             pieces = [(first + 1, rest), *pieces[first + 1:]]
     open_comment = 0
     if any("<!--" in t for _, t in pieces):
-        pieces, open_comment = _strip_comments(pieces, masked)
+        pieces, open_comment = _strip_comments(pieces, masked, refdefs)
     pieces = [p for p in pieces if p[1]]
     starts: list[int] = []
     acc = 0
@@ -247,7 +261,8 @@ def _fence_closes(ln: str, fence: str) -> bool:
     return m is not None and m.group(1).startswith(fence) and not lead[m.end():].strip()
 
 
-def _strip_comments(pieces: list[tuple[int, str]], masked: set[int]) -> tuple[list[tuple[int, str]], int]:
+def _strip_comments(pieces: list[tuple[int, str]], masked: set[int],
+                    refdefs: bool = True) -> tuple[list[tuple[int, str]], int]:
     """Claude Code's lexer pass (see ``source``), line by line: a model of the few Markdown blocks
     that decide whether a comment is top-level (fences, list items, indented code, HTML blocks)."""
     pieces = [(n, t.replace("\r\n", "\n").replace("\r", "\n")) for n, t in pieces]
@@ -255,6 +270,7 @@ def _strip_comments(pieces: list[tuple[int, str]], masked: set[int]) -> tuple[li
     fence = ""
     list_w: int | None = None
     html, prev_blank = False, True
+    para = False  # the previous line is paragraph text at the top level (a definition cannot interrupt it)
     i = 0
     while i < len(pieces):
         n, t = pieces[i]
@@ -263,12 +279,14 @@ def _strip_comments(pieces: list[tuple[int, str]], masked: set[int]) -> tuple[li
         if fence:
             fence = "" if _fence_closes(ln, fence) else fence
             out.append((n, t))
+            para = False
             continue
         blank = not ln.strip(" \t")
         if blank or html:
             html = html and not blank
             prev_blank = blank
             out.append((n, t))
+            para = False
             continue
         ind = _indent(ln)
         lead = ln.lstrip(" \t")
@@ -283,6 +301,8 @@ def _strip_comments(pieces: list[tuple[int, str]], masked: set[int]) -> tuple[li
             pass  # a lazy continuation line of the item's paragraph
         else:
             list_w = None
+            if not refdefs and not para and ind <= 3 and lead.startswith("[") and re.match(_REFDEF, ln):
+                continue  # a link reference definition: lost by Claude Code's lexer before 2.1.330
             if ind <= 3 and lead.startswith("<!--"):
                 j, pos = i - 1, t.find("-->", t.find("<!--") + 4)
                 while pos < 0 and j + 1 < len(pieces):
@@ -301,13 +321,15 @@ def _strip_comments(pieces: list[tuple[int, str]], masked: set[int]) -> tuple[li
                     out.append((pieces[j][0], residue))
                 else:
                     masked.add(pieces[j][0])
-                i, prev_blank = k, True
+                i, prev_blank, para = k, True, False
                 continue
             if ind <= 3 and re.match(_HTML_BLOCK, ln):
                 html = True
+        top = list_w is None
         opens = re.match(_FENCE, lead)
         if opens:
             fence = opens.group(1)
+        para = top and not opens and not html and not re.match(_BLOCK_START, ln)
         prev_blank = False
         out.append((n, t))
     return out, 0
@@ -332,9 +354,9 @@ def _fenced_lines(lines: list[str], masked: frozenset[int]) -> tuple[set[int], b
     return fenced, fence is not None
 
 
-def parse(text: str) -> Index:
+def parse(text: str, *, refdefs: bool = True) -> Index:
     lines = split_lines(text)
-    src = source(text)
+    src = source(text, refdefs)
     masked = src.masked
     fenced, open_fence = _fenced_lines(lines, masked) if "``" in text or "~~" in text else (set(), False)
     entries: list[Entry] = []
@@ -454,11 +476,13 @@ def _in_ranges(flat: tuple[int, ...], o: int) -> bool:
     return bool(k % 2) or (k > 0 and flat[k - 1] == o)
 
 
-def loaded_view(text: str, max_lines: int = 200, max_chars: int = 25_000, *, idx: Index | None = None) -> LoadedView:
+def loaded_view(text: str, max_lines: int = 200, max_chars: int = 25_000, *, idx: Index | None = None,
+                refdefs: bool = True) -> LoadedView:
     """The index as a session sees it (``idx``: the text already parsed, to save parsing it again).
     Counts are in UTF-16 units of the text ``source`` gives; ``visible`` holds every file line of
-    which at least one unit is loaded (a line cut in its middle is visible)."""
-    src = idx.src if idx is not None and idx.src is not None else source(text)
+    which at least one unit is loaded (a line cut in its middle is visible). ``refdefs``: see
+    ``keeps_refdefs`` (``idx`` must have been parsed with the same value)."""
+    src = idx.src if idx is not None and idx.src is not None else source(text, refdefs)
     content = src.text
     a = len(content) - len(content.lstrip(JS_SPACE))
     trimmed = content[a:len(content.rstrip(JS_SPACE))]
@@ -503,13 +527,14 @@ class Budget(Record):
 
 
 def measure(text: str, max_lines: int = 200, max_chars: int = 25_000, warn_ratio: float = 0.8,
-            *, idx: Index | None = None) -> Budget:
-    """Measure an index against its budget: figures, level and the entries that are hidden."""
-    view = loaded_view(text, max_lines, max_chars, idx=idx)
+            *, idx: Index | None = None, refdefs: bool = True) -> Budget:
+    """Measure an index against its budget: figures, level and the entries that are hidden
+    (``refdefs``: the loading of the Claude Code version the user runs, ``keeps_refdefs``)."""
+    view = loaded_view(text, max_lines, max_chars, idx=idx, refdefs=refdefs)
     # Nothing cut: every entry is visible (entries are non-blank lines outside frontmatter and comments,
     # all within the trimmed text), so a text not parsed yet is not parsed for this (the hooks' case).
     if view.truncated:
-        idx = idx if idx is not None else parse(text)
+        idx = idx if idx is not None else parse(text, refdefs=refdefs)
         hidden = [e for e in idx.entries if e.line not in view.visible]
     else:
         hidden = []

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from itertools import chain, combinations, filterfalse
 
 from memd.core import fastscan, frontmatter, index, secrets
-from memd.core.budget import Limits
+from memd.core.budget import Limits, refdefs_kept
 from memd.core.dates import relative_dates
 from memd.core.files import FileRecord, FolderSnapshot
 from memd.core.findings import CODES, ERROR, INFO, SEVERITIES, WARNING, Code, Finding, counts, sort_key
@@ -60,8 +60,9 @@ def check(snap: FolderSnapshot, budget: Limits | None = None, *, team_pii: bool 
     measured: index.Budget | None = None
     index_rec = snap.index
     if index_rec is not None and index_rec.text is not None:
-        idx = index.parse(index_rec.text)
-        measured = index.measure(index_rec.text, b.max_lines, b.max_chars, b.warn_ratio, idx=idx)
+        keep = refdefs_kept(b)  # the loading of the Claude Code version the user runs
+        idx = index.parse(index_rec.text, refdefs=keep)
+        measured = index.measure(index_rec.text, b.max_lines, b.max_chars, b.warn_ratio, idx=idx, refdefs=keep)
         out.extend(_index_checks(snap, b, idx, measured))
     elif index_rec is None:
         out.extend(_no_index(snap))

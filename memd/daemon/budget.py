@@ -78,7 +78,11 @@ class BudgetMonitor:
                 text = res.text
             elif res.problem and res.problem != "missing" and res.problem.startswith("too large"):
                 text = "\n" * (b.max_lines + 1)  # unreadably large: certainly over
-        m = measure(text, b.max_lines, b.max_chars, b.warn_ratio)
+        from memd.core.budget import refdefs_kept
+        from memd.inspect import project_limits
+
+        pb = project_limits(project, b, text)  # the loading of the Claude Code version the user runs
+        m = measure(text, b.max_lines, b.max_chars, b.warn_ratio, refdefs=refdefs_kept(pb))
         action = P.index_action(open_levels.get(KIND_INDEX), m.level)
         if action == "clear":
             self.state.clear_warning(project.name, KIND_INDEX)

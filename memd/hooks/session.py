@@ -97,13 +97,14 @@ def session_start(event: dict[str, Any], hc: HookContext) -> dict[str, Any] | No
     name, memory_dir = found
     parts: list[str] = []
     from memd.core.paths import INDEX_NAME
-    from memd.hooks.tool_use import budget_message, read_text
+    from memd.hooks.tool_use import budget_message, read_text, refdefs_for
 
     text = read_text(memory_dir, INDEX_NAME, cfg.budget.max_file_bytes)
     if text is not None:
         from memd.core import index
 
-        b = index.measure(text, cfg.budget.max_lines, cfg.budget.max_chars, cfg.hooks.near_ratio)
+        b = index.measure(text, cfg.budget.max_lines, cfg.budget.max_chars, cfg.hooks.near_ratio,
+                          refdefs=refdefs_for(text, event, cfg))
         if b.level == "over":
             msg = budget_message(b, cfg, INDEX_NAME)
             if msg:

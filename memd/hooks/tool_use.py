@@ -7,9 +7,6 @@ filters on the path. A path outside every memory folder costs one cheap test
 
 from __future__ import annotations
 
-import os
-import stat  # already loaded by os
-
 from memd.hooks.context import HookContext, MemoryTarget, absolute
 
 TYPE_CHECKING = False
@@ -217,42 +214,20 @@ def hidden_only_message(b: Budget, where: str) -> str | None:
 # figures and the advice to Claude Code and adds only what Claude Code does not say.
 CC_BUDGET_NOTES_SINCE = (2, 1, 210)
 CC_NEAR_RATIO = 0.8  # where Claude Code's reminder starts (2.1.328)
-_TAIL_BYTES = 65_536  # transcript bytes read for the version: the last records, never the whole file
-_VERSION = rb'"version"\s*:\s*"(\d+)\.(\d+)\.(\d+)'
+def refdefs_for(text: str, event: dict[str, Any], cfg: Config) -> bool:
+    """Whether the session's Claude Code keeps the index's link reference definitions
+    (``memd.core.index.keeps_refdefs``): ``budget.claude_code_version`` when set, else the version of
+    the session's transcript. Looked up only for an index that holds a comment and a definition."""
+    if "<!--" not in text or "]:" not in text:
+        return True
+    from memd.core import index
+    from memd.core.budget import refdefs_kept, version_tuple
 
+    if version_tuple(cfg.budget.claude_code_version) is not None:
+        return refdefs_kept(cfg.budget)
+    from memd.ccsettings import transcript_version  # (memory_folder has loaded it)
 
-def transcript_version(transcript_path: object) -> tuple[int, int, int] | None:
-    """The Claude Code version of the newest record in the transcript's last 64 KB (then its first
-    64 KB, when one huge record fills the tail), or None. A record's ``version`` is the version of
-    the CLI that wrote it; a session resumed by a newer CLI changes it mid-file, so the tail wins.
-
-    Bounded and cheap: at most two reads of 64 KB, a regular file only (a FIFO would block), no JSON
-    parsing. A ``version`` inside a record's content is a JSON-escaped ``\\"version\\"`` and does
-    not match."""
-    if not isinstance(transcript_path, str) or not transcript_path or "\x00" in transcript_path:
-        return None
-    try:
-        fd = os.open(transcript_path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except (OSError, ValueError):
-        return None
-    import re  # (a memory write: the index parser has loaded it)
-
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        start = max(0, st.st_size - _TAIL_BYTES)
-        found = re.findall(_VERSION, os.pread(fd, _TAIL_BYTES, start))
-        if not found and start > 0:
-            found = re.findall(_VERSION, os.pread(fd, _TAIL_BYTES, 0))
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if not found:
-        return None
-    major, minor, patch = found[-1]
-    return int(major), int(minor), int(patch)
+    return index.keeps_refdefs(transcript_version(event.get("transcript_path")))
 
 
 def cc_gives_budget_notes(event: dict[str, Any], cfg: Config) -> bool:
@@ -262,6 +237,8 @@ def cc_gives_budget_notes(event: dict[str, Any], cfg: Config) -> bool:
     mode = cfg.hooks.cc_budget_notes
     if mode != "auto":
         return mode == "yes"
+    from memd.ccsettings import transcript_version  # (memory_folder has loaded it)
+
     version = transcript_version(event.get("transcript_path"))
     return version is not None and version >= CC_BUDGET_NOTES_SINCE
 
@@ -326,7 +303,8 @@ def post_tool_use(event: dict[str, Any], hc: HookContext) -> dict[str, Any] | No
     if text is not None:
         from memd.core import index
 
-        b = index.measure(text, cfg.budget.max_lines, cfg.budget.max_chars, cfg.hooks.near_ratio)
+        b = index.measure(text, cfg.budget.max_lines, cfg.budget.max_chars, cfg.hooks.near_ratio,
+                          refdefs=refdefs_for(text, event, cfg))
         # Claude Code's own note follows a write of the main index (not team/'s, not a topic file)
         if target.is_index and not target.is_team and cc_speaks(b) and cc_gives_budget_notes(event, cfg):
             msg = hidden_only_message(b, target.index_rel)

@@ -106,4 +106,15 @@ CASES: dict[str, Case] = {
     "zero-width-space": Case("- [A](a.md) — a\u200bb\n" + entries(2)),
     "zero-width-joiners": Case("- [A](a.md) — a\u200cb\u200dc\u2060d\n" + entries(2)),
     "tabs-and-trailing-space": Case("\t- [A](a.md) — a   \n" + entries(2) + "   \n"),
+    # Version-dependent (issue 23 item 5): before 2.1.330 a file holding a comment lost its top-level link
+    # reference definitions; memd follows the version (tests use the tier's own, keeps_refdefs).
+    "refdefs-with-comment": Case("<!-- refs -->\n" + "".join(f'[r{i}]: https://x.example/{i} "t{i}"\n'
+                                                            for i in range(3)) + entries(2)),
+    "refdefs-without-comment": Case("".join(f"[r{i}]: https://x.example/{i}\n" for i in range(3)) + entries(2)),
+    "refdefs-later-in-list-and-paragraph": Case(entries(1) + "  [r0]: https://x.example/0\n\ntext\n"
+                                                "[r1]: https://x.example/1\n\n[r2]: <https://x.example/2> 'x'\n"
+                                                "<!-- c -->\n" + entries(1, start=2)),
+    # the issue's case: a comment and ten definitions at the top of a 205-line index (2.1.328: none hidden)
+    "refdefs-push-past-200": Case("<!-- links -->\n" + "".join(f"[l{i}]: https://x.example/{i}\n" for i in range(10))
+                                  + entries(194)),
 }

@@ -16,12 +16,20 @@ from pathlib import Path
 
 import pytest
 
-from memd.core.index import loaded_view, measure, parse
+from memd.core.budget import version_tuple
+from memd.core.index import keeps_refdefs, loaded_view, measure, parse
 from tests.realcc.battery import CASES
 from tests.realcc.cli import Sandbox, memory_block
 from tests.realcc.stub import CliStub
 
 WARNING = "\n\n> WARNING: MEMORY.md is "
+
+
+def _keep() -> bool:
+    """Whether the tier's Claude Code keeps link reference definitions: memd follows the version."""
+    from tests.realcc.cli import VERSION
+
+    return keeps_refdefs(version_tuple(VERSION))
 WORKERS = 3
 
 
@@ -67,14 +75,14 @@ def _params(kind: str, ids: list[str] | None = None) -> list[object]:
 
 
 def _cut_cases() -> list[str]:
-    return [cid for cid, c in CASES.items() if loaded_view(c.text).truncated or "warning" in c.xfail]
+    return [cid for cid, c in CASES.items() if loaded_view(c.text, refdefs=_keep()).truncated or "warning" in c.xfail]
 
 
 @pytest.mark.parametrize("cid", _params("view"))
 def test_loaded_view_text(blocks: dict[str, str | None], cid: str) -> None:
     """The loaded text (the warning line aside) is exactly memd's loaded view."""
     block = blocks[cid]
-    mine = loaded_view(CASES[cid].text).text
+    mine = loaded_view(CASES[cid].text, refdefs=_keep()).text
     cc_text = "" if block is None else _split(block)[0]
     assert cc_text == _split(mine)[0]
 
@@ -91,15 +99,15 @@ def test_hidden_entries(blocks: dict[str, str | None], cid: str) -> None:
         n = _norm(line)
         return n in seen_set or any(n.startswith(s) for s in long_lines)
 
-    missing = [e.line for e in parse(text).entries if not shown(e.text)]
-    assert [e.line for e in measure(text).hidden] == missing
+    missing = [e.line for e in parse(text, refdefs=_keep()).entries if not shown(e.text)]
+    assert [e.line for e in measure(text, refdefs=_keep()).hidden] == missing
 
 
 @pytest.mark.parametrize("cid", _params("warning", _cut_cases()))
 def test_truncation_warning(blocks: dict[str, str | None], cid: str) -> None:
     """The line appended when the index is cut reads as Claude Code's does."""
     cc_warning = _split(blocks[cid] or "")[1]
-    mine = _split(loaded_view(CASES[cid].text).text)[1]
+    mine = _split(loaded_view(CASES[cid].text, refdefs=_keep()).text)[1]
     assert cc_warning is not None
     assert mine == cc_warning
 
