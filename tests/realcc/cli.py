@@ -27,7 +27,7 @@ from typing import Any
 
 from tests.realcc.stub import CliStub
 
-VERSION = os.environ.get("MEMD_REALCC_VERSION") or "2.1.328"
+VERSION = os.environ.get("MEMD_REALCC_VERSION") or "2.1.332"
 PACKAGE = "@anthropic-ai/claude-code"
 _REAL_HOME = Path(os.path.expanduser("~"))  # read at import: tests move HOME later
 CACHE_ROOT = Path(os.environ.get("MEMD_REALCC_CACHE") or _REAL_HOME / ".cache" / "memd-tests" / "claude-code")
