@@ -101,6 +101,7 @@ def test_a_lock_left_by_a_killed_history_write_is_recovered_and_logged(claude_ho
 def test_a_kill_inside_the_history_library_never_wedges_the_project(claude_home: Path, state: Path) -> None:
     """SIGKILL inside dulwich's own lock-file writes (MEMD_FAULT arms them), then the next run works."""
     p = project(claude_home)
+    history.snapshot(state, p.name, p.memory_dir, "the history exists")  # (a kill in its init: elsewhere)
     for point in ("history.gitfile_write@ref:1", "history.gitfile_close@object:2", "history.gitfile_write@object:1"):
         r = memd(claude_home, "rebuild", p.name, fault=f"{point}=kill")
         assert r.returncode == -signal.SIGKILL, (point, r.stdout, r.stderr)
@@ -213,7 +214,7 @@ def _dream_run(state: Path, p: Project) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("nth", [1, 2, 3, 4])
+@pytest.mark.parametrize("nth", [1, 2, 3])
 def test_a_killed_undo_never_leaves_the_index_linking_a_missing_file(claude_home: Path, state: Path,
                                                                      nth: int) -> None:
     files = {**FILES, "MEMORY.md": "- [A](user_a.md) — first\n- [B](user_b.md) — second\n- [C](project_c.md) — third\n"}

@@ -1,8 +1,10 @@
 """memd rebuild: a deterministic rebuild of MEMORY.md (no model), shown as a unified diff.
 
 Writes only MEMORY.md, after a snapshot, atomically, and only if it is unchanged since read;
-with --dry-run it writes nothing. Exit status: 0 when every index fits (or already did),
-1 when one cannot be fitted by safe moves or could not be written, 2 on usage errors.
+with --dry-run it writes nothing. A project another memd is writing is waited for (a bounded wait,
+``memd.projlock``), then reported as such and left unchanged; the other projects go on. Exit status: 0
+when every index fits (or already did), 1 when one cannot be fitted by safe moves, could not be
+written (its history could not be, or another memd kept the project busy), 2 on usage errors.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from memd.commands._projects import preamble, record_rebuild
-    from memd.maintenance import rebuild_project
+    from memd.errors import MemdError
+    from memd.maintenance import RebuildResult, rebuild_project
 
     projects, notes = preamble(args, ctx)
     for n in notes:
@@ -41,7 +44,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     for project in projects:
         if args.all and not project.memory_dir.is_dir():
             continue
-        res = rebuild_project(project, ctx.config, ctx.state_dir, dry_run=args.dry_run)
+        try:
+            res = rebuild_project(project, ctx.config, ctx.state_dir, dry_run=args.dry_run)
+        except MemdError as e:  # busy (another memd writes it), or its history cannot be written: not changed
+            res = RebuildResult("", False, False, [str(e)], error=str(e))
         record_rebuild(ctx, project, res, dry_run=args.dry_run)  # the run log: `memd report` lists it
         out.write(format_result(project, res, dry_run=args.dry_run))
         if not res.fits or (res.changed and not res.written and not args.dry_run):
