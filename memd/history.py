@@ -82,6 +82,7 @@ from memd.store import (
     make_parents_confined,
     os_reason,
     pid_alive,
+    sweep_temps,
 )
 
 BRANCH = b"refs/heads/main"
@@ -588,6 +589,8 @@ def _undo_order(rel: str, data: bytes | None) -> tuple[int, str]:
 
 
 def _undo_run(state_dir: Path, project: str, memory_dir: Path, run: str | None, *, dry_run: bool) -> UndoResult:
+    if not dry_run and memory_dir.is_dir():
+        sweep_temps(memory_dir)  # a killed write's leftovers (memd's own temp names only), as a rebuild does
     rec = find_run(state_dir, project, run)
     if rec.before is None:
         raise HistoryError(f"run {rec.run} has no snapshot from before it")
