@@ -180,13 +180,14 @@ def history_child(op: str, claude: str, state_dir: str, name: str, spec: str) ->
     with ``spec`` armed (``MEMD_FAULT``'s syntax); exits 0 when it wrote, 1 otherwise. A fault point or the
     parent's SIGKILL ends it earlier."""
     from memd import store
+    from memd.core.rebuild import NORMALISE
     from memd.maintenance import rebuild_project, undo_project
 
     store.set_faults(spec)
     d = Path(claude) / "projects" / name
     project = Project(name, d, d / "memory")
     if op == "rebuild":
-        wrote = rebuild_project(project, Config(), Path(state_dir), dry_run=False).written
+        wrote = rebuild_project(project, Config(), Path(state_dir), dry_run=False, mode=NORMALISE).written
     else:
         res, _ = undo_project(project, Config(), Path(state_dir), None, dry_run=False)
         wrote = bool(res.restored or res.removed)

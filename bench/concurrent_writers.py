@@ -161,6 +161,7 @@ def run(ops: int, seed: int = 1, work: Path | None = None, pause_s: float = 0.05
     os.environ.setdefault("ANTHROPIC_API_KEY", "test")
     os.environ.pop("ANTHROPIC_BASE_URL", None)
     from bench import campaign as C
+    from memd.core.rebuild import NORMALISE
     from memd.jobs.catchup import catchup_project
     from memd.jobs.runner import run_job
     from memd.layout import Project
@@ -226,7 +227,7 @@ def run(ops: int, seed: int = 1, work: Path | None = None, pause_s: float = 0.05
                         out = catchup_project(C.job_context(cfg, claude, state_dir, state), p)
                         jobs[f"catchup {out.outcome}"] += 1
                     elif job == "rebuild":
-                        r = rebuild_project(p, cfg, state_dir, dry_run=False)
+                        r = rebuild_project(p, cfg, state_dir, dry_run=False, mode=NORMALISE)
                         done = "written" if r.written else "unchanged" if not r.changed else (
                             "not written: " + (r.reasons[-1] if r.reasons else "?")[:60])
                         jobs[f"rebuild {done}"] += 1

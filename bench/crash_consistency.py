@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import campaign as C
 from memd import history
+from memd.core.rebuild import NORMALISE
 from memd.jobs.runner import run_job
 from memd.state import StateStore
 from tests.plugins.stub_api import StubAPI
@@ -172,7 +173,7 @@ class Campaign:
 
         self.stats["next runs (rebuild)"] += 1
         d = self.claude / "projects" / name
-        r = rebuild_project(Project(name, d, mem), self.cfg, self.state_dir, dry_run=False)
+        r = rebuild_project(Project(name, d, mem), self.cfg, self.state_dir, dry_run=False, mode=NORMALISE)
         if r.error or r.conflict or C.temps(mem) or C.dangling(mem):
             self.violations.append(f"trial {n}: the next rebuild left {r.reasons} {C.temps(mem)} {C.dangling(mem)}")
 

@@ -7,8 +7,8 @@ random moment (uniform over 1.5 times what the uninterrupted operation takes) or
 (``MEMD_FAULT``: ``history.init``, ``history.after_objects:2``, ``history.gitfile_write@object:3`` (inside
 dulwich, its ``.lock`` file just created), ``store.after_rename@MEMORY.md``, ...):
 
-- ``rebuild``: ``memd rebuild`` of an index given a dangling link (a quarter of them, and every one
-  killed at an init point, with no history yet: its first setup is what gets killed);
+- ``rebuild``: ``memd rebuild`` (normalise) of an index given a dangling link (a quarter of them, and
+  every one killed at an init point, with no history yet: its first setup is what gets killed);
 - ``undo``: ``memd undo`` of a dream the trial applied first;
 - ``dream``: a scripted consolidation through the loopback stub (files appended to, created, deleted).
 
@@ -147,9 +147,10 @@ class Campaign:
         self.stub.script(*C.dream_script(self.stub, before, seed))
 
     def _rebuild(self, name: str) -> Any:
+        from memd.core.rebuild import NORMALISE
         from memd.maintenance import rebuild_project
 
-        return rebuild_project(self._project(name), self.cfg, self.state_dir, dry_run=False)
+        return rebuild_project(self._project(name), self.cfg, self.state_dir, dry_run=False, mode=NORMALISE)
 
     def _undo(self, name: str, run: str | None = None) -> Any:
         from memd.maintenance import undo_project

@@ -1,5 +1,12 @@
 """A model run's changes: staged, edited, guarded, then applied file by file, or rejected whole.
 
+The rule of every memd writer (rebuild, dream, catch-up, sync, undo, the memory tool through this
+pipeline): the smallest edit that reaches its goal, planned from what was read, applied after a durable
+snapshot, never over a file that changed since it was read. An unattended run never rewrites what is
+healthy: the index repair that ends a run (``finalize``, ``memd.core.rebuild.REPAIR``) changes only what
+the run left broken; the guard refuses a run that drops a word of the user's (prose in the index, the
+words after an entry's link) that no file holds after it.
+
 ``run`` owns the whole pipeline and returns a typed ``RunResult``; a job passes only the model's
 part, a callback that edits the staging copy (``edit(workspace) -> Edits``):
 
@@ -188,7 +195,7 @@ def _overlay(files: dict[str, bytes], chs: Iterable[Change]) -> dict[str, bytes]
 
 def finalize(st: Staging, config: Config) -> list[str]:
     """The deterministic index rebuild, last, on the staged folder. Returns its actions."""
-    from memd.core.rebuild import TopicInfo, plan_rebuild, topics_of
+    from memd.core.rebuild import REPAIR, TopicInfo, plan_rebuild, topics_of
     from memd.memfolder.folder import read_folder
 
     snap = read_folder(st.root, config.budget)
@@ -205,7 +212,9 @@ def finalize(st: Staging, config: Config) -> list[str]:
         if t is not None and not leaves and t.lower().endswith(".md") and t not in topics \
                 and t not in st.baseline and os.path.lexists(st.project.memory_dir / t):
             topics[t] = TopicInfo(t, team=True)
-    plan = plan_rebuild(old, topics, config.budget)
+    # only what the run left broken (a link to a file it deleted, a file it added unlinked): the
+    # model's lines and the user's stay as they are (an unattended writer never normalises)
+    plan = plan_rebuild(old, topics, config.budget, mode=REPAIR)
     if plan.text != (old or "") and plan.text.strip():
         (st.root / INDEX).write_text(plan.text, encoding="utf-8", newline="")
         return list(plan.actions) or ["index rebuilt"]
@@ -335,13 +344,13 @@ def landed_index(mem: Path, planned: bytes, budget: BudgetConfig | None) -> byte
     """The planned index rebuilt against the folder as it is now, after part of a run was dropped:
     no entry for a file that was not written, an entry for a file whose deletion was skipped.
     None when the folder cannot be read (the index is then left alone)."""
-    from memd.core.rebuild import plan_rebuild, topics_of
+    from memd.core.rebuild import REPAIR, plan_rebuild, topics_of
     from memd.memfolder.folder import read_folder
 
     snap = read_folder(mem, budget)
     if snap.problem or snap.truncated:
         return None
-    plan = plan_rebuild(planned.decode("utf-8", "replace"), topics_of(snap), budget)
+    plan = plan_rebuild(planned.decode("utf-8", "replace"), topics_of(snap), budget, mode=REPAIR)
     return plan.text.encode("utf-8")
 
 

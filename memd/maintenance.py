@@ -22,6 +22,7 @@ from memd.errors import ConflictError
 from memd.layout import Project
 
 if TYPE_CHECKING:
+    from memd.core.files import FolderSnapshot
     from memd.history import UndoResult
 
 
@@ -65,8 +66,20 @@ def dropped_entries(old: str | None, new: str) -> tuple[int, int]:
     return sum(1 for e in before if e.file not in kept), len(before)
 
 
-def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_run: bool,
-                    max_drop_share: float | None = None, clock: Clock = SYSTEM) -> RebuildResult:
+def lost_words(old: str, snap: FolderSnapshot, new_index: str) -> list[str]:
+    """The user's words (prose lines, the words after entries' links) of ``old`` that are in no file of
+    the folder once its index is ``new_index`` (``core.guard.lost_prose`` and ``lost_notes``)."""
+    from memd.core import guard
+
+    before = {f.rel: f.text.encode("utf-8") for f in snap.files if f.text is not None}
+    after = dict(before)
+    after[INDEX_NAME] = new_index.encode("utf-8")
+    return guard.lost_prose(old, after) + guard.lost_notes(old, before, after)
+
+
+def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_run: bool, mode: str,
+                    max_drop_share: float | None = None, drop_notes: bool = False,
+                    clock: Clock = SYSTEM) -> RebuildResult:
     """Plan, and unless dry_run write, the rebuilt MEMORY.md of one project (``_rebuild_locked``).
 
     A writing rebuild holds the project's write lock (``memd.projlock``) from reading the folder to its
@@ -76,13 +89,15 @@ def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_ru
     A rebuild that took its snapshot and then could not write (a conflict, a fault) is closed in the
     history (``history.close_run``), so its "planned" commit does not list it as interrupted."""
     if dry_run:
-        return _rebuild_locked(project, config, state_dir, dry_run=True, max_drop_share=max_drop_share, clock=clock)
+        return _rebuild_locked(project, config, state_dir, dry_run=True, mode=mode, max_drop_share=max_drop_share,
+                               drop_notes=drop_notes, clock=clock)
     from memd import history
     from memd.errors import MemdError
     from memd.projlock import project_lock
 
     with project_lock(state_dir, project.name, "rebuild"):
-        res = _rebuild_locked(project, config, state_dir, dry_run=False, max_drop_share=max_drop_share, clock=clock)
+        res = _rebuild_locked(project, config, state_dir, dry_run=False, mode=mode, max_drop_share=max_drop_share,
+                              drop_notes=drop_notes, clock=clock)
         if res.snapshot is not None and not res.written:
             try:
                 history.close_run(state_dir, project.name, res.snapshot, "; ".join(res.reasons[-1:]) or "not written")
@@ -91,9 +106,16 @@ def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_ru
         return res
 
 
-def _rebuild_locked(project: Project, config: Config, state_dir: Path, *, dry_run: bool,
-                    max_drop_share: float | None = None, clock: Clock = SYSTEM) -> RebuildResult:
+def _rebuild_locked(project: Project, config: Config, state_dir: Path, *, dry_run: bool, mode: str,
+                    max_drop_share: float | None = None, drop_notes: bool = False,
+                    clock: Clock = SYSTEM) -> RebuildResult:
     """Plan, and unless dry_run write, the rebuilt MEMORY.md of one project.
+
+    ``mode``: ``core.rebuild.REPAIR`` for every unattended caller (only what is broken, only the lines
+    it must: a healthy index is never rewritten), ``NORMALISE`` for ``memd rebuild`` (see
+    ``core.rebuild.plan_rebuild``). ``drop_notes``: ``memd rebuild --drop-notes`` only.
+    A repair is checked once more before it is written: it may drop no word of the user's (a line
+    of prose, the words after an entry's link) that no file holds after it (``core.guard``'s rules).
 
     ``max_drop_share``: for unattended callers (the dream without a model, auto relief). A rebuild
     that would drop more than this share of the index's entries (dangling links), or all of them, is
@@ -101,7 +123,7 @@ def _rebuild_locked(project: Project, config: Config, state_dir: Path, *, dry_ru
     ``memd rebuild`` (a person asking, diff shown, snapshot taken) passes None. ``clock`` names the run.
     """
     from memd import history
-    from memd.core.rebuild import plan_rebuild, topics_of
+    from memd.core.rebuild import REPAIR, plan_rebuild, topics_of
     from memd.memfolder.folder import read_folder
     from memd.store import atomic_write, os_reason, sweep_temps
 
@@ -112,15 +134,23 @@ def _rebuild_locked(project: Project, config: Config, state_dir: Path, *, dry_ru
         return RebuildResult("", False, True, ["no memory folder"])
     if snap.problem:
         return RebuildResult("", False, False, [f"the memory folder cannot be read: {snap.problem}"])
+    if snap.truncated:  # files past the walk's bound are unknown, not missing: no entry may be judged dangling
+        return RebuildResult("", False, False, ["the memory folder holds more files (or deeper folders) than memd "
+                                                "reads; not rebuilt"])
     rec = snap.index
     if rec is not None and rec.symlink is not None:
         return RebuildResult("", False, False, [f"{INDEX_NAME} is a symlink; memd does not rewrite it"])
     if rec is not None and rec.text is None:
         return RebuildResult("", False, False, [f"{INDEX_NAME} cannot be read: {rec.problem}"])
     old = rec.text if rec is not None else None
-    plan = plan_rebuild(old, topics_of(snap), config.budget)
+    plan = plan_rebuild(old, topics_of(snap), config.budget, mode=mode, drop_notes=drop_notes)
     diff = unified_diff(old or "", plan.text, f"{project.name}/{INDEX_NAME}") if plan.changed else ""
     reasons = list(plan.reasons)
+    if plan.changed and mode == REPAIR and old:
+        lost = lost_words(old, snap, plan.text)
+        if lost:  # the plan's own rule says this never happens: an invariant, checked before writing
+            reasons.append(f"the repair would drop the user's words \"{lost[0][:80]}\" from {INDEX_NAME}; not written")
+            return RebuildResult(diff, False, plan.fits, reasons, None, plan.actions, refused=True)
     if plan.changed and max_drop_share is not None:
         dropped, total = dropped_entries(old, plan.text)
         if dropped and (dropped == total or dropped > max_drop_share * total):
@@ -167,6 +197,7 @@ def undo_project(project: Project, config: Config, state_dir: Path, run: str | N
 def _undo_locked(project: Project, config: Config, state_dir: Path, run: str | None, *,
                  dry_run: bool) -> tuple[UndoResult, RebuildResult | None]:
     from memd import history
+    from memd.core.rebuild import REPAIR
 
     res = history.undo_run(state_dir, project.name, project.memory_dir, run, dry_run=dry_run)
     if dry_run or not (res.restored or res.removed) or not any(rel == INDEX_NAME for rel, _ in res.skipped):
@@ -174,7 +205,7 @@ def _undo_locked(project: Project, config: Config, state_dir: Path, run: str | N
     # A file the undo removed may still be linked: the index is rebuilt, read again when Claude Code
     # wrote it meanwhile (a few times: a busy session appends often), so no link to it is left behind.
     for _ in range(UNDO_REBUILD_TRIES):
-        rb = rebuild_project(project, config, state_dir, dry_run=False)
+        rb = rebuild_project(project, config, state_dir, dry_run=False, mode=REPAIR)
         if not rb.conflict:
             break
     return res, rb

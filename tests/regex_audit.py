@@ -142,6 +142,7 @@ def _guard_words() -> list[tuple[Pattern, int]]:
 DYNAMIC: dict[str, Callable[[], list[tuple[Pattern, int]]]] = {
     "memd/core/secret_rules:compiled.rx": _secret_rules,
     "memd/core/guard:_words_in": _guard_words,
+    "memd/core/guard:without_words": _guard_words,  # the same shape, matched once to take the words out
 }
 
 

@@ -212,13 +212,13 @@ def test_check_and_the_hook_count_one_line_the_same(tmp_path: Path) -> None:
 def test_rebuild_shortens_to_the_limit_in_the_same_units() -> None:
     from memd.core import index
     from memd.core.budget import Limits
-    from memd.core.rebuild import TopicInfo, plan_rebuild
+    from memd.core.rebuild import NORMALISE, TopicInfo, plan_rebuild
 
     hook = "word " * 24 + "ab " + "🎉" * 4
     line = f"- [Emoji](emoji.md) — {hook.strip()}"
     assert len(line) <= 150 < index.line_length(line)
     plan = plan_rebuild(f"# Memory\n{line}\n", {"emoji.md": TopicInfo("emoji.md", "Emoji", "e", "user")},
-                        Limits())
+                        Limits(), mode=NORMALISE)
     assert plan.changed and max(index.line_length(ln) for ln in plan.text.splitlines()) <= 150
 
 
@@ -264,7 +264,7 @@ def test_fix_marks_are_what_rebuild_does(claude_data: Path) -> None:
     entries rebuild shortens (a long prose line is reported, unmarked, and left alone by both)."""
     from memd.core.budget import Limits
     from memd.core.lint import lint
-    from memd.core.rebuild import plan_rebuild, topics_of
+    from memd.core.rebuild import NORMALISE, plan_rebuild, topics_of
     from memd.memfolder.folder import read_folder
 
     marked_total = 0
@@ -273,7 +273,7 @@ def test_fix_marks_are_what_rebuild_does(claude_data: Path) -> None:
         if snap.index is None or snap.index.text is None:
             continue
         long = [f for f in lint(snap) if f.code == "MEM004"]
-        plan = plan_rebuild(snap.index.text, topics_of(snap), Limits())
+        plan = plan_rebuild(snap.index.text, topics_of(snap), Limits(), mode=NORMALISE)
         shortened = sorted(int(m.group(1)) for a in plan.actions if (m := re.search(r"^shortened .* at line (\d+)", a)))
         assert sorted(f.line for f in long if f.fixable) == shortened, mem
         marked_total += len(shortened)

@@ -206,15 +206,21 @@ def test_auto_relief_rebuilds_an_over_budget_index_once_idle(run_daemon: RunDaem
     for name in ("-home-u-long", "-home-u-prose", "-home-u-dangling"):
         mem = d.project(name)
         for i in range(110 if name == "-home-u-long" else 10):
+            desc = (f"detail {i} " * 40).strip() if name == "-home-u-long" else f"what topic {i} is about"
             (mem / f"topic_{i}.md").write_text(
-                f"---\nname: topic {i}\ndescription: what topic {i} is about\ntype: project\n---\nbody {i}\n")
-    # 110 live entries with 400-character hooks: over the character budget; shortening fits it
+                f"---\nname: topic {i}\ndescription: {desc}\ntype: project\n---\nbody {i}\n")
+    # 110 live entries with 400-character hooks that repeat their files' descriptions: over the character
+    # budget; cutting them loses no word (the files keep them), and fits it
     long_hooks = "".join(f"- [topic {i}](topic_{i}.md) — " + f"detail {i} " * 40 + "\n" for i in range(110))
     d.write_memory("-home-u-long", "MEMORY.md", long_hooks)
     ev = d.wait_for("relief.rebuilt", project="-home-u-long")
     assert ev["fits"] is True and ev["written"] is True
-    d.wait_for("budget.cleared", project="-home-u-long")
-    assert all(len(x) <= 150 for x in (d.project("-home-u-long") / "MEMORY.md").read_text().splitlines())
+    # only until it fits (near the budget, no longer over: the warning eases, it does not clear)
+    from memd.core import index as mindex
+
+    assert mindex.measure((d.project("-home-u-long") / "MEMORY.md").read_text()).level == "near"
+    lines = (d.project("-home-u-long") / "MEMORY.md").read_text().splitlines()
+    assert 0 < sum(len(x) <= 150 for x in lines) < 110
     # 220 entries whose files are gone: dropping them would fit, but an unattended run never drops
     # most of an index; the warning stays for a person to look at
     gone = "".join(f"- [old {i}](old_{i}.md) — a file deleted long ago\n" for i in range(220))

@@ -23,6 +23,7 @@ from memd import apply as ap
 from memd import history
 from memd.config import BudgetConfig, Config
 from memd.core.paths import is_index
+from memd.core.rebuild import NORMALISE
 from memd.daemon.budget import count_topic_files
 from memd.layout import Project
 from memd.memfolder.folder import read_folder
@@ -149,8 +150,8 @@ def test_rebuild_indexes_only_topic_files_and_drops_no_entry_of_a_file_that_is_t
     from memd.core.rebuild import plan_rebuild, topics_of
 
     kept = sorted(NOT_TOPICS | {"out.md", "team/t.md"})
-    index_text = "".join(f"- [K{i}]({rel}) — kept\n" for i, rel in enumerate(kept)) + "- [Gone](gone.md) — gone\n"
-    plan = plan_rebuild(index_text, topics_of(read_folder(folder, BudgetConfig(), signatures=False)))
+    index_text = "".join(f"- [K{i}]({rel}) — kept\n" for i, rel in enumerate(kept)) + "- [Gone](gone.md)\n"
+    plan = plan_rebuild(index_text, topics_of(read_folder(folder, BudgetConfig(), signatures=False)), mode=NORMALISE)
     assert [a for a in plan.actions if a.startswith("dropped")] == [
         "dropped entry 'Gone' at line 10: gone.md does not exist"]
     added = {a.split()[1] for a in plan.actions if a.startswith("indexed")}

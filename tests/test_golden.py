@@ -23,7 +23,7 @@ from memd.config import BudgetConfig
 from memd.core import frontmatter, index
 from memd.core.files import FolderSnapshot
 from memd.core.lint import lint
-from memd.core.rebuild import plan_rebuild, topics_of
+from memd.core.rebuild import NORMALISE, REPAIR, plan_rebuild, topics_of
 from memd.memfolder.folder import read_folder
 from memd.record import replace
 
@@ -93,14 +93,18 @@ def test_lint(case: Path) -> None:
     compare(case / "expected.txt", "".join(f.render() + "\n" for f in lint(snap)))
 
 
+@pytest.mark.parametrize("mode", [NORMALISE, REPAIR])
 @pytest.mark.parametrize("case", cases("rebuild"), ids=lambda p: p.name)
-def test_rebuild(case: Path) -> None:
+def test_rebuild(case: Path, mode: str) -> None:
+    """expected.md / expected.txt: ``memd rebuild`` (normalise); expected.repair.md / .txt: what every
+    unattended writer does (repair: within the budget, only what is broken changes)."""
     snap = read_folder(case / "memory", BudgetConfig())
     old = snap.index.text if snap.index is not None else None
-    plan = plan_rebuild(old, topics_of(snap), BudgetConfig())
-    compare(case / "expected.md", plan.text)
+    plan = plan_rebuild(old, topics_of(snap), BudgetConfig(), mode=mode)
+    stem = "expected" if mode == NORMALISE else "expected.repair"
+    compare(case / f"{stem}.md", plan.text)
     report = [f"fits: {plan.fits}", f"changed: {plan.changed}",
               *(f"reason: {r}" for r in plan.reasons), *(f"action: {a}" for a in plan.actions)]
-    compare(case / "expected.txt", "\n".join(report) + "\n")
-    again = plan_rebuild(plan.text, topics_of(snap), BudgetConfig())
+    compare(case / f"{stem}.txt", "\n".join(report) + "\n")
+    again = plan_rebuild(plan.text, topics_of(snap), BudgetConfig(), mode=mode)
     assert again.text == plan.text and not again.actions, "rebuilding a rebuilt index must change nothing"

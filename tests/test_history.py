@@ -13,6 +13,7 @@ from memd import apply as ap
 from memd import history
 from memd.cli import main
 from memd.config import Config
+from memd.core.rebuild import NORMALISE
 from memd.layout import Project
 from memd.llm import prompts
 
@@ -233,7 +234,7 @@ def test_undoing_a_rebuild_keeps_what_claude_code_wrote_while_it_ran(tmp_path: P
         (p.memory_dir / "b.md").write_text("---\nname: B\ndescription: b\ntype: user\n---\nbeta, and w-121\n")
 
     monkeypatch.setattr(store, "atomic_write", write_then_claude_code_edits)
-    res = maintenance.rebuild_project(p, Config(), state, dry_run=False)
+    res = maintenance.rebuild_project(p, Config(), state, dry_run=False, mode=NORMALISE)
     assert res.written, res.reasons
     monkeypatch.setattr(store, "atomic_write", real_write)
     u, _ = maintenance.undo_project(p, Config(), state, None, dry_run=False)

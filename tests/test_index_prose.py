@@ -13,6 +13,7 @@ from memd import apply as ap
 from memd.config import Config
 from memd.core import guard
 from memd.core.paths import INDEX_NAME
+from memd.core.rebuild import NORMALISE
 from memd.layout import Project
 from tests.conftest import claude_data_source
 
@@ -88,7 +89,7 @@ def test_the_deterministic_rebuild_of_the_real_index_keeps_every_prose_line(real
 
     snap = FolderSnapshot.from_texts({p.name: p.read_text() for p in real.memory_dir.iterdir() if p.is_file()})
     text = (real.memory_dir / INDEX_NAME).read_text()
-    plan = plan_rebuild(text, topics_of(snap))
+    plan = plan_rebuild(text, topics_of(snap), mode=NORMALISE)
     assert len(guard.index_prose(text)) > 30
     assert guard.lost_prose(text, {INDEX_NAME: plan.text.encode()}) == []
 

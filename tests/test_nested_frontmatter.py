@@ -21,6 +21,7 @@ from memd import apply as ap
 from memd import history
 from memd.config import Config
 from memd.core import frontmatter
+from memd.core.rebuild import NORMALISE
 from memd.layout import Project
 from memd.llm.client import Usage
 from memd.llm.memtool import StagedMemory
@@ -152,7 +153,7 @@ def test_rebuild_leaves_nested_topic_files_byte_identical(project: Project, tmp_
     orphan = project.memory_dir / "user_role.md"
     orphan.write_text(NESTED.replace("name: deploy", "name: role").replace("type: project", "type: user"))
     before = {p.name: p.read_bytes() for p in project.memory_dir.glob("*_*.md")}
-    res = rebuild_project(project, Config(), tmp_path / "state", dry_run=False)
+    res = rebuild_project(project, Config(), tmp_path / "state", dry_run=False, mode=NORMALISE)
     assert "(user_role.md)" in (project.memory_dir / "MEMORY.md").read_text(), res
     assert {p.name: p.read_bytes() for p in project.memory_dir.glob("*_*.md")} == before
 

@@ -14,7 +14,7 @@ from memd.config import BudgetConfig, Config
 from memd.core import guard, index
 from memd.core.files import FolderSnapshot
 from memd.core.lint import lint
-from memd.core.rebuild import TopicInfo, plan_rebuild, shorten, topics_of
+from memd.core.rebuild import NORMALISE, TopicInfo, plan_rebuild, shorten, topics_of
 from memd.layout import Project
 from memd.maintenance import rebuild_project
 from tests.plugins.memory_folders import topic, write_tree
@@ -27,7 +27,7 @@ def tree_hash(folder: Path, skip: str = "") -> dict[str, str]:
 
 def test_untouched_index_is_returned_byte_for_byte() -> None:
     text = "---\nx: 1\n---\n# Memory\r\n\n<!-- c -->\n- [A](a.md) — one  \n\n\n- [B](b.md)"
-    plan = plan_rebuild(text, {"a.md": TopicInfo("a.md"), "b.md": TopicInfo("b.md")})
+    plan = plan_rebuild(text, {"a.md": TopicInfo("a.md"), "b.md": TopicInfo("b.md")}, mode=NORMALISE)
     assert plan.text == text and not plan.changed and plan.fits and plan.actions == []
 
 
@@ -46,7 +46,7 @@ def test_plan_lints_clean_for_the_problems_it_fixes() -> None:
         "feedback_b.md": topic("B", "second", "feedback"),
     }
     snap = FolderSnapshot.from_texts(texts)
-    plan = plan_rebuild(texts["MEMORY.md"], topics_of(snap))
+    plan = plan_rebuild(texts["MEMORY.md"], topics_of(snap), mode=NORMALISE)
     after = FolderSnapshot.from_texts({**texts, "MEMORY.md": plan.text})
     codes = {f.code for f in lint(after)}
     assert plan.fits and not codes & {"MEM004", "MEM005", "MEM010", "MEM011"}, plan.text
@@ -83,8 +83,8 @@ def test_rebuild_fits_or_says_why_and_is_idempotent(case: tuple[str, dict[str, T
                                                     max_lines: int, max_chars: int) -> None:
     text, topics = case
     b = BudgetConfig(max_lines=max_lines, max_chars=max_chars)
-    plan = plan_rebuild(text, topics, b)
-    again = plan_rebuild(plan.text, topics, b)
+    plan = plan_rebuild(text, topics, b, mode=NORMALISE)
+    again = plan_rebuild(plan.text, topics, b, mode=NORMALISE)
     assert again.text == plan.text and again.actions == []
     measured = index.measure(plan.text, b.max_lines, b.max_chars, b.warn_ratio)
     assert plan.fits == (measured.level != "over")
@@ -105,7 +105,7 @@ def test_rebuild_never_drops_the_users_prose(case: tuple[str, dict[str, TopicInf
     """Every non-entry line of the index (headings, notes, comments, fences) survives the rebuild:
     the guard's rule (``guard.lost_prose``) finds nothing lost, even when the plan does not fit."""
     text, topics = case
-    plan = plan_rebuild(text, topics, BudgetConfig(max_lines=max_lines, max_chars=max_chars))
+    plan = plan_rebuild(text, topics, BudgetConfig(max_lines=max_lines, max_chars=max_chars), mode=NORMALISE)
     assert guard.lost_prose(text, {"MEMORY.md": plan.text.encode()}) == []
 
 
@@ -129,7 +129,7 @@ def test_rebuild_writes_index_only_after_a_snapshot(project: Project, tmp_path: 
     before = tree_hash(project.memory_dir, skip="MEMORY.md")
     old = project.index_path.read_text()
     state = tmp_path / "state"
-    res = rebuild_project(project, Config(), state, dry_run=False)
+    res = rebuild_project(project, Config(), state, dry_run=False, mode=NORMALISE)
     assert res.written and res.fits and res.snapshot is not None
     new = project.index_path.read_text()
     assert "gone.md" not in new and "- [B](user_b.md) — second" in new and "team/" not in new
@@ -142,7 +142,7 @@ def test_rebuild_writes_index_only_after_a_snapshot(project: Project, tmp_path: 
     assert run.job == "rebuild" and run.before == res.snapshot
     assert res.diff.startswith("--- a/-p/MEMORY.md\n+++ b/-p/MEMORY.md\n") and "-- [Gone](gone.md)" in res.diff
     assert not [p for p in project.memory_dir.iterdir() if p.name.startswith(".memd-")]
-    second = rebuild_project(project, Config(), state, dry_run=False)
+    second = rebuild_project(project, Config(), state, dry_run=False, mode=NORMALISE)
     assert not second.written and second.diff == "" and second.fits
     undone = history.undo_run(state, "-p", project.memory_dir)
     assert undone.restored == ["MEMORY.md"] and project.index_path.read_text() == old
@@ -150,7 +150,7 @@ def test_rebuild_writes_index_only_after_a_snapshot(project: Project, tmp_path: 
 
 def test_dry_run_writes_nothing(project: Project, tmp_path: Path) -> None:
     before = tree_hash(project.memory_dir)
-    res = rebuild_project(project, Config(), tmp_path / "state", dry_run=True)
+    res = rebuild_project(project, Config(), tmp_path / "state", dry_run=True, mode=NORMALISE)
     assert res.diff and not res.written and res.snapshot is None
     assert tree_hash(project.memory_dir) == before and not (tmp_path / "state").exists()
 
@@ -166,7 +166,7 @@ def test_refuses_to_clobber_a_concurrent_edit(project: Project, tmp_path: Path,
         return real(*a, **k)  # type: ignore[arg-type]
 
     monkeypatch.setattr(history, "snapshot_before", edit_then_snapshot)
-    res = rebuild_project(project, Config(), tmp_path / "state", dry_run=False)
+    res = rebuild_project(project, Config(), tmp_path / "state", dry_run=False, mode=NORMALISE)
     assert not res.written and any("changed since it was read" in r for r in res.reasons)
     assert project.index_path.read_text() == "# Edited by Claude Code meanwhile\n"
 
@@ -174,7 +174,7 @@ def test_refuses_to_clobber_a_concurrent_edit(project: Project, tmp_path: Path,
 def test_does_not_write_when_it_cannot_fit(project: Project, tmp_path: Path) -> None:
     cfg = Config(budget=BudgetConfig(max_lines=3))
     before = tree_hash(project.memory_dir)
-    res = rebuild_project(project, cfg, tmp_path / "state", dry_run=False)
+    res = rebuild_project(project, cfg, tmp_path / "state", dry_run=False, mode=NORMALISE)
     assert not res.fits and not res.written and res.diff and "cannot fit" in res.reasons[0]
     assert tree_hash(project.memory_dir) == before
 
@@ -184,17 +184,17 @@ def test_symlinked_or_unreadable_index_is_left_alone(project: Project, tmp_path:
     real.write_text("- [A](user_a.md)\n")
     project.index_path.unlink()
     os.symlink(real, project.index_path)
-    res = rebuild_project(project, Config(), tmp_path / "state", dry_run=False)
+    res = rebuild_project(project, Config(), tmp_path / "state", dry_run=False, mode=NORMALISE)
     assert not res.written and "symlink" in res.reasons[0]
     project.index_path.unlink()
     project.index_path.write_bytes(b"\xff\xfe not utf-8")
-    res = rebuild_project(project, Config(), tmp_path / "state", dry_run=False)
+    res = rebuild_project(project, Config(), tmp_path / "state", dry_run=False, mode=NORMALISE)
     assert not res.written and "cannot be read" in res.reasons[0]
 
 
 def test_missing_index_is_created(tmp_path: Path) -> None:
     mem = write_tree(tmp_path / "m" / "memory", {"user_a.md": topic("A", "first", "user")})
-    res = rebuild_project(Project("-m", mem.parent, mem), Config(), tmp_path / "state", dry_run=False)
+    res = rebuild_project(Project("-m", mem.parent, mem), Config(), tmp_path / "state", dry_run=False, mode=NORMALISE)
     assert res.written and (mem / "MEMORY.md").read_text() == "## User\n- [A](user_a.md) — first\n"
 
 
@@ -205,7 +205,7 @@ def test_case_insensitive_links_are_live_and_reported() -> None:
     found = [(f.code, f.line) for f in lint(snap)]
     assert ("MEM009", 1) in found and ("MEM009", 2) in found
     assert not [c for c, _ in found if c in ("MEM005", "MEM010")]
-    plan = plan_rebuild(texts["MEMORY.md"], topics_of(snap))
+    plan = plan_rebuild(texts["MEMORY.md"], topics_of(snap), mode=NORMALISE)
     assert plan.text == texts["MEMORY.md"] and not plan.actions  # nothing dropped, nothing re-added
 
 
@@ -223,7 +223,7 @@ def test_shortening_never_cuts_a_link_or_code_span_in_half() -> None:
 def test_orphan_titles_and_odd_file_names() -> None:
     topics = {"a\\b [x].md": TopicInfo("a\\b [x].md", "back\\slash [y]", "d", "user"),
               "we<ird>.md": TopicInfo("we<ird>.md", None, None, "user")}
-    plan = plan_rebuild(None, topics)
+    plan = plan_rebuild(None, topics, mode=NORMALISE)
     entries = index.parse(plan.text).entries
     assert {e.file for e in entries} == set(topics)
     assert next(e.title for e in entries) == "back\\\\slash [y]"

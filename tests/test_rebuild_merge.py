@@ -11,7 +11,7 @@ import pytest
 from memd.config import Config
 from memd.core.files import FileRecord, FolderSnapshot
 from memd.core.lint import lint
-from memd.core.rebuild import not_a_memory, plan_rebuild, topics_of
+from memd.core.rebuild import NORMALISE, not_a_memory, plan_rebuild, topics_of
 from memd.layout import Project
 from memd.maintenance import rebuild_project
 from tests.plugins.memory_folders import topic, write_tree
@@ -21,8 +21,9 @@ DEPLOY = topic("Deploy", "deploy on Fridays", "project")
 
 def _plan(index: str, files: dict[str, str]) -> str:
     snap = FolderSnapshot.from_texts({"MEMORY.md": index, **files})
-    plan = plan_rebuild(index, topics_of(snap))
-    again = plan_rebuild(plan.text, topics_of(FolderSnapshot.from_texts({"MEMORY.md": plan.text, **files})))
+    plan = plan_rebuild(index, topics_of(snap), mode=NORMALISE)
+    again = plan_rebuild(plan.text, topics_of(FolderSnapshot.from_texts({"MEMORY.md": plan.text, **files})),
+                         mode=NORMALISE)
     assert again.text == plan.text and not again.actions  # a rebuilt index is stable
     return plan.text
 
@@ -32,7 +33,7 @@ def test_an_appended_entry_for_a_listed_file_keeps_its_newer_text(tmp_path: Path
     mem = write_tree(tmp_path / "p" / "memory", {
         "MEMORY.md": index + "- [Deploy](project_deploy.md) — deploy moved to Monday\n",
         "project_deploy.md": DEPLOY, "user_role.md": topic("Role", "backend", "user")})
-    res = rebuild_project(Project("p", mem.parent, mem), Config(), tmp_path / "state", dry_run=False)
+    res = rebuild_project(Project("p", mem.parent, mem), Config(), tmp_path / "state", dry_run=False, mode=NORMALISE)
     assert res.written
     text = (mem / "MEMORY.md").read_text()
     assert text == ("# Memory\n\n- [Deploy](project_deploy.md) — deploy on Fridays; deploy moved to Monday\n"
@@ -80,7 +81,7 @@ NOT_MEMORIES = {
 def test_orphans_that_are_no_memory_are_reported_and_never_indexed(tmp_path: Path) -> None:
     files = {**NOT_MEMORIES, "user_a.md": topic("A", "a real memory", "user")}
     snap = FolderSnapshot.from_texts({"MEMORY.md": "# Memory\n", **files})
-    plan = plan_rebuild("# Memory\n", topics_of(snap))
+    plan = plan_rebuild("# Memory\n", topics_of(snap), mode=NORMALISE)
     assert "(user_a.md)" in plan.text
     for rel in NOT_MEMORIES:
         assert f"({rel})" not in plan.text, rel
@@ -94,10 +95,10 @@ def test_orphans_that_are_no_memory_are_reported_and_never_indexed(tmp_path: Pat
     # a linked file that is no memory stays linked: a rebuild drops nothing the user listed
     linked = "- [Notes](notes.md) — my notes\n"
     snap = FolderSnapshot.from_texts({"MEMORY.md": linked, "notes.md": NOT_MEMORIES["notes.md"]})
-    assert plan_rebuild(linked, topics_of(snap)).text == linked
+    assert plan_rebuild(linked, topics_of(snap), mode=NORMALISE).text == linked
     # and through the I/O edge: a binary file in the folder is named, not indexed
     mem = write_tree(tmp_path / "p" / "memory", {"user_a.md": topic("A", "a", "user")})
     (mem / "data.secret.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
-    res = rebuild_project(Project("p", mem.parent, mem), Config(), tmp_path / "state", dry_run=False)
+    res = rebuild_project(Project("p", mem.parent, mem), Config(), tmp_path / "state", dry_run=False, mode=NORMALISE)
     assert res.written and "data.secret.md" not in (mem / "MEMORY.md").read_text()
     assert any("data.secret.md is not indexed" in r for r in res.reasons)

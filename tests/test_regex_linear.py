@@ -45,6 +45,7 @@ TABLE: dict[str, str] = {
     "memd/core/frontmatter:to_timestamp": "fullmatch of bounded date fields",
     "memd/core/guard:_MARKS": "anchored, bounded marks",
     "memd/core/guard:_words_in": "an escaped literal between word-boundary lookarounds",
+    "memd/core/guard:without_words": "as _words_in (a description, escaped, between word-boundary lookarounds)",
     # (index's patterns are strings compiled on first use, so each is listed where it runs)
     "memd/core/index:__getattr__.rx": "ENTRY: match per line; the title's items are disjoint (a char or an escape "
                                       "pair)",
@@ -73,6 +74,7 @@ TABLE: dict[str, str] = {
     "memd/core/rebuild:shorten.sep_m": "anchored",
     "memd/core/rebuild:entry_line": "one character class",
     "memd/core/rebuild:entry_line#2": "one character class",
+    "memd/core/rebuild:plain_line.title": "a backslash then one character",
     "memd/core/rebuild:_DASHES": "anchored",
     "memd/core/rebuild:_CONTROL": "one character class",
     "memd/core/rebuild:_NOT_BLOB": "one character class",

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from memd.config import Config
+from memd.core.rebuild import NORMALISE
 from memd.layout import Project
 from memd.maintenance import dropped_entries, rebuild_project
 
@@ -34,19 +35,19 @@ def test_dropped_entries_counts_targets_no_longer_linked() -> None:
 def test_unattended_rebuild_refuses_to_drop_most_entries(tmp_path: Path) -> None:
     project = _folder(tmp_path, entries=8, live=2)
     before = project.index_path.read_bytes()
-    res = rebuild_project(project, Config(), tmp_path / "state", dry_run=False, max_drop_share=0.25)
+    res = rebuild_project(project, Config(), tmp_path / "state", dry_run=False, max_drop_share=0.25, mode=NORMALISE)
     assert res.refused and not res.written
     assert "6 of 8" in res.reasons[-1]
     assert project.index_path.read_bytes() == before
     # a person asking for it gets it (snapshot first)
-    res = rebuild_project(project, Config(), tmp_path / "state", dry_run=False)
+    res = rebuild_project(project, Config(), tmp_path / "state", dry_run=False, mode=NORMALISE)
     assert res.written and res.snapshot
     assert "fact_7.md" not in project.index_path.read_text()
 
 
 def test_unattended_rebuild_may_drop_a_few(tmp_path: Path) -> None:
     project = _folder(tmp_path, entries=8, live=7)
-    res = rebuild_project(project, Config(), tmp_path / "state", dry_run=False, max_drop_share=0.25)
+    res = rebuild_project(project, Config(), tmp_path / "state", dry_run=False, max_drop_share=0.25, mode=NORMALISE)
     assert res.written and not res.refused
     assert "fact_7.md" not in project.index_path.read_text()
 

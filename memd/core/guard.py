@@ -15,6 +15,10 @@ reason. A run is rejected whole when any rule fails:
   written straight into MEMORY.md) is found after the run neither in the new index nor in a topic
   file, list markers, heading marks and whitespace aside (the run may move such text into a topic
   file and link it, never drop it: ``lost_prose``);
+- the index loses the words after an entry's link that were the user's: words no topic file held
+  before the run (the linked file's description taken out of the hook first, so a note appended to a
+  description counts) and that are found after the run in no file (``lost_notes``). A hook that only
+  repeats a description may go with its entry (a merge); a note the user wrote may not;
 - the run deletes every memory, or more than ``max_delete_share`` of them (one is always allowed);
 - a memory emptied, stripped of its name or description, or the memories' body text shrunk by
   more than ``max_shrink_share`` (and more than ``min_shrink_chars``);
@@ -118,7 +122,7 @@ def check(before: Mapping[str, bytes], after: Mapping[str, bytes], limits: Guard
         reasons += _link_reasons(before, after, text, live_exists)
     elif INDEX_NAME in before:
         reasons.append("MEMORY.md was deleted")
-    reasons += _prose_reasons(before.get(INDEX_NAME), after)
+    reasons += _prose_reasons(before.get(INDEX_NAME), after, before)
     reasons += _deletion_reasons(before, after, limits)
     reasons += _content_reasons(chs, before, after, limits, parsed)
     problems = live_problems or {}
@@ -307,9 +311,7 @@ def index_prose(text: str) -> list[str]:
 def lost_prose(old_index: str, after: Mapping[str, bytes]) -> list[str]:
     """The lines of ``index_prose(old_index)`` found nowhere in ``after``: neither in its index nor
     in one of its topic files (whitespace folded across lines, so a note re-wrapped still counts)."""
-    texts = [after[r] for r in sorted(after) if r == INDEX_NAME or _is_topic(r)]
-    hay = "\n".join(" ".join(normalise(ln) for ln in t.decode("utf-8", "replace").splitlines())
-                     for t in texts)
+    hay = _haystack(after, index=True)
     return [ln for ln in index_prose(old_index) if not _words_in(normalise(ln), hay)]
 
 
@@ -320,16 +322,74 @@ def _words_in(needle: str, hay: str) -> bool:
     return re.search(pattern, hay) is not None
 
 
-def _prose_reasons(old: bytes | None, after: Mapping[str, bytes]) -> list[str]:
+def without_words(text: str, words: str) -> str:
+    """text with the first whole-word occurrence of words (whitespace folded, any case) taken out."""
+    w = " ".join(words.split())
+    if not w:
+        return text
+    pattern = ("(?<!\\w)" if w[:1].isalnum() else "") + re.escape(w) + ("(?!\\w)" if w[-1:].isalnum() else "")
+    return re.sub(pattern, " ", " ".join(text.split()), count=1, flags=re.IGNORECASE)
+
+
+def _haystack(files: Mapping[str, bytes], *, index: bool) -> str:
+    texts = [files[r] for r in sorted(files) if (index and r == INDEX_NAME) or _is_topic(r)]
+    return "\n".join(" ".join(normalise(ln) for ln in t.decode("utf-8", "replace").splitlines()) for t in texts)
+
+
+def index_notes(old_index: str, before: Mapping[str, bytes]) -> list[str]:
+    """The user's words after the links of ``old_index``'s entries: each hook less the linked file's
+    description (and name), when what is left holds a letter or a digit and no topic file of
+    ``before`` holds it (then it is the index's alone). In file order, normalised."""
+    topics = _haystack(before, index=False)
+    out: list[str] = []
+    for e in mindex.parse(old_index).entries:
+        rest = normalise(e.hook)
+        if not rest:
+            continue
+        target, leaves = link_target(e.target, "")
+        data = before.get(target) if target is not None and not leaves else None
+        if data is not None and _is_topic(target or ""):
+            desc = frontmatter.parse(data.decode("utf-8", "replace")).description
+            rest = without_words(rest, desc if isinstance(desc, str) else "")
+        rest = " ".join(rest.split()).strip(" ;,.:—–-|/…")  # a hook cut with "…" is judged by what it kept
+        if any(ch.isalnum() for ch in rest) and not _words_in(rest, topics):
+            out.append(rest)
+    return out
+
+
+def lost_notes(old_index: str, before: Mapping[str, bytes], after: Mapping[str, bytes]) -> list[str]:
+    """The ``index_notes`` of ``old_index`` found nowhere in ``after`` (its index or a topic file)."""
+    notes = index_notes(old_index, before)
+    if not notes:
+        return []
+    hay = _haystack(after, index=True)
+    return [n for n in notes if not _words_in(n, hay)]
+
+
+def _prose_reasons(old: bytes | None, after: Mapping[str, bytes],
+                   before: Mapping[str, bytes] | None = None) -> list[str]:
     if old is None:
         return []
-    lost = lost_prose(old.decode("utf-8", "replace"), after)
+    text = old.decode("utf-8", "replace")
+    out = _lost_reason(lost_prose(text, after), "text the user wrote into the index")
+    if before is not None:
+        notes = lost_notes(text, before, after)
+        if notes:
+            first = notes[0] if len(notes[0]) <= _QUOTE else notes[0][:_QUOTE - 1].rstrip() + "…"
+            n = f"{len(notes)} entr{'ies' if len(notes) != 1 else 'y'}"
+            out.append(f"MEMORY.md: the run drops the words the user wrote after an entry's link ({n}) that "
+                       f"are in no file after it, first: \"{first}\" (keep them on the line, or move them "
+                       "into the topic file, never drop them)")
+    return out
+
+
+def _lost_reason(lost: list[str], what: str) -> list[str]:
     if not lost:
         return []
     chars = sum(len(ln.strip()) for ln in lost)
     first = " ".join(lost[0].split())
     quote = first if len(first) <= _QUOTE else first[:_QUOTE - 1].rstrip() + "…"
     n = f"{len(lost)} line{'s' if len(lost) != 1 else ''}"
-    return [f"MEMORY.md: the run drops text the user wrote into the index ({n}, {chars:,} characters) "
+    return [f"MEMORY.md: the run drops {what} ({n}, {chars:,} characters) "
             f"that is in no file after it, first: \"{quote}\" (move it into a topic file and link it, "
             "never drop it)"]

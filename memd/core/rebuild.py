@@ -25,6 +25,8 @@ from memd.core.frontmatter import MEMORY_TYPES
 from memd.core.links import fold_path, index_links, is_folder, link_target, resolve_link
 from memd.core.paths import INDEX_NAME
 
+UNLISTED = "folder unreadable"  # how memd.memfolder.walk names a sub-folder it could not list
+
 ELLIPSIS = "…"
 MIN_HOOK = 12  # shorter than this, a cut hook says nothing: shorten the title instead
 # possessive: the text is (spaces/# then one other character)*, so a long inner run of spaces is
@@ -43,6 +45,7 @@ class TopicInfo:
     type: str | None = None
     team: bool = False  # in memory/team/: linked entries are live, but it is never indexed here
     not_memory: str = ""  # why the file is no memory (``not_a_memory``): linked entries stay, none is added
+    unlisted: bool = False  # a folder memd could not list: what it holds is unknown, so links into it stay
 
     @classmethod
     def from_record(cls, rec: FileRecord) -> TopicInfo:
@@ -95,6 +98,9 @@ def topics_of(snap: FolderSnapshot) -> dict[str, TopicInfo]:
     out = {t.rel: TopicInfo.from_record(t) for t in snap.topics()}
     out.update((f.rel, TopicInfo(f.rel, team=True)) for f in snap.files
                if f.rel not in out and not f.is_index and f.rel.endswith(".md"))
+    # A sub-folder the walk could not list (permission denied): unreadable is not missing.
+    out.update((f.rel, TopicInfo(f.rel, team=True, unlisted=True)) for f in snap.files
+               if f.rel not in out and f.problem is not None and f.problem.startswith(UNLISTED))
     return out
 
 
@@ -211,7 +217,7 @@ def entry_line(topic: TopicInfo, limit: int) -> str:
     """An index line for a topic file: ``- [Name](file.md) — description``, within limit."""
     title = _escape_title(topic.name or topic.rel.rsplit("/", 1)[-1].removesuffix(".md"))
     target = topic.rel
-    if re.search(r"[<>]", target):
+    if re.search(r"[<>\x00-\x1f\x7f]", target):  # a line break in a name would break the line in two
         from urllib.parse import quote
 
         target = quote(target, safe="/")
@@ -223,10 +229,106 @@ def entry_line(topic: TopicInfo, limit: int) -> str:
     return shorten(line, limit) or line
 
 
-def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo],
-                 budget: Limits | None = None) -> RebuildPlan:
-    """Plan the rebuilt MEMORY.md for a folder whose topic files are ``topics`` (keyed by rel path)."""
+NORMALISE = "normalise"  # a person asked (`memd rebuild`): also merge repeats and shorten long lines
+REPAIR = "repair"  # unattended (a dream without a model, auto relief, a run's final rebuild): only what is broken
+MODES = (NORMALISE, REPAIR)
+
+
+def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo], budget: Limits | None = None, *,
+                 mode: str, drop_notes: bool = False) -> RebuildPlan:
+    """Plan the rebuilt MEMORY.md for a folder whose topic files are ``topics`` (keyed by rel path).
+
+    Where memd's writers meet (the rule of every one of them): the smallest edit that reaches the goal.
+
+    ``REPAIR`` (every unattended caller) changes only what is broken, and then only the lines it
+    must: an entry whose file is gone, a topic file missing from the index. Within the budget that is
+    all: a long line, a repeated link, the user's order and wording stay byte for byte. Over the budget
+    it may also merge entries that link one file (both texts kept) and shorten long lines whose words
+    the linked file's description holds anyway (nothing is lost), longest first, only until it fits.
+
+    ``NORMALISE`` (``memd rebuild``, a person asking, diff shown) also merges every repeat and
+    shortens every long entry line; each action names the words a cut leaves out.
+
+    In both modes an entry whose file is gone keeps the words after its link that no file holds (the
+    user's words, like prose): the line stays as plain text without the link. ``drop_notes`` (only
+    ``memd rebuild --drop-notes``) drops those lines too, and the action quotes what went."""
+    if mode not in MODES:
+        raise ValueError(f"unknown rebuild mode {mode!r}")
     b = budget or Limits()
+    if mode == NORMALISE:
+        return _plan(index_text, topics, b, merge=True, shorten_all=True, drop_notes=drop_notes)
+    plan = _plan(index_text, topics, b, merge=False, shorten_all=False, drop_notes=drop_notes)
+    if plan.fits:
+        return plan
+    # over the budget: repeats merged (no word lost), then derived long lines cut until it fits
+    return _plan(index_text, topics, b, merge=True, shorten_all=False, drop_notes=drop_notes)
+
+
+def _fold(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def own_words(hook: str, linked: TopicInfo | None, topics: Mapping[str, TopicInfo]) -> str:
+    """The words after an entry's link that no topic file's name or description holds: what only the
+    index keeps (the user's note; the guard's ``index_notes`` judges the same way, against whole files).
+    The linked file's description is taken out of the hook first, so
+    "<description> (ADR-015 to revise)" leaves "(ADR-015 to revise)". Empty when nothing is left that
+    has a letter or a digit."""
+    from memd.core.guard import without_words
+
+    rest = without_words(hook, linked.description or "") if linked is not None else " ".join(hook.split())
+    rest = " ".join(rest.split()).strip(" ;,.:—–-|/…")  # a hook cut with "…" is judged by what it kept
+    if not any(ch.isalnum() for ch in rest):
+        return ""
+    folded = _fold(rest)
+    for t in topics.values():
+        for said in (t.description, t.name):
+            if said and folded in _fold(said):
+                return ""
+    return rest
+
+
+def _derived(e: index.Entry, linked: TopicInfo | None) -> bool:
+    """The entry's hook says nothing its linked file's description does not: cutting it loses no word."""
+    hook = _fold(e.hook)
+    return bool(linked is not None and linked.description and hook and hook in _fold(linked.description))
+
+
+def plain_line(e: index.Entry) -> str:
+    """An entry as a plain list line without its link: ``- Title — hook`` (the user's words kept)."""
+    m = index.ENTRY.match(e.text)
+    assert m is not None
+    title = re.sub(r"\\(.)", r"\1", m.group("title")).strip()
+    rest = m.group("rest")
+    head = e.text[:m.start("title") - 1]  # indent, marker and the space before "["
+    if not title:
+        return head + rest.lstrip(" \t—–:-").lstrip()
+    return head + title + rest
+
+
+def _cut_words(old: str, new: str) -> str:
+    """The words of ``old`` that shortening to ``new`` leaves out, quoted for an action line."""
+    kept = new.removesuffix(ELLIPSIS).rstrip()
+    if old.startswith(kept):
+        gone = old[len(kept):].strip()
+    else:  # the title was cut (and the hook dropped): what lies between the common ends
+        a = len(_common_prefix(old, new))
+        z = len(_common_prefix(old[a:][::-1], new[a:][::-1]))
+        gone = old[a:len(old) - z].strip()
+    return gone if len(gone) <= 80 else gone[:79].rstrip() + ELLIPSIS
+
+
+def _common_prefix(a: str, b: str) -> str:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return a[:n]
+
+
+def _plan(index_text: str | None, topics: Mapping[str, TopicInfo], b: Limits, *, merge: bool,
+          shorten_all: bool, drop_notes: bool) -> RebuildPlan:
     original = index_text
     text = index_text or ""
     nl = "\r\n" if "\r\n" in text else "\n"
@@ -236,9 +338,11 @@ def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo],
     actions: list[str] = []
     reasons: list[str] = []
     drop: set[int] = set()  # 1-based lines removed
+    plain: set[int] = set()  # entries whose file is gone, kept as plain text for their words
     first: dict[str, index.Entry] = {}
     live_links: set[str] = set()
     folded = {fold_path(r): r for r in sorted(topics)}
+    unlisted = [r.rstrip("/") + "/" for r, t in topics.items() if t.unlisted]
 
     for e in idx.entries:
         target, leaves = link_target(e.target, "")
@@ -247,10 +351,22 @@ def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo],
         # a link that finds its file only ignoring case works on macOS: live, never dropped
         rel = resolve_link(target, topics, folded)[0] or target
         if rel.lower().endswith(".md") and rel not in topics and not is_folder(rel, topics):
+            if any(rel.startswith(u) for u in unlisted):
+                continue  # in a folder memd cannot list: unknown, not missing
+            words = own_words(e.hook, None, topics)
+            if words and not drop_notes:
+                lines[e.line - 1].text = plain_line(e)
+                plain.add(e.line)
+                actions.append(f"kept entry {e.title!r} at line {e.line} as plain text without its link "
+                               f"({rel} does not exist; its words are in no other file)")
+                continue
             drop.add(e.line)
-            actions.append(f"dropped entry {e.title!r} at line {e.line}: {rel} does not exist")
+            said = f" and its words \"{_cut_words(words, '')}\"" if words else ""
+            actions.append(f"dropped entry {e.title!r} at line {e.line}{said}: {rel} does not exist")
             continue
         if rel in first:
+            if not merge:
+                continue  # a repeat is not broken: left as the user wrote it
             keep = first[rel]
             merged = merge_entries(keep, e, b.max_index_line)
             if merged is None:  # not an entry line after all: left as it is
@@ -263,16 +379,53 @@ def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo],
         first[rel] = e
     _keep_fence_shape(lines, idx, drop, actions, reasons)
     for n, _raw, target, leaves in index_links(idx):
-        if target is not None and not leaves and n not in drop:
+        if target is not None and not leaves and n not in drop and n not in plain:
             live_links.add(resolve_link(target, topics, folded)[0] or target)
 
+    orphans = [t for rel, t in sorted(topics.items())
+               if not t.team and not t.not_memory and rel not in live_links and rel != INDEX_NAME]
+    orphan_actions: list[str] = []
+    orphan_reasons = [f"{rel} is not indexed: {t.not_memory}, so it is no memory" for rel, t in sorted(topics.items())
+                      if t.not_memory and not t.team and rel not in live_links and rel != INDEX_NAME]
+    inserts = _place_orphans(lines, idx, orphans, b.max_index_line, nl, orphan_actions, orphan_reasons,
+                             fresh=not text.strip())
+
+    def render() -> str:
+        out: list[_Line] = []
+        for i, ln in enumerate(lines, 1):
+            if i not in drop:
+                out.append(_Line(ln.text, ln.end))
+            for new in inserts.get(i, []):
+                if out and out[-1].end == "":
+                    out[-1].end = nl
+                out.append(_Line(new, nl))
+        for new in inserts.get(0, []):
+            if out and out[-1].end == "":
+                out[-1].end = nl
+            out.append(_Line(new, nl))
+        return _join(out)
+
+    # long entry lines: every one when normalising; over the budget in a repair, only lines whose words
+    # the linked file's description holds, longest first, and only until the index fits
+    long: list[tuple[int, index.Entry]] = []
     for e in idx.entries:
-        if e.line in drop:
+        if e.line in drop or e.line in plain:
             continue
+        length = index.line_length(lines[e.line - 1].text)
+        if length > b.max_index_line:
+            long.append((length, e))
+    if not shorten_all:
+        new_text = render()
+        if index.measure(new_text, b.max_lines, b.max_chars, b.warn_ratio).level == "over":
+            long.sort(key=lambda le: (-le[0], le[1].line))
+            long = [le for le in long if _derived(le[1], _linked(le[1], topics, folded))
+                    and lines[le[1].line - 1].text == le[1].text]
+        else:
+            long = []
+    else:
+        long.sort(key=lambda le: le[1].line)
+    for length, e in long:
         cur = lines[e.line - 1].text
-        length = index.line_length(cur)
-        if length <= b.max_index_line:
-            continue
         # shorten counts code points: leave room for the units a character past U+FFFF adds
         short = shorten(cur, b.max_index_line - (length - len(cur)))
         if short is None:
@@ -281,32 +434,30 @@ def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo],
             continue
         lines[e.line - 1].text = short
         actions.append(f"shortened entry {e.title!r} at line {e.line} from {length} to "
-                       f"{index.line_length(short)} characters")
+                       f"{index.line_length(short)} characters, leaving out \"{_cut_words(cur, short)}\"")
+        if not shorten_all and index.measure(render(), b.max_lines, b.max_chars, b.warn_ratio).level != "over":
+            break
+    actions.extend(orphan_actions)  # in the order a reader meets them: fixes first, additions last
+    reasons.extend(orphan_reasons)
 
-    orphans = [t for rel, t in sorted(topics.items())
-               if not t.team and not t.not_memory and rel not in live_links and rel != INDEX_NAME]
-    reasons.extend(f"{rel} is not indexed: {t.not_memory}, so it is no memory" for rel, t in sorted(topics.items())
-                   if t.not_memory and not t.team and rel not in live_links and rel != INDEX_NAME)
-    inserts = _place_orphans(lines, idx, orphans, b.max_index_line, nl, actions, reasons, fresh=not text.strip())
-
-    out: list[_Line] = []
-    for i, ln in enumerate(lines, 1):
-        if i not in drop:
-            out.append(ln)
-        for new in inserts.get(i, []):
-            if out and out[-1].end == "":
-                out[-1].end = nl
-            out.append(_Line(new, nl))
-    for new in inserts.get(0, []):
-        if out and out[-1].end == "":
-            out[-1].end = nl
-        out.append(_Line(new, nl))
-    new_text = _join(out)
+    new_text = render()
     after = index.measure(new_text, b.max_lines, b.max_chars, b.warn_ratio)
     fits = after.level != "over"
     if not fits:
         reasons.insert(0, _why_not(orphans, after))
+        if plain:
+            reasons.insert(1, f"{len(plain)} entr{'ies' if len(plain) != 1 else 'y'} whose file is gone "
+                              "were kept as plain text for the words after the link (`memd rebuild --drop-notes` "
+                              "drops them, and says which words go)")
     return RebuildPlan(new_text, original, fits, reasons, actions, before, after)
+
+
+def _linked(e: index.Entry, topics: Mapping[str, TopicInfo], folded: Mapping[str, str]) -> TopicInfo | None:
+    target, leaves = link_target(e.target, "")
+    if target is None or leaves:
+        return None
+    rel = resolve_link(target, topics, folded)[0]
+    return topics.get(rel) if rel is not None else None
 
 
 _DASHES = re.compile(r"^(?:\ufeff)?---[ \t]*$")

@@ -236,11 +236,12 @@ class Worker:
 
     def _relief(self, jc: Any, projects: list[layout.Project]) -> None:
         from memd import maintenance
+        from memd.core.rebuild import REPAIR
 
         for p in projects:
             self.outbox.put(("project_busy", p.name))
             try:
-                res = maintenance.rebuild_project(p, jc.config, self.state_dir, dry_run=False,
+                res = maintenance.rebuild_project(p, jc.config, self.state_dir, dry_run=False, mode=REPAIR,
                                                   max_drop_share=jc.config.dream.max_delete_share, clock=jc.clock)
             except Exception as e:
                 self.log.warning("relief.failed", project=p.name, error=f"{type(e).__name__}: {e}")

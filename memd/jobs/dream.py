@@ -150,9 +150,11 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
 
 
 def _deterministic(jc: JobContext, project: Project, off: str) -> ProjectOutcome:
+    from memd.core.rebuild import REPAIR
     from memd.maintenance import rebuild_project
 
-    r = rebuild_project(project, jc.config, jc.state_dir, dry_run=jc.dry_run,
+    # unattended: only what is broken is repaired (a healthy index is never rewritten, nightly or forced)
+    r = rebuild_project(project, jc.config, jc.state_dir, dry_run=jc.dry_run, mode=REPAIR,
                         max_drop_share=jc.config.dream.max_delete_share)
     # Without the model only the index is rebuilt: the outcome says what happened to the files, and
     # ``model_off`` keeps it from counting as a consolidation (neither memd's last_consolidation nor
