@@ -257,7 +257,8 @@ class Campaign:
             self.violations.append(f"{where}: the history cannot be written: {type(e).__name__}: {e}")
         if _locks(repo):
             self.violations.append(f"{where}: dulwich locks left after the next run: {_locks(repo)[:3]}")
-        if any(p.name.startswith(history.INIT_PREFIX) for p in repo.parent.iterdir()):
+        prefix = getattr(history, "INIT_PREFIX", ".memd-init.")  # (getattr: the campaign also runs on older code)
+        if repo.parent.is_dir() and any(p.name.startswith(prefix) for p in repo.parent.iterdir()):
             self.violations.append(f"{where}: a half-made repository left in {repo.parent}")
         if C.temps(mem):
             self.violations.append(f"{where}: temp files left after the next run: {C.temps(mem)}")
