@@ -1,7 +1,8 @@
 """Shared by the reliability campaigns (bench/crash_consistency.py, bench/concurrent_writers.py,
 bench/faults.py) and their quick tiers in tests/: real memory folders copied from
 ../shared/claude-data, a scripted model through the loopback stub, and the checks every campaign makes
-(each file before or after, no temp file, the index links no missing file, the history readable).
+(each file before or after, no temp file, the index links no missing file, the history readable),
+and the children a campaign kills (a dream, a rebuild, an undo).
 """
 
 from __future__ import annotations
@@ -102,6 +103,8 @@ def history_readable(state_dir: Path, project: str) -> int:
     repo = Repo(str(path))
     try:
         n = 0
+        if b"refs/heads/main" not in repo.refs:
+            return 0  # made, no commit yet (a kill right after the history's first setup)
         head = repo.refs[b"refs/heads/main"]
         for entry in repo.get_walker(include=[head]):
             history._files_of_tree(repo, entry.commit.tree)
@@ -172,10 +175,30 @@ def dream_child(base_url: str, claude: str, state_dir: str, name: str, spec: str
     os._exit(0 if res.outcomes and res.outcomes[0].outcome == "changed" else 1)
 
 
+def history_child(op: str, claude: str, state_dir: str, name: str, spec: str) -> None:
+    """One ``rebuild`` or ``undo`` (of the newest run) of project ``name`` in a child process (forkserver),
+    with ``spec`` armed (``MEMD_FAULT``'s syntax); exits 0 when it wrote, 1 otherwise. A fault point or the
+    parent's SIGKILL ends it earlier."""
+    from memd import store
+    from memd.core.rebuild import NORMALISE
+    from memd.maintenance import rebuild_project, undo_project
+
+    store.set_faults(spec)
+    d = Path(claude) / "projects" / name
+    project = Project(name, d, d / "memory")
+    if op == "rebuild":
+        wrote = rebuild_project(project, Config(), Path(state_dir), dry_run=False, mode=NORMALISE).written
+    else:
+        res, _ = undo_project(project, Config(), Path(state_dir), None, dry_run=False)
+        wrote = bool(res.restored or res.removed)
+    os._exit(0 if wrote else 1)
+
+
 def forkserver() -> Any:
     """A multiprocessing context whose children start with memd and the SDK already imported."""
     import multiprocessing
 
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["bench.campaign", "memd.jobs.dream", "memd.jobs.catchup", "anthropic"])
+    ctx.set_forkserver_preload(["bench.campaign", "memd.jobs.dream", "memd.jobs.catchup", "memd.maintenance",
+                                "memd.projlock", "dulwich.repo", "anthropic"])
     return ctx

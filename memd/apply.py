@@ -376,7 +376,21 @@ def landed_index(mem: Path, planned: bytes, budget: BudgetConfig | None,
 def apply(st: Staging, chs: list[Change], summary: str, log: Any = None, *,
           budget: BudgetConfig | None = None) -> ApplyResult:
     """Snapshot, then write each change atomically unless its file changed since staging; then the
-    index (rebuilt from what landed when a part was dropped), then the deletions (see the module doc)."""
+    index (rebuilt from what landed when a part was dropped), then the deletions (see the module doc).
+
+    Holds the project's write lock (``memd.projlock``) from the snapshot to the "after" commit, and
+    only that: the model's minutes happen before, on the staging copy, whose baseline signatures keep
+    anything another writer did meanwhile from being clobbered. ``ProjectBusyError`` (another memd
+    kept the project past the wait) and ``HistoryError`` (the snapshot could not be written) leave
+    the folder untouched."""
+    from memd.projlock import project_lock
+
+    with project_lock(st.state_dir, st.project.name, st.job):
+        return _apply_locked(st, chs, summary, log, budget=budget)
+
+
+def _apply_locked(st: Staging, chs: list[Change], summary: str, log: Any, *,
+                  budget: BudgetConfig | None) -> ApplyResult:
     mem = st.project.memory_dir
     res = ApplyResult()
     swept = sweep_temps(mem, TEMP_MAX_AGE_S) if mem.is_dir() else []

@@ -23,20 +23,50 @@ its before-content back, a file the run added is removed, and a file that change
 the run (someone wrote it later) is left alone and reported. Writes are atomic per file; nothing
 under team/ is ever written; nothing is read, written or removed through a symlink or outside the
 folder (``store.confined_problem``: such a file is skipped and reported); the folder is
-snapshotted before the undo touches anything.
+snapshotted before the undo touches anything, and what it is about to write is recorded first (a
+"planned" commit), so an undo killed half-way is listed and the next ``memd undo`` finishes it. Its
+writes are ordered as a run's apply (``memd.apply``): the files it restores, then MEMORY.md, then the
+files it removes, so a kill anywhere never leaves the index linking a missing file.
+
+Writing the history (issue 20):
+- Every write of a project's history holds the project's write lock (``memd.projlock``): ``commit_files``
+  takes it (reentrantly: the rebuild, the undo and apply's window hold it already), so no two memd
+  processes or threads ever write one history at once, and none trips over dulwich's lock files.
+- A SIGKILL inside dulwich's ``GitFile`` leaves its ``<file>.lock`` behind (an empty
+  ``objects/xx/<sha>.lock``, a ``refs/heads/main.lock``), and dulwich refuses to write that file again
+  (``FileLocked``) until it is deleted. Holding the project lock, memd knows no live writer owns such
+  a file (the flock dies with its holder, and every history writer holds it), so before it writes it
+  removes every ``*.lock`` in the repository and logs ``history.lock_recovered`` (path, age).
+  (An older memd, without the project lock, still running beside a new one could lose a lock file
+  this way; the service files restart the daemon on upgrade.)
+- The repository is made whole or not at all: ``Repo.init_bare`` runs in a temp folder beside it
+  (``state_dir/history/.memd-init.<pid>.<hex>``) that is renamed into place; an older memd's half-made
+  folder (no HEAD, no objects/ or refs/) is made again when it holds no commit, and completed around
+  its commits when it does (``history.repaired``). Readers open a repository that has objects/ and refs/.
+- Durable before anything is written: loose objects are fsynced (dulwich's ``fsync_object_files``),
+  the ref file is fsynced by dulwich and its folder by memd, so a snapshot a rebuild relies on
+  survives a power cut, not only a kill.
+- ``MEMD_FAULT`` points (``memd.store``): ``history.init`` (the temp repository is made),
+  ``history.init_renamed`` (renamed into place), ``history.after_objects`` (a commit's objects are
+  written, the ref not moved), ``history.after_ref`` (the ref moved), and, only while such a point is
+  armed, inside dulwich's lock-file writer: ``history.gitfile_write`` (the ``.lock`` file created,
+  empty) and ``history.gitfile_close`` (written, not yet renamed), qualified ``@object``, ``@ref``,
+  ``@config`` or the file's name.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import shutil
 import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memd.core.paths import is_team
+from memd.core.paths import INDEX_NAME, is_team
 from memd.errors import ConflictError, MemdError, UsageError
 from memd.memfolder.folder import file_map
 from memd.memfolder.read import read_bounded
@@ -46,8 +76,13 @@ from memd.store import (
     atomic_write,
     check_confined,
     current_signature,
+    fault,
+    faults_armed,
+    fsync_dir,
     make_parents_confined,
     os_reason,
+    pid_alive,
+    sweep_temps,
 )
 
 BRANCH = b"refs/heads/main"
@@ -63,20 +98,207 @@ def repo_dir(state_dir: Path, project: str) -> Path:
     return state_dir / "history" / project
 
 
+INIT_PREFIX = ".memd-init."  # a repository being made, beside the others (renamed into place)
+_BASE_DIRS = ("objects", "refs")
+
+
+def _log() -> Any:
+    from memd.logs import get_logger
+
+    return get_logger("memd.history")
+
+
+def _whole(path: Path) -> bool:
+    """A repository dulwich can write: HEAD (not empty), objects/ and refs/."""
+    try:
+        return (path / "HEAD").stat().st_size > 0 and all((path / d).is_dir() for d in _BASE_DIRS)
+    except OSError:
+        return False
+
+
 def _open(state_dir: Path, project: str, *, create: bool) -> Any:
+    """The project's repository; None when there is none (``create`` False). ``create`` only under the
+    project lock (``commit_files``): the repository is made whole first (``_ensure``)."""
+    from dulwich.errors import NotGitRepository
     from dulwich.repo import Repo
 
+    _arm_library_faults()
     path = repo_dir(state_dir, project)
-    if (path / "HEAD").exists():
+    if create:
+        _ensure(state_dir, project)
         return Repo(str(path))
-    if not create:
+    if not all((path / d).is_dir() for d in _BASE_DIRS):
         return None
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
-        repo = Repo.init_bare(str(path), default_branch=b"main")
-    except FileExistsError:
         return Repo(str(path))
-    return repo
+    except NotGitRepository:
+        return None
+
+
+def _ensure(state_dir: Path, project: str) -> None:
+    """Make the repository whole (the project lock is held): made atomically when absent, repaired when
+    an older memd left it half-made, and rid of the lock files a killed writer left (see the module doc)."""
+    path = repo_dir(state_dir, project)
+    parent = path.parent
+    parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _sweep_inits(parent)
+    if not _whole(path):
+        if os.path.lexists(path):
+            _repair(path)
+        else:
+            _init_into(path)
+    _recover_locks(path)
+
+
+def _fresh(parent: Path) -> Path:
+    """A new bare repository in a temp folder of parent (made whole there, then moved)."""
+    from dulwich.repo import Repo
+
+    tmp = parent / f"{INIT_PREFIX}{os.getpid()}.{os.urandom(4).hex()}"
+    os.mkdir(tmp, 0o700)
+    try:
+        Repo.init_bare(str(tmp), default_branch=b"main").close()
+        fault("history.init")
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return tmp
+
+
+def _init_into(path: Path) -> None:
+    tmp = _fresh(path.parent)
+    try:
+        os.rename(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    fsync_dir(path.parent)
+    fault("history.init_renamed")
+
+
+def _has_commits(path: Path) -> bool:
+    refs = path / "refs"
+    if refs.is_dir():
+        for _root, _dirs, files in os.walk(refs):
+            if any(not f.endswith(".lock") for f in files):
+                return True
+    try:
+        return (path / "packed-refs").stat().st_size > 0
+    except OSError:
+        return False
+
+
+def _repair(path: Path) -> None:
+    """An older memd's half-made repository (killed inside dulwich's init): without commits it is made
+    again; with commits (written while HEAD was missing) the missing parts are added around them."""
+    if path.is_symlink() or not path.is_dir():
+        raise HistoryError("the history is not a folder; memd leaves it as it is", path=str(path))
+    if not _has_commits(path):
+        aside = path.parent / f"{INIT_PREFIX}{os.getpid()}.{os.urandom(4).hex()}.old"
+        os.rename(path, aside)
+        _init_into(path)
+        shutil.rmtree(aside, ignore_errors=True)
+        _log().warning("history.repaired", path=str(path), action="made again (it held no commit)")
+        return
+    tmp = _fresh(path.parent)
+    try:
+        added = _fill(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    fsync_dir(path)
+    _log().warning("history.repaired", path=str(path), action="completed around its commits", added=added)
+
+
+def _fill(template: Path, path: Path) -> list[str]:
+    """Move into path what the template repository has and path lacks (an empty HEAD counts as lacking)."""
+    added: list[str] = []
+    for src in sorted(template.rglob("*")):
+        rel = src.relative_to(template)
+        dst = path / rel
+        if src.is_dir():
+            if not dst.is_dir():
+                dst.mkdir(parents=True, exist_ok=True, mode=0o700)
+                added.append(f"{rel}/")
+            continue
+        try:
+            there = dst.stat().st_size > 0 or str(rel) != "HEAD"
+        except OSError:
+            there = False
+        if not there:
+            os.replace(src, dst)
+            added.append(str(rel))
+    return added
+
+
+def _sweep_inits(parent: Path) -> None:
+    """Temp repositories a killed init left in the history folder (their process is gone)."""
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return
+    for e in entries:
+        if not e.name.startswith(INIT_PREFIX):
+            continue
+        pid = e.name[len(INIT_PREFIX):].split(".", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and pid_alive(int(pid)):
+            continue
+        shutil.rmtree(e.path, ignore_errors=True)
+
+
+def _recover_locks(path: Path) -> None:
+    """Remove the ``*.lock`` files a killed dulwich write left (the project lock is held: no live
+    writer owns one; see the module doc), each logged."""
+    now = time.time()
+    for root, dirs, files in os.walk(path):
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
+        for f in files:
+            if not f.endswith(".lock"):
+                continue
+            p = os.path.join(root, f)
+            try:
+                st = os.lstat(p)
+                if not stat.S_ISREG(st.st_mode):
+                    continue
+                os.unlink(p)
+            except OSError:
+                continue
+            _log().warning("history.lock_recovered", path=p, age_s=round(now - st.st_mtime, 1), size=st.st_size)
+
+
+_library_faults = False
+
+
+def _arm_library_faults() -> None:
+    """When ``MEMD_FAULT`` arms a ``history.gitfile_*`` point (crash campaigns only), wrap dulwich's
+    lock-file writer so a kill can land inside it. Unarmed, nothing is wrapped (one truth test)."""
+    global _library_faults
+    if _library_faults or not faults_armed("history.gitfile"):
+        return
+    from dulwich import file as dfile
+
+    cls: Any = dfile._GitFile
+    init, close = cls.__init__, cls.close
+
+    def init_hooked(self: Any, filename: Any, *a: Any, **kw: Any) -> None:
+        init(self, filename, *a, **kw)
+        fault("history.gitfile_write", _file_kind(self._filename))
+
+    def close_hooked(self: Any) -> None:
+        if not self._closed:
+            fault("history.gitfile_close", _file_kind(self._filename))
+        close(self)
+
+    cls.__init__, cls.close = init_hooked, close_hooked
+    _library_faults = True
+
+
+def _file_kind(filename: str | bytes) -> str:
+    name = os.fsdecode(filename)
+    if f"{os.sep}objects{os.sep}" in name:
+        return "object"
+    if f"{os.sep}refs{os.sep}" in name or name.endswith(("HEAD", "packed-refs")):
+        return "ref"
+    return os.path.basename(name)
 
 
 def tree_for(repo: Any, files: dict[str, bytes]) -> bytes:
@@ -133,12 +355,22 @@ def commit_files(state_dir: Path, project: str, files: dict[str, bytes], summary
                  kind: str = "snapshot", run: str = "", job: str = "") -> str:
     """Commit a set of files (rel path -> bytes) as the project's newest snapshot; returns its id.
     Raises HistoryError with the true reason when the history cannot be written (a full disk, ...):
-    a caller that snapshots before rewriting then rewrites nothing."""
-    try:
-        return _commit_files(state_dir, project, files, summary, kind=kind, run=run, job=job)
-    except OSError as e:
-        raise HistoryError(f"cannot write the history: {os_reason(e)}",
-                           path=str(repo_dir(state_dir, project))) from None
+    a caller that snapshots before rewriting then rewrites nothing. Holds the project lock
+    (``memd.projlock``; ProjectBusyError when another memd keeps it past the wait)."""
+    from dulwich.file import FileLocked
+
+    from memd.projlock import project_lock
+
+    with project_lock(state_dir, project, job or kind):
+        try:
+            return _commit_files(state_dir, project, files, summary, kind=kind, run=run, job=job)
+        except OSError as e:
+            raise HistoryError(f"cannot write the history: {os_reason(e)}",
+                               path=str(repo_dir(state_dir, project))) from None
+        except FileLocked as e:  # a writer that does not take the project lock (an older memd)
+            raise HistoryError(f"cannot write the history: {os.fsdecode(e.lockfilename)} is held by a writer "
+                               "without memd's project lock (an older memd?); try again",
+                               path=str(repo_dir(state_dir, project))) from None
 
 
 def _commit_files(state_dir: Path, project: str, files: dict[str, bytes], summary: str, *,
@@ -146,9 +378,10 @@ def _commit_files(state_dir: Path, project: str, files: dict[str, bytes], summar
     from dulwich.objects import Commit
 
     repo = _open(state_dir, project, create=True)
+    repo.object_store.fsync_object_files = True  # durable before the memory file is written
     try:
         tree = tree_for(repo, files)
-        for _ in range(20):  # another writer (the CLI beside the daemon) may move the branch
+        for _ in range(20):  # the lock excludes memd's writers; a foreign one may still move the branch
             parent = _head(repo)
             c = Commit()
             c.tree = tree
@@ -160,7 +393,10 @@ def _commit_files(state_dir: Path, project: str, files: dict[str, bytes], summar
             c.encoding = b"UTF-8"
             c.message = _message(summary, {"kind": kind, "run": run, "job": job})
             repo.object_store.add_object(c)
+            fault("history.after_objects", project)
             if repo.refs.set_if_equals(BRANCH, parent, c.id):
+                fsync_dir(repo_dir(state_dir, project) / "refs" / "heads")
+                fault("history.after_ref", project)
                 return str(c.id.decode("ascii"))
             time.sleep(0.01)
         raise HistoryError("history is busy (another memd is writing it)", path=str(repo_dir(state_dir, project)))
@@ -179,14 +415,44 @@ def _job(reason: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", reason).strip("-") or "snapshot"
 
 
-def snapshot_before(state_dir: Path, project: str, memory_dir: Path, reason: str, *, run: str = "") -> str:
+def snapshot_before(state_dir: Path, project: str, memory_dir: Path, reason: str, *, run: str = "",
+                    planned: dict[str, bytes | None] | None = None) -> str:
     """Commit memory_dir as it is before memd rewrites anything in it; returns the commit id.
 
     With ``run``, the commit is the "before" half of that run, so ``memd undo`` can revert it once
-    its "after" commit (``record_after``) is written."""
+    its "after" commit (``record_after``) is written. With ``planned`` (rel path -> the bytes about
+    to be written, None: to be removed), what the run is about to write is committed too (``kind:
+    planned``), before anything is written: a run killed between its writes and its "after" commit is
+    then listed (interrupted) and undoable, as an applied run is (``list_runs``)."""
     job = _job(reason)
-    return snapshot(state_dir, project, memory_dir, f"before {job}" + (f" {run}" if run else ""),
-                    kind="before" if run else "snapshot", run=run, job=job)
+    files = file_map(memory_dir, DEFAULT_MAX_BYTES)
+    before = commit_files(state_dir, project, files, f"before {job}" + (f" {run}" if run else ""),
+                          kind="before" if run else "snapshot", run=run, job=job)
+    if planned and run:
+        commit_files(state_dir, project, _laid_over(files, planned), f"planned {job} " + ", ".join(sorted(planned)),
+                     kind="planned", run=run, job=job)
+    return before
+
+
+def _laid_over(files: dict[str, bytes], changes: dict[str, bytes | None]) -> dict[str, bytes]:
+    out = dict(files)
+    for rel, data in changes.items():
+        if data is None:
+            out.pop(rel, None)
+        else:
+            out[rel] = data
+    return out
+
+
+def close_run(state_dir: Path, project: str, before: str, why: str) -> str:
+    """Mark a run that wrote nothing after all (its write was refused: a conflict, a full disk) as
+    finished, so its "planned" commit does not list it as interrupted: a ``dropped`` commit holding
+    the "before" files. ``list_runs`` shows no dropped run."""
+    entry = next((e for e in log(state_dir, project, limit=10) if e.commit == before), None)
+    if entry is None or not entry.run:
+        return ""
+    return commit_files(state_dir, project, files_at(state_dir, project, before), f"{entry.job} not applied: {why}",
+                        kind="dropped", run=entry.run, job=entry.job)
 
 
 def record_after(state_dir: Path, project: str, before: str, changes: dict[str, bytes | None], reason: str,
@@ -195,12 +461,7 @@ def record_after(state_dir: Path, project: str, before: str, changes: dict[str, 
     ``changes`` laid over it (rel path -> new bytes, None: removed). Never the folder as it is then: a
     file Claude Code wrote while the run worked is not the run's change, and undoing the run must
     not take it back. The run then shows in ``memd history``."""
-    files = files_at(state_dir, project, before)
-    for rel, data in changes.items():
-        if data is None:
-            files.pop(rel, None)
-        else:
-            files[rel] = data
+    files = _laid_over(files_at(state_dir, project, before), changes)
     return commit_files(state_dir, project, files, summary, kind=kind, run=run, job=_job(reason))
 
 
@@ -272,7 +533,7 @@ def list_runs(state_dir: Path, project: str, limit: int = 50) -> list[RunRecord]
     while applying has no "after" commit: its "planned" commit stands in (``complete`` False)."""
     entries = log(state_dir, project, limit=limit * 4 + 10)
     befores = {e.run: e.commit for e in entries if e.kind == "before" and e.run}
-    finished = {e.run for e in entries if e.kind in ("after", "undo") and e.run}
+    finished = {e.run for e in entries if e.kind in ("after", "undo", "dropped") and e.run}
     out: list[RunRecord] = []
     for e in entries:
         if not e.run:
@@ -311,7 +572,25 @@ class UndoResult:
 
 def undo_run(state_dir: Path, project: str, memory_dir: Path, run: str | None = None, *,
              dry_run: bool = False) -> UndoResult:
-    """Revert one run (default: the newest) in the live folder, file by file (see the module doc)."""
+    """Revert one run (default: the newest) in the live folder, file by file (see the module doc).
+    Holds the project lock (``memd.projlock``) from reading the history to the undo's own commit."""
+    if dry_run:
+        return _undo_run(state_dir, project, memory_dir, run, dry_run=True)
+    from memd.projlock import project_lock
+
+    with project_lock(state_dir, project, "undo"):
+        return _undo_run(state_dir, project, memory_dir, run, dry_run=False)
+
+
+def _undo_order(rel: str, data: bytes | None) -> tuple[int, str]:
+    """Restored files first, then the index, then removals: the order apply writes a run in, so a kill
+    anywhere never leaves MEMORY.md linking a file that is not there (yet, or any more)."""
+    return (1 if rel == INDEX_NAME else (0 if data is not None else 2)), rel
+
+
+def _undo_run(state_dir: Path, project: str, memory_dir: Path, run: str | None, *, dry_run: bool) -> UndoResult:
+    if not dry_run and memory_dir.is_dir():
+        sweep_temps(memory_dir)  # a killed write's leftovers (memd's own temp names only), as a rebuild does
     rec = find_run(state_dir, project, run)
     if rec.before is None:
         raise HistoryError(f"run {rec.run} has no snapshot from before it")
@@ -335,12 +614,13 @@ def undo_run(state_dir: Path, project: str, memory_dir: Path, run: str | None = 
             res.skipped.append((rel, "changed since the run; left as it is"))
             continue
         plan.append((rel, before.get(rel)))
+    plan.sort(key=lambda item: _undo_order(*item))
     if dry_run:
         for rel, data in plan:
             (res.removed if data is None else res.restored).append(rel)
         return res
-    res.snapshot = snapshot(state_dir, project, memory_dir, f"before undo of {rec.run}", kind="before",
-                            run=f"undo-{rec.run}", job="undo")
+    res.snapshot = snapshot_before(state_dir, project, memory_dir, "undo", run=f"undo-{rec.run}",
+                                   planned=dict(plan) or None)
     if any(data is not None for _, data in plan):
         with contextlib.suppress(OSError):  # restoring into a folder removed since
             memory_dir.mkdir(parents=True, exist_ok=True)

@@ -80,6 +80,35 @@ def lost_words(old: str, snap: FolderSnapshot, new_index: str) -> list[str]:
 def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_run: bool, mode: str,
                     max_drop_share: float | None = None, drop_notes: bool = False,
                     clock: Clock = SYSTEM) -> RebuildResult:
+    """Plan, and unless dry_run write, the rebuilt MEMORY.md of one project (``_rebuild_locked``).
+
+    A writing rebuild holds the project's write lock (``memd.projlock``) from reading the folder to its
+    history's "after" commit: another memd writing the project is waited for (a bounded wait, then
+    ``ProjectBusyError``, nothing written). A dry run writes nothing and takes no lock. A ``HistoryError``
+    (the snapshot cannot be written) propagates with nothing written: the caller fails that project.
+    A rebuild that took its snapshot and then could not write (a conflict, a fault) is closed in the
+    history (``history.close_run``), so its "planned" commit does not list it as interrupted."""
+    if dry_run:
+        return _rebuild_locked(project, config, state_dir, dry_run=True, mode=mode, max_drop_share=max_drop_share,
+                               drop_notes=drop_notes, clock=clock)
+    from memd import history
+    from memd.errors import MemdError
+    from memd.projlock import project_lock
+
+    with project_lock(state_dir, project.name, "rebuild"):
+        res = _rebuild_locked(project, config, state_dir, dry_run=False, mode=mode, max_drop_share=max_drop_share,
+                              drop_notes=drop_notes, clock=clock)
+        if res.snapshot is not None and not res.written:
+            try:
+                history.close_run(state_dir, project.name, res.snapshot, "; ".join(res.reasons[-1:]) or "not written")
+            except MemdError:
+                pass  # the run then shows as interrupted: undo finds nothing to revert, which is true
+        return res
+
+
+def _rebuild_locked(project: Project, config: Config, state_dir: Path, *, dry_run: bool, mode: str,
+                    max_drop_share: float | None = None, drop_notes: bool = False,
+                    clock: Clock = SYSTEM) -> RebuildResult:
     """Plan, and unless dry_run write, the rebuilt MEMORY.md of one project.
 
     ``mode``: ``core.rebuild.REPAIR`` for every unattended caller (only what is broken, only the lines
@@ -134,7 +163,8 @@ def rebuild_project(project: Project, config: Config, state_dir: Path, *, dry_ru
             reasons.append(f"{INDEX_NAME} was not written")
         return RebuildResult(diff, False, plan.fits, reasons, None, plan.actions)
     run = f"rebuild-{time.strftime('%Y%m%dT%H%M%S', time.localtime(clock.time()))}-{os.urandom(2).hex()}"
-    snap_id = history.snapshot_before(state_dir, project.name, project.memory_dir, "rebuild", run=run)
+    snap_id = history.snapshot_before(state_dir, project.name, project.memory_dir, "rebuild", run=run,
+                                      planned={INDEX_NAME: plan.text.encode("utf-8")})  # listed if killed
     expect = rec.signature if rec is not None else None
     try:
         atomic_write(project.index_path, plan.text, expect=expect)
@@ -155,6 +185,17 @@ def undo_project(project: Project, config: Config, state_dir: Path, run: str | N
     """Revert one run (default: the newest). When MEMORY.md changed again after the run it is left
     alone, so the index is then rebuilt to match the files as they are now (snapshot first, no
     clobbering); the second value is that rebuild, None when none was needed or on a dry run."""
+    if dry_run:
+        return _undo_locked(project, config, state_dir, run, dry_run=True)
+    from memd.projlock import project_lock
+
+    # one lock over the undo and the rebuild after it: no other memd writes between them
+    with project_lock(state_dir, project.name, "undo"):
+        return _undo_locked(project, config, state_dir, run, dry_run=False)
+
+
+def _undo_locked(project: Project, config: Config, state_dir: Path, run: str | None, *,
+                 dry_run: bool) -> tuple[UndoResult, RebuildResult | None]:
     from memd import history
     from memd.core.rebuild import REPAIR
 

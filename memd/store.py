@@ -36,7 +36,10 @@ TEMP_SUFFIX = ".tmp"
 # unset, a fault point costs one truth test of an empty dict.
 # Points: store.write (a temp file is open, nothing written), store.before_rename (the temp is complete),
 # store.after_rename (the file is replaced); apply.after_snapshot, apply.after_rename (after each file
-# a run writes), apply.before_index, apply.after_delete.
+# a run writes), apply.before_index, apply.after_delete; the history writer's (``memd.history``):
+# history.init, history.init_renamed, history.after_objects, history.after_ref (``@project``), and inside
+# dulwich's own lock-file writes history.gitfile_write / history.gitfile_close (``@ref``, ``@object``,
+# ``@config``, ...: which file the library was writing).
 FAULT_ENV = "MEMD_FAULT"
 
 
@@ -46,7 +49,8 @@ def parse_faults(spec: str) -> dict[str, tuple[int, str]]:
     for part in filter(None, (p.strip() for p in spec.split(","))):
         where, _, action = part.partition("=")
         point, _, nth = where.partition(":")
-        out[point.replace("-", "_")] = (int(nth) if nth.isdigit() else 0, action.strip() or "kill")
+        name, at, file = point.partition("@")  # a file (or project) name keeps its dashes
+        out[name.replace("-", "_") + at + file] = (int(nth) if nth.isdigit() else 0, action.strip() or "kill")
     return out
 
 
@@ -59,6 +63,11 @@ def set_faults(spec: str) -> None:
     _FAULTS.clear()
     _FAULTS.update(parse_faults(spec))
     _FAULT_HITS.clear()
+
+
+def faults_armed(prefix: str) -> bool:
+    """Whether any armed fault point starts with prefix (a hook that costs something is installed only then)."""
+    return bool(_FAULTS) and any(k.startswith(prefix) for k in _FAULTS)
 
 
 def fault(point: str, file: str = "") -> None:

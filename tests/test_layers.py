@@ -23,8 +23,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # pure: text and values in, values out; no file, no config, no clock
     ("core", ("memd", "memd.record", "memd.core")),
     # the I/O edge: files, the state database, transcripts, the history, the config, the log
-    ("edge", ("memd.errors", "memd.clock", "memd.config", "memd.store", "memd.memfolder", "memd.history",
-              "memd.state", "memd.transcripts", "memd.layout", "memd.logs",
+    ("edge", ("memd.errors", "memd.clock", "memd.config", "memd.store", "memd.projlock", "memd.memfolder",
+              "memd.history", "memd.state", "memd.transcripts", "memd.layout", "memd.logs",
               "memd.schedule_windows", "memd.settings_merge", "memd.ccsettings", "memd.checkcache",
               "memd.sync.gitremote", "memd.sync.identity", "memd.sync.evidence")),
     # the work: jobs, the model, the guarded apply, rebuilds, recall

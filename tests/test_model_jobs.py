@@ -430,9 +430,10 @@ def test_undo_restores_a_run(env: Env) -> None:
     assert res.run == out.run_id
     assert tree(p.memory_dir) == before
     assert res.removed == ["user_lang.md"] and not res.skipped
-    # the undo is itself in the history, and can be undone by restoring the snapshot it took
+    # the undo is itself in the history, and can be undone by restoring the snapshot it took (before the
+    # undo's "after" commit: what it planned to write, recorded before it wrote, then its snapshot)
     log = history.log(env.state_dir, p.name)
-    assert log[0].kind == "undo" and log[1].summary.startswith("before undo")
+    assert log[0].kind == "undo" and log[1].kind == "planned" and log[2].summary.startswith("before undo")
 
 
 def outcome_json(o: ProjectOutcome) -> dict[str, Any]:

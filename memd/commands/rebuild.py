@@ -4,9 +4,11 @@ Writes only MEMORY.md, after a snapshot, atomically, and only if it is unchanged
 with --dry-run it writes nothing. A person asking normalises (repeats merged, long entry lines
 shortened, each action naming the words a cut leaves out); ``--minimal`` does only what the
 unattended runs do (repair what is broken: a healthy index is left byte for byte). An entry whose
-file is gone keeps the words after its link as plain text unless ``--drop-notes``. Exit status: 0
-when every index fits (or already did), 1 when one cannot be fitted by safe moves or could not be
-written, 2 on usage errors.
+file is gone keeps the words after its link as plain text unless ``--drop-notes``. A project another
+memd is writing is waited for (a bounded wait, ``memd.projlock``), then reported as such and left
+unchanged; the other projects go on. Exit status: 0 when every index fits (or already did), 1 when one
+cannot be fitted by safe moves or could not be written (its history could not be, or another memd kept
+the project busy), 2 on usage errors.
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from memd.commands._projects import preamble, record_rebuild
     from memd.core.rebuild import NORMALISE, REPAIR
-    from memd.maintenance import rebuild_project
+    from memd.errors import MemdError
+    from memd.maintenance import RebuildResult, rebuild_project
 
     projects, notes = preamble(args, ctx)
     for n in notes:
@@ -52,8 +55,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     for project in projects:
         if args.all and not project.memory_dir.is_dir():
             continue
-        res = rebuild_project(project, ctx.config, ctx.state_dir, dry_run=args.dry_run,
-                              mode=REPAIR if args.minimal else NORMALISE, drop_notes=args.drop_notes)
+        try:
+            res = rebuild_project(project, ctx.config, ctx.state_dir, dry_run=args.dry_run,
+                                  mode=REPAIR if args.minimal else NORMALISE, drop_notes=args.drop_notes)
+        except MemdError as e:  # busy (another memd writes it), or its history cannot be written: not changed
+            res = RebuildResult("", False, False, [str(e)], error=str(e))
         record_rebuild(ctx, project, res, dry_run=args.dry_run)  # the run log: `memd report` lists it
         out.write(format_result(project, res, dry_run=args.dry_run))
         if not res.fits or (res.changed and not res.written and not args.dry_run):

@@ -36,6 +36,7 @@ from memd.core.paths import INDEX_NAME
 from memd.errors import MemdError
 from memd.jobs import JobContext, ProjectOutcome
 from memd.memfolder.folder import file_map
+from memd.projlock import ProjectBusyError
 from memd.sync import evidence, gitremote
 from memd.sync import merge as mg
 from memd.sync.identity import Identity, identify
@@ -160,6 +161,8 @@ class Session:
                 self.fetch()
             except gitremote.SyncError as e:
                 return ProjectOutcome(project.name, "failed", f"{e}; {UNTOUCHED}", error=e.kind)
+            except ProjectBusyError as e:  # another memd writes the project: this sync applied nothing
+                return ProjectOutcome(project.name, "failed", f"{e}; {UNTOUCHED}", error="busy")
         return ProjectOutcome(project.name, "failed", f"the remote moved on before each of "
                               f"{jc.config.sync.push_attempts} pushes (other machines are syncing); "
                               "the merged memory is kept here and sent at the next sync", error="rejected")
