@@ -80,7 +80,8 @@ _OPEN: dict[str, _Cache] = {}
 def _read(path: str) -> dict[str, Any]:
     try:
         with open(path, "rb") as f:
-            data = json.loads(f.read())
+            # surrogateescape: a folder name that is not valid UTF-8 is kept as its bytes (see _write)
+            data = json.loads(f.read().decode("utf-8", "surrogateescape"))
     except (OSError, ValueError):
         return {}
     if not isinstance(data, dict) or data.get("code") != _code_key() or not isinstance(data.get("folders"), dict):
@@ -296,10 +297,12 @@ def _write(c: _Cache, *, prune: bool = False) -> None:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         # json.dumps, not json.dump: dump streams through the pure-Python encoder, several times slower
         data = json.dumps({"code": _code_key(), "folders": folders}, ensure_ascii=False, separators=(",", ":"))
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        # a folder name that is not valid UTF-8 (lone surrogates in Python) is written as its own
+        # bytes: strict UTF-8 failed the write, and with it `memd status` for every project
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
             f.write(data)
         os.replace(tmp, c.path)  # no fsync: a lost cache entry only means checking again
-    except OSError:
+    except (OSError, ValueError):  # never fails a check: the cache is only a shortcut
         try:
             os.unlink(tmp)
         except OSError:

@@ -222,6 +222,17 @@ def _known_options(parser: argparse.ArgumentParser) -> set[str]:
     return known
 
 
+def _tolerant_output() -> None:
+    """A folder name that is not valid UTF-8 (lone surrogates in Python) is printed escaped, not
+    fatal: with a strict UTF-8 stdout one such name failed `memd status` for every project."""
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # a closed or unusual stream: leave it
+                pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["hook"]:
@@ -229,6 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from memd.hooks.entry import main as hook
 
         return hook(args_list[1:])
+    _tolerant_output()
     invoked = _invoked(args_list)
     if invoked is None and "--version" in args_list and not {"-h", "--help"} & set(args_list):
         print(f"memd {__version__}")  # what argparse's version action prints, without argparse

@@ -172,6 +172,10 @@ class LoggingConfig(Record):
     """memd's own logs (never memory content, never secrets)."""
 
     level: str = key("info", "Lowest level logged.", choices=("debug", "info", "warning", "error"))
+    max_bytes: int = key(
+        10_000_000, "Size at which memd.log (and, under launchd, launchd.out.log and launchd.err.log) is rotated "
+        "to .1, .2, ...; 0 never rotates (leave it to logrotate).", min=0)
+    backups: int = key(5, "Rotated files kept beside each log (memd.log.1 is the newest).", min=1, max=100)
 
 
 class SyncConfig(Record):

@@ -415,8 +415,26 @@ def status_row(project: Project, config: Config, cache_dir: Path | None = None) 
 def status_rows(projects: list[Project], config: Config, cache_dir: Path | None = None) -> list[StatusRow]:
     """One row per project, those with a memory folder first; cache_dir (memd's state folder) lets
     unchanged folders skip the re-check."""
-    rows = [status_row(p, config, cache_dir) for p in projects]
+    import contextlib
+
+    from memd import checkcache
+
+    # one write of the shared cache at the end, as `check --all` does: written after every project it
+    # made `status` over uncached projects quadratic (the whole file re-read and rewritten each time)
+    with checkcache.batch(cache_dir) if cache_dir is not None else contextlib.nullcontext():
+        rows = [_isolated_status_row(p, config, cache_dir) for p in projects]
     return sorted(rows, key=lambda r: not r.has_memory)  # stable: by name within each group
+
+
+def _isolated_status_row(project: Project, config: Config, cache_dir: Path | None) -> StatusRow:
+    """A failure while measuring one project is that project's ERROR row, with the reason; the
+    others are measured as ever (one bad folder name failed `memd status` for every project)."""
+    try:
+        return status_row(project, config, cache_dir)
+    except Exception as e:  # any: the rule is one project, one row
+        b = config.budget
+        return StatusRow(project.name, str(project.memory_dir), True, 0, 0, b.max_lines, 0, b.max_chars,
+                         "error", 0, {}, None, problem=f"cannot be measured: {type(e).__name__}: {e}")
 
 
 MEASURED_KINDS = ("budget", "topic_files")  # the daemon's warning kinds status measures itself

@@ -6,6 +6,12 @@ the file holds one JSON object per line whoever logged it. The file handler is a
 ``WatchedFileHandler``: when logrotate (or a user) moves the file away, the next line goes
 to a fresh file instead of the moved one.
 
+Rotation by size (``logging.max_bytes``, ``logging.backups``): the daemon and the commands rotate
+``memd.log`` to ``memd.log.1`` … when a line of theirs leaves it past the limit, under a lock on the
+state folder so two writers never rotate twice; every other writer (the hooks open the file for each
+line) follows the move on its next line. launchd keeps its ``StandardOutPath``/``StandardErrorPath``
+files open for good and rotates nothing, so those are copied and truncated in place instead.
+
 Logs carry names, counts, levels and times, never memory content, never secrets: a last
 processor drops any string value the secret scanner flags, and cuts long strings, so a
 careless call cannot leak a memory body or a key into a file that lives for months.
@@ -23,6 +29,10 @@ from typing import Any
 
 LOG_NAME = "memd.log"
 _MAX_VALUE_CHARS = 500
+# The files launchd writes memd's stdout and stderr to (memd.daemon.service_files writes their paths).
+SERVICE_LOGS = ("launchd.out.log", "launchd.err.log")
+DEFAULT_MAX_BYTES = 10_000_000
+DEFAULT_BACKUPS = 5
 
 
 def log_path(state_dir: Path) -> Path:
@@ -66,11 +76,128 @@ def console_stream() -> Any:
     return sys.stdout
 
 
-def setup(state_dir: Path | None, *, level: str = "info", console: bool | None = None) -> None:
+class _DirLock:
+    """An exclusive ``flock`` on a folder: rotations of the files in it happen one at a time."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.fd = -1
+
+    def __enter__(self) -> _DirLock:
+        import fcntl
+
+        self.fd = os.open(self.folder, os.O_RDONLY)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)  # releases the lock
+
+
+def rotate(path: Path, max_bytes: int, backups: int, *, copy_truncate: bool = False) -> bool:
+    """Rotate ``path`` to ``path.1`` (older ones to ``.2`` … ``.backups``, the oldest dropped) when it
+    holds ``max_bytes`` or more; True when it did. ``copy_truncate``: copy, then empty the file in
+    place (for a file another process keeps open, launchd's). Never raises: a log that cannot rotate
+    goes on growing rather than stop the writer."""
+    if max_bytes <= 0:
+        return False
+    try:
+        if os.stat(path).st_size < max_bytes:
+            return False
+        with _DirLock(path.parent):
+            if os.stat(path).st_size < max_bytes:
+                return False  # another writer rotated it while we waited
+            for i in range(backups - 1, 0, -1):
+                older = Path(f"{path}.{i}")
+                if older.exists():
+                    os.replace(older, f"{path}.{i + 1}")
+            if copy_truncate:
+                import shutil
+
+                shutil.copyfile(path, f"{path}.1")
+                os.chmod(f"{path}.1", 0o600)
+                os.truncate(path, 0)
+            else:
+                os.replace(path, f"{path}.1")
+        return True
+    except OSError:
+        return False
+
+
+def rotate_service_logs(state_dir: Path, max_bytes: int, backups: int) -> None:
+    """launchd's out and err files, copied and truncated when past the limit; our own descriptors on
+    them (memd's stdout and stderr under launchd) are moved back to the start, so a descriptor opened
+    without O_APPEND does not go on writing past a hole."""
+    for name in SERVICE_LOGS:
+        path = state_dir / name
+        if not rotate(path, max_bytes, backups, copy_truncate=True):
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+                fd = stream.fileno()
+                fst = os.fstat(fd)
+                if (fst.st_dev, fst.st_ino) == (st.st_dev, st.st_ino):
+                    os.lseek(fd, 0, os.SEEK_SET)
+            except (OSError, ValueError, AttributeError):
+                pass
+
+
+class _RotatingFileHandler(logging.handlers.WatchedFileHandler):
+    """memd.log: reopened when moved away (logrotate, another memd writer's rotation), rotated when a
+    line of ours takes it past ``max_bytes``."""
+
+    def __init__(self, path: Path, max_bytes: int, backups: int) -> None:
+        super().__init__(path, encoding="utf-8")
+        self.max_bytes = max_bytes
+        self.backups = backups
+
+    def emit(self, record: logging.LogRecord) -> None:
+        super().emit(record)
+        if self.max_bytes <= 0 or self.stream is None:
+            return
+        try:
+            big = os.fstat(self.stream.fileno()).st_size >= self.max_bytes
+        except (OSError, ValueError):
+            return
+        if big:
+            rotate(Path(self.baseFilename), self.max_bytes, self.backups)  # the next line reopens
+
+
+class _ServiceLogHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Readable lines on stdout or stderr; where those are launchd's files, they are kept in bounds."""
+
+    def __init__(self, stream: Any, state_dir: Path | None, max_bytes: int, backups: int) -> None:
+        super().__init__(stream)
+        self.state_dir = state_dir
+        self.max_bytes = max_bytes
+        self.backups = backups
+
+    def emit(self, record: logging.LogRecord) -> None:
+        super().emit(record)
+        if self.state_dir is None or self.max_bytes <= 0:
+            return
+        try:
+            st = os.fstat(self.stream.fileno())
+        except (OSError, ValueError, AttributeError):
+            return
+        import stat
+
+        if stat.S_ISREG(st.st_mode) and st.st_size >= self.max_bytes:
+            rotate_service_logs(self.state_dir, self.max_bytes, self.backups)
+
+
+def setup(state_dir: Path | None, *, level: str = "info", console: bool | None = None,
+          max_bytes: int = DEFAULT_MAX_BYTES, backups: int = DEFAULT_BACKUPS) -> None:
     """Configure structlog and the stdlib root logger (idempotent: a second call reconfigures).
 
     ``state_dir`` None logs to the console only (foreground commands without a state folder).
     ``console``: readable lines too (None: only on a terminal or under journald), on ``console_stream()``.
+    ``max_bytes``, ``backups``: rotation (``logging.max_bytes``, ``logging.backups``; 0 bytes never rotates).
     """
     import structlog
 
@@ -100,7 +227,9 @@ def setup(state_dir: Path | None, *, level: str = "info", console: bool | None =
     if state_dir is not None:
         state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         path = log_path(state_dir)
-        fh = logging.handlers.WatchedFileHandler(path, encoding="utf-8")
+        rotate(path, max_bytes, backups)
+        rotate_service_logs(state_dir, max_bytes, backups)
+        fh = _RotatingFileHandler(path, max_bytes, backups)
         try:
             os.chmod(path, 0o600)
         except OSError:
@@ -114,7 +243,7 @@ def setup(state_dir: Path | None, *, level: str = "info", console: bool | None =
         root.addHandler(fh)
     if console if console is not None else console_wanted():
         journald = bool(os.environ.get("JOURNAL_STREAM"))
-        ch = logging.StreamHandler(console_stream())
+        ch = _ServiceLogHandler(console_stream(), state_dir, max_bytes, backups)
         procs: list[Any] = [structlog.stdlib.ProcessorFormatter.remove_processors_meta]
         if journald:
             procs.append(_drop_timestamp)  # journald stamps each line itself

@@ -399,6 +399,37 @@ class _Corrupt(Exception):
         self.why = why
 
 
+# A folder name that is not valid UTF-8 reaches Python as a str with lone surrogates (U+DC80-U+DCFF,
+# os.fsdecode's surrogateescape), which SQLite cannot take: one such project failed the scan of all.
+# Those code points are stored as the private-use U+10FC80-U+10FCFF instead and turned back on
+# reading: reversible, prefix-preserving (the range scans over paths hold), and a no-op for every
+# name that is valid UTF-8, so no stored row changes.
+_TO_DB = {0xDC80 + i: 0x10FC80 + i for i in range(128)}
+_FROM_DB = {v: k for k, v in _TO_DB.items()}
+
+
+def _to_db(v: Any) -> Any:
+    if isinstance(v, str) and not v.isascii():
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:
+            return v.translate(_TO_DB)
+    return v
+
+
+def _params_to_db(params: tuple[Any, ...] | dict[str, Any]) -> tuple[Any, ...] | dict[str, Any]:
+    if isinstance(params, dict):
+        return {k: _to_db(v) for k, v in params.items()}
+    return tuple(_to_db(v) for v in params)
+
+
+def _text_from_db(b: bytes) -> str:
+    text = b.decode("utf-8", "replace")
+    if b"\xf4\x8f\xb2" in b or b"\xf4\x8f\xb3" in b:  # U+10FC80-U+10FCFF in UTF-8
+        return text.translate(_FROM_DB)
+    return text
+
+
 class StateStore:
     """The state file. Open with ``StateStore.open(state_dir)``; use from one thread."""
 
@@ -448,6 +479,7 @@ class StateStore:
         conn = sqlite3.connect(path, timeout=timeout, isolation_level=None)
         try:
             conn.row_factory = sqlite3.Row
+            conn.text_factory = _text_from_db
             conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")  # before the integrity check reads every page
             # The first real read: a file that is not a database fails here.
@@ -517,6 +549,7 @@ class StateStore:
 
     def _exec(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> sqlite3.Cursor:
         """Every statement goes through here: a lock held past the busy timeout becomes ``StateBusy``."""
+        params = _params_to_db(params)
         try:
             return self._conn.execute(sql, params)
         except sqlite3.OperationalError as e:

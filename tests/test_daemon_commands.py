@@ -37,19 +37,19 @@ def test_systemd_unit_contents() -> None:
         assert line in unit.splitlines()
     stop = int(next(x for x in unit.splitlines() if x.startswith("TimeoutStopSec=")).split("=")[1])
     assert stop > 20.0  # longer than memd's own graceful bound
-    assert f"ExecStart={sys.executable} -m memd run" in unit
+    assert f"ExecStart={sys.executable} -I -m memd run" in unit
 
 
 def test_service_install_status_uninstall_systemd(claude_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = memd(capsys, "service", "install", "--dry-run", "--manager", "systemd")
-    assert code == 0 and "Type=notify" in out and "systemctl --user" in out
+    code, out, err = memd(capsys, "service", "install", "--dry-run", "--manager", "systemd")
+    assert code == 0 and "Type=notify" in out and "systemctl --user" in err
     unit = Path(os.environ["XDG_CONFIG_HOME"]) / "systemd" / "user" / "memd.service"
     assert not unit.exists()
     code, out, _ = memd(capsys, "service", "install", "--manager", "systemd")
     assert code == 0 and unit.exists()
     assert "systemctl --user daemon-reload && systemctl --user enable --now memd.service" in out
     assert "memd hooks install" in out
-    assert f"ExecStart={sys.executable} -m memd run" in unit.read_text()
+    assert f"ExecStart={sys.executable} -I -m memd run" in unit.read_text()
     assert f"Environment=XDG_STATE_HOME={os.environ['XDG_STATE_HOME']}" in unit.read_text()
     # the key file is read from where memd's config lives
     assert f"EnvironmentFile=-{os.environ['XDG_CONFIG_HOME']}/memd/env" in unit.read_text()
@@ -81,7 +81,7 @@ def test_service_install_launchd(claude_home: Path, capsys: pytest.CaptureFixtur
     data = plistlib.loads(path.read_bytes())
     assert data["RunAtLoad"] is True and data["KeepAlive"] == {"SuccessfulExit": False}
     assert data["ProcessType"] == "Background"
-    assert data["ProgramArguments"] == [sys.executable, "-m", "memd", "run"]
+    assert data["ProgramArguments"] == [sys.executable, "-I", "-m", "memd", "run"]
     assert Path(data["StandardErrorPath"]).parent.is_dir()  # launchd needs the folder to exist
 
 
@@ -242,12 +242,12 @@ def test_service_install_carries_every_global_flag(claude_home: Path, tmp_path: 
     assert code == 0, err
     path = Path(os.environ["HOME"]) / "Library" / "LaunchAgents" / "com.memd.agent.plist"
     argv = plistlib.loads(path.read_bytes())["ProgramArguments"]
-    assert argv == [sys.executable, "-m", "memd", "--config", str(cfg.resolve()), "--claude-dir",
+    assert argv == [sys.executable, "-I", "-m", "memd", "--config", str(cfg.resolve()), "--claude-dir",
                     str(other.resolve()), "run"]
     code, _, err = memd(capsys, "service", "install", "--manager", "systemd", "--claude-dir", str(other))
     assert code == 0 and f"--claude-dir {other.resolve()} run" in _unit().read_text(), err
     # and the daemon that line starts parses it (global flags before the command)
-    args = cli.build_parser("run").parse_args(argv[3:])
+    args = cli.build_parser("run").parse_args(argv[4:])
     assert args.command == "run" and args.claude_dir == str(other.resolve())
 
 

@@ -27,7 +27,7 @@ def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: b
     state_dir = ctx.state_dir
     # events go to the same JSON log as the daemon's (the run is part of the record), and to the
     # terminal when there is one
-    logs.setup(state_dir, level=cfg.logging.level)
+    logs.setup(state_dir, level=cfg.logging.level, max_bytes=cfg.logging.max_bytes, backups=cfg.logging.backups)
     log = logs.get_logger(f"memd.{job}")
     with job_lock(state_dir), StateStore.open(state_dir) as state:
         jc = JobContext(config=cfg, claude_dir=ctx.claude_dir, state_dir=state_dir, state=state,

@@ -27,6 +27,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     # Like `memd check`: no PROJECT means the current folder's project; --all means every one.
     from memd import layout
     from memd.commands._projects import require_claude_dir, select
+    from memd.errors import MemdError
     from memd.state import StateStore
     from memd.transcripts.scan import scan_project
 
@@ -45,18 +46,27 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     try:
         from memd.commands._progress import progress  # a bar on a terminal only
 
+        failed: list[tuple[str, str]] = []  # (project, reason)
         with progress(len(projects), "scanning") as step:
             for project in projects:
                 step(project.name)
-                results.append(scan_project(project, store, ctx.config, now=now, dry_run=args.dry_run))
+                try:
+                    results.append(scan_project(project, store, ctx.config, now=now, dry_run=args.dry_run))
+                except MemdError:
+                    raise  # the state file busy or unwritable: nothing can be scanned
+                except Exception as e:  # one project's failure is that project's, with the reason
+                    failed.append((project.name, f"{type(e).__name__}: {e}"))
     finally:
         store.close()
     if args.format == "json":
-        json.dump([r.as_json() for r in results], sys.stdout, indent=2)
+        out = [r.as_json() for r in results] + [{"project": n, "error": why} for n, why in failed]
+        json.dump(out, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(format_text(results, dry_run=args.dry_run))
-    return 0
+        for name, why in failed:
+            sys.stdout.write(f"{name}: failed: {why}\n")
+    return 1 if failed else 0
 
 
 def _size(n: int) -> str:

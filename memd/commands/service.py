@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from memd.cli import Context
-    from memd.daemon.service_files import Target
+    from memd.daemon.service_files import Install, Target
 
 HELP = ("install memd as a user service (systemd on Linux, launchd on macOS), remove it, or show it "
         "(status exits 0 installed and current, 1 not installed or out of date, 2 on an error)")
@@ -18,24 +19,115 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the file (or what would be removed); write nothing")
     p.add_argument("--manager", choices=("systemd", "launchd"), default=None,
                    help="service manager (default: launchd on macOS, systemd elsewhere)")
+    p.add_argument("--sandbox", choices=("auto", "off"), default="auto",
+                   help="systemd: add the namespace sandbox (ProtectSystem=strict, PrivateTmp, ...) where this "
+                        "machine supports it (auto, the default), or only the options that need no namespace (off)")
 
 
-def _status(args: argparse.Namespace, kind: str, t: Target, existing: bytes | None, pid: int | None) -> int:
-    """Exit codes as `memd hooks status`: 0 installed and current, 1 not installed or out of date."""
+def _flags_given(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "config", None) or getattr(args, "claude_dir", None))
+
+
+def _context_for(ctx: Context, flags: list[str]) -> Context:
+    """The context the service runs in, given its global flags (those of an installed file)."""
+    from memd.cli import Context
+
+    ns = argparse.Namespace(**vars(ctx.args))
+    ns.config = flags[flags.index("--config") + 1] if "--config" in flags[:-1] else None
+    ns.claude_dir = flags[flags.index("--claude-dir") + 1] if "--claude-dir" in flags[:-1] else None
+    return Context(ns)
+
+
+def _writable(ctx: Context) -> tuple[tuple[Path, ...] | None, str | None]:
+    """The folders the namespace sandbox leaves writable, or None with the reason it is not used."""
+    from memd.daemon import sandbox
+
+    claude = ctx.claude_dir
+    if not claude.is_dir():
+        # ProtectSystem=strict would keep a folder created later read-only until the next start
+        return None, f"no Claude folder yet ({claude}); run `memd service install` again once it exists"
+    reason = sandbox.namespaces_refused()
+    if reason:
+        return None, reason
+    return (claude.resolve(), ctx.state_dir.expanduser().resolve()), None
+
+
+def _wanted(args: argparse.Namespace, ctx: Context, kind: str, flags: list[str], python: str | None,
+            sandboxed: bool | None) -> tuple[Install, str | None]:
+    """What this installation would write, and why the namespace sandbox is off (None when on).
+    ``sandboxed`` None: decide (probe); True/False: as an installed file has it."""
     from memd.daemon import service_files as sf
 
+    writable: tuple[Path, ...] | None = None
+    why: str | None = "launchd has no such sandbox" if kind == "launchd" else None
+    if kind == "systemd":
+        if sandboxed is False or (sandboxed is None and args.sandbox == "off"):
+            why = "--sandbox off"
+        elif sandboxed is True:
+            claude = ctx.claude_dir
+            writable = (claude.resolve(), ctx.state_dir.expanduser().resolve())
+        else:
+            writable, why = _writable(ctx)
+    inst = sf.current(ctx.config.daemon.stop_timeout_s, ctx.state_dir, flags=flags, python=python,
+                      writable=writable)
+    return inst, why
+
+
+def _advice(flags: list[str], kind: str, args: argparse.Namespace) -> str:
+    import shlex
+
+    cmd = ["memd", *flags, "service", "install"]
+    if args.manager is not None:
+        cmd += ["--manager", kind]
+    return shlex.join(cmd)
+
+
+def _status(args: argparse.Namespace, ctx: Context, kind: str) -> int:
+    """Exit codes as `memd hooks status`: 0 installed and current, 1 not installed or out of date."""
+    import sys
+
+    from memd.daemon import service_files as sf
+    from memd.daemon.pidfile import running_pid
+
+    flags = sf.global_flags(getattr(args, "config", None), getattr(args, "claude_dir", None))
+    t = sf.target(kind, sf.current(ctx.config.daemon.stop_timeout_s, ctx.state_dir, flags=flags))
+    try:
+        existing: bytes | None = t.path.read_bytes()
+    except FileNotFoundError:
+        existing = None
+    except OSError as e:
+        print(f"{kind} service {t.path}: cannot read it ({e.strerror})")
+        return 2
+    run_ctx = ctx
     if existing is None:
         state, code = "not installed", 1
     elif not sf.is_memds(existing):
         state, code = "another program's file is there (not memd's)", 1
-    elif existing == t.content:
-        state, code = "installed, up to date", 0
     else:
-        state, code = "installed, differs from this installation (run `memd service install` again)", 1
+        split = sf.split_argv(sf.installed_argv(kind, existing) or [])
+        python = None
+        if split is not None:
+            # the flags given at install hold unless others are given now; python and python3 of one
+            # venv are one interpreter
+            if not _flags_given(args):
+                flags = split[1]
+                run_ctx = _context_for(ctx, flags)
+            if sf.same_interpreter(split[0], sys.executable):
+                python = split[0]
+        sandboxed = b"\nProtectSystem=" in existing if kind == "systemd" else None
+        inst, _ = _wanted(args, run_ctx, kind, flags, python, sandboxed)
+        if existing == sf.target(kind, inst).content:
+            state, code = "installed, up to date", 0
+        else:
+            state, code = f"installed, differs from this installation (run `{_advice(flags, kind, args)}` again)", 1
+        if kind == "systemd":
+            state += ("; sandbox: namespaces (ProtectSystem=strict, PrivateTmp, ...)" if sandboxed
+                      else "; sandbox: the options that need no namespace")
     print(f"{kind} service {t.path}: {state}")
+    pid = running_pid(run_ctx.state_dir)
     print(f"daemon: {'running, pid ' + str(pid) if pid else 'not running'}")
     if existing is None:
-        print(f"install it with: memd service install{'' if args.manager is None else ' --manager ' + kind}")
+        print(f"install it with: {_advice(flags, kind, args)}")
     return code
 
 
@@ -43,40 +135,46 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     import os
 
     from memd.daemon import service_files as sf
-    from memd.daemon.pidfile import running_pid
     from memd.errors import MemdError
     from memd.store import atomic_write
 
     kind = args.manager or sf.default_kind()
+    if args.action == "status":
+        return _status(args, ctx, kind)
     # every global flag given now is carried into the service (it must watch what you see)
-    inst = sf.current(ctx.config.daemon.stop_timeout_s, ctx.state_dir, getattr(args, "config", None),
-                      getattr(args, "claude_dir", None))
-    t = sf.target(kind, inst)
+    flags = sf.global_flags(getattr(args, "config", None), getattr(args, "claude_dir", None))
+    if args.action == "install":
+        inst, why = _wanted(args, ctx, kind, flags, None, None)
+    else:
+        inst = sf.current(ctx.config.daemon.stop_timeout_s, ctx.state_dir, flags=flags)
+    t: Target = sf.target(kind, inst)
     try:
         existing: bytes | None = t.path.read_bytes()
     except FileNotFoundError:
         existing = None
-    except OSError as e:
-        if args.action == "status":
-            print(f"{kind} service {t.path}: cannot read it ({e.strerror})")
-            return 2
-        raise
-
-    if args.action == "status":
-        return _status(args, kind, t, existing, running_pid(ctx.state_dir))
 
     if args.action == "install":
+        sandbox_line = (f"sandbox: namespaces (ProtectSystem=strict, PrivateTmp, ...; writable: "
+                        f"{', '.join(map(str, inst.writable))})" if inst.writable is not None
+                        else f"sandbox: only the options that need no namespace ({why})")
         if args.dry_run:
-            print(f"# would write {t.path}")
-            print(t.content.decode(), end="" if t.content.endswith(b"\n") else "\n")
-            print(f"# then start it with: {t.start}")
+            # stdout is the file, byte for byte (`--dry-run > file` is a valid unit or plist); notes on stderr
+            import sys
+
+            print(f"# would write {t.path}", file=sys.stderr)
+            if kind == "systemd":
+                print(f"# {sandbox_line}", file=sys.stderr)
+            print(f"# then start it with: {t.start}", file=sys.stderr)
+            print(t.content.decode(), end="")
             return 0
         if existing is not None and existing != t.content and not sf.is_memds(existing):
             raise MemdError("exists and is not memd's; not overwritten", path=str(t.path))
-        ctx.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # launchd's log paths live here
+        ctx.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # its working folder and launchd's logs
         t.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(t.path, t.content, mode=0o644)
         print(f"wrote {t.path}")
+        if kind == "systemd":
+            print(sandbox_line)
         print(f"start it with:\n  {t.start}")
         if kind == "systemd":
             print("to keep it running while you are logged out: loginctl enable-linger $USER")

@@ -115,7 +115,7 @@ class ChildJob:
         self.state_dir = state_dir
         self.log = log
         self.timeout_s = timeout_s
-        self.command = command or [sys.executable, "-m", MODULE]
+        self.command = command or [sys.executable, "-I", "-m", MODULE]  # isolated, as the service starts
         self.started = 0  # children started (a fresh one after each kill or crash)
         self._proc: subprocess.Popen[bytes] | None = None
         self._buf = b""

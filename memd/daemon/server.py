@@ -120,7 +120,8 @@ class Daemon:
         try:
             from memd import logs
 
-            logs.setup(self.state_dir, level=self.config.logging.level, console=self.console)
+            logs.setup(self.state_dir, level=self.config.logging.level, console=self.console,
+                       max_bytes=self.config.logging.max_bytes, backups=self.config.logging.backups)
             self.log = logs.get_logger("memd.daemon")
             return self._run()
         finally:
@@ -379,8 +380,9 @@ class Daemon:
         self.config = new
         from memd import logs
 
-        if new.logging.level != old.logging.level:
-            logs.setup(self.state_dir, level=new.logging.level, console=self.console)
+        if new.logging != old.logging:
+            logs.setup(self.state_dir, level=new.logging.level, console=self.console,
+                       max_bytes=new.logging.max_bytes, backups=new.logging.backups)
         self.debounce.quiet_s = new.daemon.debounce_quiet_s
         self.debounce.max_wait_s = max(new.daemon.debounce_max_s, new.daemon.debounce_quiet_s)
         self.setup_schedule()

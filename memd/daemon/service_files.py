@@ -24,32 +24,97 @@ MARKER = "memd-managed: written by `memd service install`; `memd service uninsta
 _LEGACY_HEADER = b"# memd user service (written by `memd service install`"  # units written before the marker
 
 
+# The interpreter starts isolated: ``-I`` keeps the working folder, PYTHON* variables and the user's
+# site-packages off ``sys.path`` (a ``~/structlog.py`` would otherwise shadow structlog and stop the
+# service); the working folder is memd's state folder, never the home folder.
+PY_FLAGS = ("-I",)
+# Exit 2 is a usage or config error: restarting cannot fix it, so systemd must not loop on it.
+EXIT_USAGE = 2
+# launchd rotates nothing: memd's own log rotates itself, and ``memd run`` under launchd writes
+# its events only there (stdout/stderr then carry only what escapes the logger, capped below).
+
+
 @dataclass(frozen=True)
 class Install:
     argv: list[str]  # the command that runs the daemon
     home: Path
-    log_dir: Path  # launchd's stdout/stderr files (memd's own log is memd.log in the state folder)
+    log_dir: Path  # the state folder: the working folder, and launchd's stdout/stderr files
     stop_timeout_s: float
     env: dict[str, str] = field(default_factory=dict)
+    # The folders the daemon writes (the Claude folder, the state folder). Given, the unit gets the
+    # namespace sandbox (ProtectSystem=strict with these writable, PrivateTmp, ...); None: only the
+    # options that need no namespace (see memd.daemon.sandbox for why and when).
+    writable: tuple[Path, ...] | None = None
 
 
-def current(stop_timeout_s: float, state_dir: Path, config_path: str | None = None,
-            claude_dir: str | None = None) -> Install:
-    """This installation: this interpreter running this memd with the global flags given at install
-    time (``--config``, ``--claude-dir``, as absolute paths), the variables that move its folders."""
+def global_flags(config_path: str | None = None, claude_dir: str | None = None) -> list[str]:
+    """The global flags carried into the service, as absolute paths."""
     flags: list[str] = []
     for flag, value in (("--config", config_path), ("--claude-dir", claude_dir)):
         if value:
             flags += [flag, str(Path(value).expanduser().resolve())]
-    argv = [sys.executable, "-m", "memd", *flags, "run"]
+    return flags
+
+
+def current(stop_timeout_s: float, state_dir: Path, config_path: str | None = None,
+            claude_dir: str | None = None, *, writable: tuple[Path, ...] | None = None,
+            flags: list[str] | None = None, python: str | None = None) -> Install:
+    """This installation: this interpreter running this memd with the global flags given at install
+    time (``--config``, ``--claude-dir``, as absolute paths), the variables that move its folders."""
+    if flags is None:
+        flags = global_flags(config_path, claude_dir)
+    argv = [python or sys.executable, *PY_FLAGS, "-m", "memd", *flags, "run"]
     env = {k: os.environ[k] for k in PASSED_ENV if os.environ.get(k)}
-    return Install(argv, Path.home(), state_dir, stop_timeout_s, env)
+    return Install(argv, Path.home(), state_dir, stop_timeout_s, env, writable)
 
 
 def placeholder(stop_timeout_s: float = 20.0) -> Install:
-    """The template as kept in the repository."""
-    return Install(["/path/to/python", "-m", "memd", "run"], Path("/Users/you"),
+    """The template as kept in the repository (without the namespace sandbox: that one is written
+    only where ``memd service install`` finds it works)."""
+    return Install(["/path/to/python", *PY_FLAGS, "-m", "memd", "run"], Path("/Users/you"),
                    Path("/Users/you/.local/state/memd"), stop_timeout_s)
+
+
+def installed_argv(kind: str, content: bytes) -> list[str] | None:
+    """The command line an installed service file runs, or None when it cannot be read."""
+    if kind == "launchd":
+        try:
+            argv = plistlib.loads(content).get("ProgramArguments")
+        except Exception:  # not a plist
+            return None
+        return [str(a) for a in argv] if isinstance(argv, list) else None
+    for line in content.decode("utf-8", "replace").splitlines():
+        if line.startswith("ExecStart="):
+            try:
+                return [a.replace("%%", "%").replace("$$", "$") for a in shlex.split(line[len("ExecStart="):])]
+            except ValueError:
+                return None
+    return None
+
+
+def split_argv(argv: list[str]) -> tuple[str, list[str]] | None:
+    """``(interpreter, global flags)`` of a memd service command line, or None when it is not one."""
+    if len(argv) < 4 or argv[-1] != "run" or "memd" not in argv:
+        return None
+    i = argv.index("memd")
+    if i < 2 or argv[i - 1] != "-m":
+        return None
+    return argv[0], argv[i + 1:-1]
+
+
+def same_interpreter(a: str, b: str) -> bool:
+    """Whether two interpreter paths start the same Python with the same packages: ``bin/python`` and
+    ``bin/python3`` of one venv are one interpreter; two venvs over one base Python are not (their
+    links resolve to the same file, so the folder must match too)."""
+    if a == b:
+        return True
+    pa, pb = Path(a), Path(b)
+    if pa.parent != pb.parent:
+        return False
+    try:
+        return pa.resolve() == pb.resolve()
+    except OSError:
+        return False
 
 
 def timeout_stop(stop_timeout_s: float) -> int:
@@ -57,17 +122,70 @@ def timeout_stop(stop_timeout_s: float) -> int:
     return int(stop_timeout_s) + 15
 
 
-def _systemd_quote(arg: str) -> str:
-    if arg and all(c.isalnum() or c in "/._-=:+@" for c in arg):
+def _specifiers(text: str) -> str:
+    """``%`` starts a specifier (``%h`` the home folder) in every unit setting: a literal one is ``%%``."""
+    return text.replace("%", "%%")
+
+
+def _systemd_quote(arg: str, *, command: bool = False) -> str:
+    """One word of a unit setting, quoted where needed; in a command line ``$`` is a variable too."""
+    arg = _specifiers(arg)
+    if command:
+        arg = arg.replace("$", "$$")
+    if arg and all(c.isalnum() or c in "/._-=:+@%$" for c in arg):
         return arg
-    return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    body = arg.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return '"' + body + '"'
+
+
+# Options that need no namespace: seccomp filters and prctl()s an unprivileged user manager can
+# set (NoNewPrivileges= makes them allowed), so they hold on every systemd machine. Not here:
+# MemoryDenyWriteExecute= (libffi closures in ctypes/cffi may need W+X pages), CapabilityBoundingSet=
+# (a user manager cannot drop capabilities it never had; an unprivileged memd has none), ProtectProc=
+# and ProcSubset= (system services only), ProtectClock= (device access lists need a privileged manager).
+BASE_HARDENING = (
+    "NoNewPrivileges=yes",
+    "UMask=0077",  # history and state hold copies of memory: private by default
+    "RestrictSUIDSGID=yes",
+    "LockPersonality=yes",
+    "RestrictRealtime=yes",
+    "RestrictNamespaces=yes",
+    "KeyringMode=private",
+    "SystemCallArchitectures=native",
+    "SystemCallFilter=@system-service",
+    "SystemCallErrorNumber=EPERM",
+    # AF_NETLINK: glibc's getaddrinfo asks the kernel for the addresses in use (HTTPS to the API, git)
+    "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK",
+)
+# Options that need a mount namespace, hence (for a user unit) a user namespace: written only where
+# ``memd service install`` found one can be made (memd.daemon.sandbox). PrivateUsers= is said
+# outright: systemd before 253 does not imply it, and without it these fail to start.
+NAMESPACE_HARDENING = (
+    "PrivateUsers=yes",
+    "PrivateTmp=yes",
+    "PrivateDevices=yes",
+    "PrivateMounts=yes",
+    "ProtectSystem=strict",  # all read-only but the folders below: memd writes only there
+    "ProtectHome=read-only",  # the home folder is read (settings, ~/.gitconfig, ~/.ssh), never written
+    "ProtectKernelTunables=yes",
+    "ProtectKernelModules=yes",
+    "ProtectKernelLogs=yes",
+    "ProtectControlGroups=yes",
+    "ProtectHostname=yes",
+)
 
 
 def systemd_unit(inst: Install) -> str:
     env_lines = "".join(f"Environment={_systemd_quote(f'{k}={v}')}\n" for k, v in sorted(inst.env.items()))
+    hardening = list(BASE_HARDENING)
+    if inst.writable is not None:
+        hardening += NAMESPACE_HARDENING
+        hardening += [f"ReadWritePaths={_systemd_quote('-' + str(p))}" for p in inst.writable]
+    hardening_lines = "".join(line + "\n" for line in hardening)
     # the key file lives where memd's config lives: $XDG_CONFIG_HOME/memd/env when that is moved
     xdg = inst.env.get("XDG_CONFIG_HOME")
-    env_file = _systemd_quote(f"{xdg}/memd/env") if xdg else "%h/.config/memd/env"
+    # WorkingDirectory= and EnvironmentFile= take the rest of the line as it is: no quotes, only specifiers
+    env_file = _specifiers(f"{xdg}/memd/env") if xdg else "%h/.config/memd/env"
     return f"""\
 # {MARKER}
 [Unit]
@@ -77,16 +195,19 @@ After=default.target
 [Service]
 Type=notify
 NotifyAccess=main
-ExecStart={" ".join(_systemd_quote(a) for a in inst.argv)}
+ExecStart={" ".join(_systemd_quote(a, command=True) for a in inst.argv)}
+WorkingDirectory=-{_specifiers(str(inst.log_dir))}
 ExecReload=/bin/kill -HUP $MAINPID
 Restart=on-failure
+# exit 2 is a bad config or usage: a restart cannot fix it (fix it, then `systemctl --user restart memd`)
+RestartPreventExitStatus={EXIT_USAGE}
 RestartSec=10
 WatchdogSec={WATCHDOG_S}
 TimeoutStopSec={timeout_stop(inst.stop_timeout_s)}
 # The API key, if any: ANTHROPIC_API_KEY=... in this file (chmod 600); a missing file is fine.
 EnvironmentFile=-{env_file}
-{env_lines}NoNewPrivileges=yes
-
+{env_lines}# Hardening: `memd service install` writes the namespace options only where they work here.
+{hardening_lines}
 [Install]
 WantedBy=default.target
 """
@@ -102,7 +223,7 @@ def launchd_plist(inst: Install) -> bytes:
         "StandardOutPath": str(inst.log_dir / "launchd.out.log"),
         "StandardErrorPath": str(inst.log_dir / "launchd.err.log"),
         "ExitTimeOut": timeout_stop(inst.stop_timeout_s),
-        "WorkingDirectory": str(inst.home),
+        "WorkingDirectory": str(inst.log_dir),
     }
     if inst.env:
         data["EnvironmentVariables"] = dict(sorted(inst.env.items()))

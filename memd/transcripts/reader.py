@@ -206,6 +206,11 @@ class LineReader:
     def _decode(self, off: int, line: bytes) -> Iterator[tuple[int, dict[str, Any]]]:
         try:
             obj = json.loads(line)
+        except RecursionError:
+            # a record nested past the interpreter's limit (about 1,000 deep): one bad line, not a
+            # failed scan (of every project, on every run)
+            self._bad(off, line, "nested too deep")
+            return
         except ValueError:
             if not line.strip():
                 return

@@ -75,7 +75,7 @@ def _match(line: bytes, needles: Sequence[str], width: int, path: Path) -> Match
 
     try:
         rec = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the interpreter's limit
         return None
     if not isinstance(rec, dict) or rec.get("type") not in ("user", "assistant") or rec.get("isMeta"):
         return None

@@ -144,7 +144,7 @@ def first_cwd(path: Path) -> str | None:
             continue
         try:
             obj = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the interpreter's limit
             continue
         cwd = obj.get("cwd") if isinstance(obj, dict) else None
         if isinstance(cwd, str) and os.path.isabs(cwd):
