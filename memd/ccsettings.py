@@ -165,6 +165,17 @@ def project_memory_dir(claude: str, folder: str, settings: dict[str, Any]) -> st
     return os.path.join(base, folder, "memory")
 
 
+def project_override(claude: str, cwd: str) -> str | None:
+    """``autoMemoryDirectory`` as a session in ``cwd`` takes it from its project's own settings
+    (``<cwd>/.claude/settings.json``, ``settings.local.json``) or the managed ones, when one of those
+    sets it (the user's own is ``user_memory_override``); None otherwise."""
+    settings = merged(claude, cwd)
+    source = settings.get(SOURCES_KEY, {}).get("autoMemoryDirectory")
+    if source is None or source == os.path.join(claude, "settings.json"):
+        return None
+    return settings_memory_dir(settings)
+
+
 def user_memory_override(claude: str) -> str | None:
     """``autoMemoryDirectory`` of the user settings (``<claude>/settings.json``) as Claude Code takes it,
     or None. The hooks guard this one (a project's own settings can move its memory too, but the

@@ -149,9 +149,64 @@ def hook_exec(config_path: str | None = None, executable: tuple[str, list[str]] 
     return command, args
 
 
+def project_memory_folders(claude_dir: Path) -> list[str]:
+    """The memory folders projects move with their own settings (``autoMemoryDirectory`` in a
+    repository's ``.claude/settings.json`` or ``settings.local.json``): each project's working folder is
+    read from its newest transcript, sorted, each once."""
+    from memd import ccsettings, layout
+    from memd.transcripts.sessions import project_cwds
+
+    claude = os.path.abspath(claude_dir)
+    out: set[str] = set()
+    for project in layout.list_projects(Path(claude)):
+        for cwd in project_cwds(project)[:1]:
+            if os.path.isdir(cwd):
+                folder = ccsettings.project_override(claude, cwd)
+                if folder is not None:
+                    out.add(folder)
+    return sorted(out)
+
+
+def rule_folders(claude_dir: Path) -> list[tuple[str, bool]]:
+    """Every folder memd's hooks guard, as ``(folder, per_project)``: ``ccsettings.guarded_folders`` and the
+    folders projects' own settings move memory to (each as written and, where a symlink makes it
+    differ, resolved)."""
+    from memd.ccsettings import guarded_folders
+
+    out = guarded_folders(os.path.abspath(claude_dir))
+    for folder in project_memory_folders(claude_dir):
+        for f in (os.path.normpath(folder), os.path.realpath(folder)):
+            if (f, False) not in out:
+                out.append((f, False))
+    return out
+
+
+def unguarded(claude_dir: Path, rules: list[str] | None) -> list[str]:
+    """The memory folders the installed ``if`` rules (``rules``; None: no rules, every write is seen) do
+    not reach: a project that moved its memory since ``memd hooks install`` ran."""
+    if rules is None:
+        return []
+    have = set(rules)
+    home = os.path.expanduser("~").rstrip(os.sep)
+    out: list[str] = []
+    for folder, per_project in rule_folders(claude_dir):
+        pattern = _rule_pattern(folder, per_project, home)
+        if pattern is not None and any(f"{tool}({pattern})" not in have for tool in IF_TOOLS):
+            out.append(folder)
+    return out
+
+
+def _rule_pattern(folder: str, per_project: bool, home: str) -> str | None:
+    if any(c in _GLOB_CHARS or ord(c) < 32 for c in folder) or folder != folder.strip():
+        return None
+    under_home = bool(home) and folder.startswith(home + os.sep)
+    shown = "~/" + folder[len(home) + 1:] if under_home else "/" + folder  # "/" + "/abs": "//abs"
+    return shown.rstrip("/") + ("/*/memory/**" if per_project else "/**")
+
+
 def if_rules(claude_dir: Path) -> list[str] | None:
     """The ``if`` rules that make Claude Code start memd's tool hooks only for memory files: one per
-    tool and folder memd guards (``ccsettings.guarded_folders``), or None when a folder cannot be
+    tool and folder memd guards (``rule_folders``: projects' own memory folders too), or None when a folder cannot be
     written as a rule (then the tool hooks run for every write, as before ``if`` existed, and memd's
     own path test decides).
 
@@ -160,16 +215,13 @@ def if_rules(claude_dir: Path) -> list[str] | None:
     one path segment and ``**`` any number; matching is on the path as written with ``..`` resolved,
     case-insensitive, and does not follow symlinks (hence the resolved folders too).
     """
-    from memd.ccsettings import guarded_folders
-
     home = os.path.expanduser("~").rstrip(os.sep)
     patterns: list[str] = []
-    for folder, per_project in guarded_folders(os.path.abspath(claude_dir)):
-        if any(c in _GLOB_CHARS or ord(c) < 32 for c in folder) or folder != folder.strip():
+    for folder, per_project in rule_folders(claude_dir):
+        pattern = _rule_pattern(folder, per_project, home)
+        if pattern is None:
             return None
-        under_home = bool(home) and folder.startswith(home + os.sep)
-        shown = "~/" + folder[len(home) + 1:] if under_home else "/" + folder  # "/" + "/abs": "//abs"
-        patterns.append(shown.rstrip("/") + ("/*/memory/**" if per_project else "/**"))
+        patterns.append(pattern)
     return [f"{tool}({p})" for tool in IF_TOOLS for p in patterns]
 
 

@@ -102,3 +102,49 @@ def test_the_hooks_measure_with_the_sessions_version(tmp_path: Path) -> None:
         assert refdefs_for(text, {"transcript_path": str(t)}, cfg) is keep
     assert refdefs_for(text, {}, cfg) is True  # unknown: the newest behaviour
     assert refdefs_for("- [A](a.md)\n", {"transcript_path": str(tmp_path / "2.1.328.jsonl")}, cfg) is True
+
+
+# --------------------------------------------------------------------------- item 1: moved by a project's settings
+
+AWS_KEY = "AKIA" + "Q3EXAMPLEZ7Y4BQW"  # built at run time: no secret-shaped literal in the repo
+
+
+def _moved_project(tmp_path: Path, claude: Path, name: str = "settings.json") -> tuple[Path, Path]:
+    moved = tmp_path / "team-notes"
+    moved.mkdir(parents=True)
+    repo = _repo(tmp_path / name, {"autoMemoryDirectory": str(moved)}, name)
+    _project_with_session(claude, repo)
+    return repo, moved
+
+
+def test_the_hook_guards_a_memory_folder_moved_by_project_settings(tmp_path: Path, claude_home: Path) -> None:
+    from tests.plugins.hooks import run_hook
+
+    for name in ("settings.json", "settings.local.json"):
+        repo, moved = _moved_project(tmp_path / name, claude_home, name)
+        content = f"---\nname: k\ndescription: k\ntype: reference\n---\nthe deploy key is {AWS_KEY}\n"
+        ev = {"session_id": "s", "transcript_path": str(tmp_path / "x.jsonl"), "cwd": str(repo),
+              "permission_mode": "default", "hook_event_name": "PreToolUse", "tool_name": "Write",
+              "tool_input": {"file_path": str(moved / "aws.md"), "content": content}, "tool_use_id": "t"}
+        run = run_hook(ev)
+        assert run.rc == 0, run.err
+        assert run.answer["hookSpecificOutput"]["permissionDecision"] == "deny", run.out
+        # the same write from a session of another folder is no memory write of this project
+        other = dict(ev, cwd=str(tmp_path))
+        assert run_hook(other).out.strip() in ("", "{}")
+
+
+def test_hooks_install_covers_it_and_status_names_a_folder_the_rules_miss(tmp_path: Path, claude_home: Path,
+                                                                          memd_cli: Cli) -> None:
+    from memd import settings_merge as sm
+
+    assert memd_cli("hooks", "install").returncode == 0
+    _repo_dir, moved = _moved_project(tmp_path, claude_home)  # moved after the install
+    out = memd_cli("hooks", "status")
+    assert out.returncode == 1
+    assert f"not guarded: the memory folder {moved}" in out.stdout, out.stdout
+    assert memd_cli("hooks", "install").returncode == 0
+    rules = [r.rule for r in sm.installed(json.loads((claude_home / "settings.json").read_text()))]
+    assert any(r and str(moved).lstrip("/") in r for r in rules), rules
+    out = memd_cli("hooks", "status")
+    assert out.returncode == 0 and "not guarded" not in out.stdout, out.stdout

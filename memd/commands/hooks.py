@@ -146,6 +146,9 @@ def _status(args: argparse.Namespace, ctx: Context, path: Path, want: Any) -> in
             "installed": [{"event": r.event, "matcher": r.matcher, "command": r.command, "args": r.args,
                            "if": r.rule, "timeout": r.timeout, "onFailure": r.on_failure} for r in rows],
             "missing": missing, "problems": problems, "console_script": by_script,
+            "unguarded": sm.unguarded(ctx.claude_dir, None if any(r.rule is None for r in rows
+                                                                   if r.event in sm.TOOL_EVENTS)
+                                      else [r.rule for r in rows if r.event in sm.TOOL_EVENTS and r.rule]),
             "expected": {"command": want.command, "args": want.args, "if": want.rules},
             "recall_enabled": ctx.config.hooks.recall,
         }, indent=2))
@@ -160,6 +163,11 @@ def _status(args: argparse.Namespace, ctx: Context, path: Path, want: Any) -> in
         print(f"missing: {', '.join(missing)}")
     if not current:
         print("not the current set for this memd and these memory folders: run `memd hooks install` to update them")
+    tool_rules = [r.rule for r in rows if r.event in sm.TOOL_EVENTS]
+    for folder in sm.unguarded(ctx.claude_dir, None if any(r is None for r in tool_rules) else
+                               [r for r in tool_rules if r is not None]):
+        print(f"not guarded: the memory folder {folder} is reached by no installed rule (a project's settings "
+              "moved its memory there): run `memd hooks install`")
     if by_script:
         print("they start through the memd-hook script; `memd hooks install` writes the lean start "
               "(this venv's python -I -S), which starts faster, for a Claude Code that passes `args`")

@@ -217,9 +217,15 @@ class HookContext:
 
     # ------------------------------------------------------------------ memory folders
 
-    def may_be_memory(self, path: str) -> bool:
-        """Cheap filter: False only when path cannot be inside any memory folder."""
+    def may_be_memory(self, path: str, cwd: str | None = None) -> bool:
+        """Cheap filter: False only when path cannot be inside any memory folder (the session's ``cwd``:
+        its project's settings may move its memory anywhere)."""
         if _has_memory_parts(_split(path)):
+            return True
+        if os.environ.get("CLAUDE_COWORK_MEMORY_PATH_OVERRIDE") or os.environ.get("CLAUDE_CODE_REMOTE_MEMORY_DIR"):
+            return True  # the environment moves memory (memd.ccsettings): memory_folder decides
+        if cwd and any(b"autoMemoryDirectory" in (_read_small(os.path.join(cwd, ".claude", n)) or b"")
+                       for n in ("settings.json", "settings.local.json")):
             return True
         try:
             real = os.path.realpath(path)
@@ -233,11 +239,16 @@ class HookContext:
         settings = _read_small(os.path.join(claude, "settings.json"))
         return settings is not None and b"autoMemoryDirectory" in settings
 
-    def memory_folder(self, path: str) -> MemoryTarget | None:
-        """The memory folder path lies in (under projects/<x>/memory/ or autoMemoryDirectory), exactly."""
-        from memd.ccsettings import guarded_folders  # os and json only, like this module
+    def memory_folder(self, path: str, cwd: str | None = None) -> MemoryTarget | None:
+        """The memory folder path lies in (under projects/<x>/memory/, autoMemoryDirectory of any settings
+        scope of the session in ``cwd``, or the environment's overrides), exactly."""
+        from memd.ccsettings import guarded_folders, project_override  # os and json only, like this module
 
-        folders = guarded_folders(self.claude_dir())
+        claude = self.claude_dir()
+        folders = guarded_folders(claude)
+        own = project_override(claude, cwd) if cwd else None
+        if own is not None:
+            folders = [(own, False), *folders]
         candidates = [path]
         try:
             real = os.path.realpath(path)

@@ -32,9 +32,10 @@ def target_of(event: dict[str, Any], hc: HookContext) -> MemoryTarget | None:
         return None
     cwd = event.get("cwd")
     path = absolute(file_path, cwd if isinstance(cwd, str) and cwd else None)
-    if not hc.may_be_memory(path):
+    here = cwd if isinstance(cwd, str) and cwd else None
+    if not hc.may_be_memory(path, here):
         return None
-    return hc.memory_folder(path)
+    return hc.memory_folder(path, here)
 
 
 def new_texts(tool_name: str, tool_input: dict[str, Any]) -> list[str]:

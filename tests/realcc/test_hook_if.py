@@ -173,3 +173,25 @@ def test_the_installed_lean_start_guards_memory_as_written(sandbox: Sandbox) -> 
     sent = json.dumps([m for r in st.main for m in r.body["messages"]])
     assert "memd blocked this memory write" in sent  # the guard's denial, as the tool result
     assert "has no description or type in its frontmatter" in sent  # the PostToolUse note
+
+
+def test_a_memory_folder_moved_by_project_settings_is_guarded(sandbox: Sandbox) -> None:
+    """Issue 23 #1: a project's own `.claude/settings.json` moves its memory; after a session there,
+    `memd hooks install` covers that folder, and a secret the real CLI writes into it is denied."""
+    moved = sandbox.base / "team-notes"
+    moved.mkdir()
+    (sandbox.repo / ".claude").mkdir()
+    (sandbox.repo / ".claude" / "settings.json").write_text(json.dumps({"autoMemoryDirectory": str(moved)}))
+    assert sandbox.run("a first session here").rc == 0  # its transcript names the working folder
+    done = memd(sandbox, "hooks", "install")
+    assert done.returncode == 0, done.stderr
+    assert f"Write(/{moved}/**)" in json.dumps(sandbox.settings()), sandbox.settings()
+    target = moved / "token.md"
+    st = sandbox.stub
+    st.turns(st.message(st.tool_use("Write", {"file_path": str(target), "content": f"the token: {TOKEN}\n"})),
+             st.message(st.text("done.")))
+    run = sandbox.run("remember the token", args=("--permission-mode", "acceptEdits"))
+    assert run.rc == 0, run.stderr[-2000:]
+    assert not target.exists()
+    assert "memd blocked this memory write" in json.dumps([m for r in st.main for m in r.body["messages"]])
+    assert memd(sandbox, "hooks", "status").returncode == 0
