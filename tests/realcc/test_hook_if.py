@@ -26,7 +26,21 @@ from memd import settings_merge as sm
 from tests.realcc.cli import Sandbox
 from tests.realcc.test_client import TOKEN, memd
 
-START = Path(sm.__file__).parent / "hooks" / "start.py"
+
+def _installed_start() -> Path:
+    """The hooks' start file of the memd this interpreter has installed (as `memd hooks install` finds
+    it, in an isolated interpreter): the tree's in an editable install, site-packages' in a regular one,
+    whatever the tests themselves import."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-I", "-c", "import memd, os; print(os.path.dirname(memd.__file__))"],
+                         capture_output=True, text=True, timeout=60, check=False, cwd="/")
+    pkg = out.stdout.strip()
+    base = Path(pkg) if out.returncode == 0 and pkg else Path(sm.__file__).parent
+    return base / "hooks" / "start.py"
+
+
+START = _installed_start()
 LEAN = [sys.executable, "-I", "-S", str(START)]  # what `memd hooks install` writes for this venv
 
 
