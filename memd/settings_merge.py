@@ -461,6 +461,25 @@ def install(path: Path, state_dir: Path, want: Wanted, events: list[str] | None 
     return Change(True, bak, before, installed(new), loaded.path)
 
 
+def refresh_rules(claude_dir: Path, state_dir: Path, path: Path | None = None) -> Change | None:
+    """Keep installed hooks' ``if`` rules reaching every memory folder: when memd's tool hooks are
+    installed with rules and a memory folder is reached by none (a project moved its memory since the
+    install), install them again with the same start (command and arguments as installed) and the
+    rules for every folder. None when there is nothing to do (no memd hooks, no rules, all reached)."""
+    target = path or settings_path(claude_dir)
+    loaded = load(target)
+    rows = [r for r in installed(loaded.data) if r.event in TOOL_EVENTS]
+    if not rows or any(r.rule is None or r.args is None for r in rows):
+        return None
+    if not unguarded(claude_dir, [r.rule for r in rows if r.rule]):
+        return None
+    rules = if_rules(claude_dir)
+    if rules is None:
+        return None
+    events = sorted({r.event for r in installed(loaded.data)}, key=list(EVENTS).index)
+    return install(target, state_dir, Wanted(rows[0].command, list(rows[0].args or []), rules), events)
+
+
 def uninstall(path: Path, state_dir: Path) -> Change:
     loaded = load(path)
     before = installed(loaded.data)

@@ -148,3 +148,35 @@ def test_hooks_install_covers_it_and_status_names_a_folder_the_rules_miss(tmp_pa
     assert any(r and str(moved).lstrip("/") in r for r in rules), rules
     out = memd_cli("hooks", "status")
     assert out.returncode == 0 and "not guarded" not in out.stdout, out.stdout
+
+
+def test_refresh_rules_keeps_the_installed_start_and_adds_the_moved_folder(tmp_path: Path, claude_home: Path,
+                                                                           memd_cli: Cli) -> None:
+    from memd import settings_merge as sm
+
+    assert memd_cli("hooks", "install").returncode == 0
+    before = sm.installed(json.loads((claude_home / "settings.json").read_text()))
+    state = tmp_path / "state"
+    assert sm.refresh_rules(claude_home, state) is None  # every folder reached: nothing to do
+    _repo_dir, moved = _moved_project(tmp_path, claude_home)
+    change = sm.refresh_rules(claude_home, state)
+    assert change is not None and change.changed
+    after = sm.installed(json.loads((claude_home / "settings.json").read_text()))
+    assert {(r.command, tuple(r.args or [])) for r in after} == {(r.command, tuple(r.args or [])) for r in before}
+    assert any(r.rule and str(moved).lstrip("/") in r.rule for r in after)
+    assert sm.refresh_rules(claude_home, state) is None
+    assert memd_cli("hooks", "status").returncode == 0
+
+
+def test_the_daemon_keeps_the_rules_current(tmp_path: Path, run_daemon: Callable[..., object]) -> None:
+    d: object = run_daemon(start=False)
+    from typing import Any
+
+    dp: Any = d
+    assert dp.memd("hooks", "install").returncode == 0
+    _repo_dir, moved = _moved_project(tmp_path, dp.claude)
+    dp.start()
+    ev = dp.wait_for("hooks.rules_updated")
+    assert ev["rules"] > 2
+    assert str(moved).lstrip("/") in (dp.claude / "settings.json").read_text()
+    assert dp.stop() == 0

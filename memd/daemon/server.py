@@ -57,6 +57,7 @@ HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.
 HEARTBEAT_S = 30.0
 ROOT_POLL_S = 2.0
 RELIEF_CHECK_S = 10.0  # only while a relief waits for a project to go idle
+RULES_INTERVAL_S = 1800.0  # the hooks' `if` rules checked against moved memory folders at most this often
 
 
 @dataclass
@@ -103,6 +104,7 @@ class Daemon:
         self._wall_mono = (self.clock.time(), self.clock.monotonic())
         self._next_beat = 0.0
         self._next_reconcile = 0.0
+        self._next_rules = 0.0  # the hooks' `if` rules checked against projects' moved memory folders
         self._next_ping = 0.0
         self._next_root_poll = 0.0
         self._next_relief = 0.0
@@ -488,9 +490,26 @@ class Daemon:
                     self.log.warning("budget.check_failed", project=project.name, error=type(e).__name__)
         for gone in set(self.sigs) - seen:
             self.sigs.pop(gone, None)
+        if t0 >= self._next_rules:
+            self._refresh_hook_rules(t0)
         self.log.debug("watch.reconcile", projects=len(seen), checked=checked,
                        duration_s=round(self.clock.monotonic() - t0, 3))
         return [p.name for p in projects]
+
+    def _refresh_hook_rules(self, now: float) -> None:
+        """A project that moved its memory with its own settings after `memd hooks install` is guarded
+        from the next reconcile on (``settings_merge.refresh_rules``; at most every 30 minutes)."""
+        from memd import settings_merge
+
+        self._next_rules = now + RULES_INTERVAL_S
+        try:
+            change = settings_merge.refresh_rules(self.claude_dir, self.state_dir)
+        except Exception as e:  # a settings.json memd cannot read or write: said, never fatal
+            self.log.warning("hooks.rules_refresh_failed", error=f"{type(e).__name__}: {e}"[:300])
+            return
+        if change is not None and change.changed:
+            self.log.info("hooks.rules_updated", settings=str(change.path), backup=str(change.backup or ""),
+                          rules=len([r for r in change.after if r.rule]))
 
     def _check_relief(self) -> None:
         from memd.jobs.gates import has_active_session
