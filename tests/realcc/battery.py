@@ -114,6 +114,8 @@ CASES: dict[str, Case] = {
     "refdefs-later-in-list-and-paragraph": Case(entries(1) + "  [r0]: https://x.example/0\n\ntext\n"
                                                 "[r1]: https://x.example/1\n\n[r2]: <https://x.example/2> 'x'\n"
                                                 "<!-- c -->\n" + entries(1, start=2)),
+    # issue 23 #2: entries between two leading "---" lines are read as frontmatter and never load
+    "dashes-pair-hides-entries": Case("---\n" + entries(2) + "---\n" + entries(2, start=3)),
     # the issue's case: a comment and ten definitions at the top of a 205-line index (2.1.328: none hidden)
     "refdefs-push-past-200": Case("<!-- links -->\n" + "".join(f"[l{i}]: https://x.example/{i}\n" for i in range(10))
                                   + entries(194)),

@@ -160,3 +160,17 @@ def test_warning_shapes(blocks: dict[str, str | None], cid: str, pattern: str) -
     warning = _split(blocks[cid] or "")[1]
     assert warning is not None and re.match(pattern, warning), warning
     assert warning.endswith(" Keep index entries to one line under ~200 chars; move detail into topic files.")
+
+
+def test_memd_names_the_entries_a_leading_dashes_pair_hides(blocks: dict[str, str | None]) -> None:
+    """Issue 23 #2: what Claude Code leaves out between two leading '---' lines is what MEM081 names."""
+    from memd.core.files import FolderSnapshot
+    from memd.core.lint import lint
+
+    text = CASES["dashes-pair-hides-entries"].text
+    block = blocks["dashes-pair-hides-entries"] or ""
+    absent = [ln for ln in text.splitlines() if ln.startswith("- [") and ln not in block.split("\n")]
+    assert absent == ["- [Note 1](note_1.md) — hook 1", "- [Note 2](note_2.md) — hook 2"], block
+    (f,) = [f for f in lint(FolderSnapshot.from_texts({"MEMORY.md": text})) if f.code == "MEM081"]
+    assert "'Note 1', 'Note 2'" in f.message
+
