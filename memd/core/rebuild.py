@@ -289,18 +289,17 @@ def own_words(hook: str, linked: TopicInfo | None, topics: Mapping[str, TopicInf
     rest = " ".join(rest.split()).strip(" ;,.:—–-|/…")  # a hook cut with "…" is judged by what it kept
     if not any(ch.isalnum() for ch in rest):
         return ""
-    folded = _fold(rest)
     for t in topics.values():
         for said in (t.description, t.name):
-            if said and folded in _fold(said):
+            if said and _has_words(said, rest):  # whole words, as the guard judges: "a" is not in "abc"
                 return ""
     return rest
 
 
 def _derived(e: index.Entry, linked: TopicInfo | None) -> bool:
     """The entry's hook says nothing its linked file's description does not: cutting it loses no word."""
-    hook = _fold(e.hook)
-    return bool(linked is not None and linked.description and hook and hook in _fold(linked.description))
+    hook = " ".join(e.hook.split())
+    return bool(linked is not None and linked.description and hook and _has_words(linked.description, hook))
 
 
 def plain_line(e: index.Entry) -> str:
