@@ -18,6 +18,7 @@ import random
 import string
 
 from memd.record import Record
+from tests.test_secrets import BENIGN
 from tests.test_secrets import CORPUS as SHAPES
 
 _rng = random.Random(20261201)
@@ -156,3 +157,7 @@ def _cases() -> list[Case]:
 
 
 CORPUS: list[Case] = _cases()
+
+
+# Harmless text that looks like a secret: the guard must let memory hold it.
+LOOKALIKES: list[str] = list(BENIGN)
