@@ -98,6 +98,7 @@ TABLE: dict[str, str] = {
     "memd/hooks/context:HookContext.claude_dir_fast.m": "_CLAUDE_DIR: fullmatch of one config line",
     "memd/hooks/context:HookContext.recall_may_be_on": "_RECALL_FALSE: fullmatch of one config line",
     "memd/hooks/context:HookContext.recall_may_be_on.lines": "_RECALL_OTHER: fullmatch of one config line",
+    "memd/hooks/tool_use:oversized_event": "_RAW_KEY: one of four keys after [{,] and blanks, a bounded string",
     "memd/hooks/tool_use:transcript_version.found": "_VERSION: fixed key, bounded digits",
     "memd/hooks/tool_use:transcript_version.found#2": "_VERSION: fixed key, bounded digits",
     "memd/recall:_SAFE_ID": "anchored, bounded",
