@@ -161,6 +161,10 @@ class HooksConfig(Record):
         "hidden entries: 'auto' decides from the session's Claude Code version (2.1.210 and later), 'yes' or "
         "'no' forces it.", choices=("auto", "yes", "no"))
     team_pii: bool = key(True, "In team/ memory also deny personal data (e-mail addresses, phone numbers).")
+    guard_max_chars: int = key(
+        1_000_000, "Largest memory write (characters of new text, or of the edited file) the PreToolUse guard "
+        "checks; a larger one is denied with the reason, never let through unchecked. The default is checked in "
+        "about 1-2 s even when dense with secrets, well within the hook's 10 s.", min=10_000)
     recall: bool = key(False, "UserPromptSubmit recall: select relevant memories with the model (opt-in).")
     recall_max_files: int = key(5, "Memories recall injects per prompt.", min=1, max=20)
     recall_file_bytes: int = key(4096, "Bytes of each recalled file.", min=256)

@@ -57,7 +57,11 @@ HOOK_SCRIPT = "memd-hook"
 LEAN_FLAGS = ("-I", "-S")
 START_FILE = "memd/hooks/start.py"  # relative to the folder that holds the memd package
 BACKUPS_KEPT = 20
-_MEMD_COMMAND = re.compile(r"(?:^|[\s/\\\"'])memd(?:\.exe)?[\"']?\s+(?:.*\s)?hook(?:\s|$)|-m\s+memd\s+hook(?:\s|$)"
+# "memd ... hook" (the word hook later on memd's line) is read by ``_memd_then_hook``: the pattern
+# `memd\s+(?:.*\s)?hook` scanned the rest of the line from every "memd" (40 KB: 21 s)
+_MEMD_WORD = re.compile(r"(?:^|(?<=[\s/\\\"']))memd(?:\.exe)?[\"']?(?=\s)")
+_HOOK_WORD = re.compile(r"\shook(?=\s|\Z)")
+_MEMD_COMMAND = re.compile(r"-m\s+memd\s+hook(?:\s|$)"
                            r"|(?:^|[\s/\\\"'])memd-hook(?:\.exe)?[\"']?(?:\s|$)"
                            r"|[/\\]memd[/\\]hooks[/\\]start\.py[\"']?(?:\s|$)")
 # Characters a gitignore-style rule would read as a pattern. Claude Code 2.1.328 matched neither the raw
@@ -71,7 +75,33 @@ class SettingsError(MemdError):
 
 def is_memd_command(command: object) -> bool:
     """A shell-form command (a string) that runs ``memd hook`` or ``memd-hook``."""
-    return isinstance(command, str) and bool(_MEMD_COMMAND.search(command))
+    return isinstance(command, str) and (_MEMD_COMMAND.search(command) is not None or _memd_then_hook(command))
+
+
+def _memd_then_hook(command: str) -> bool:
+    """Whether a word memd is followed by blanks and, on the line they end on, a word hook (what
+    ``memd\\s+(?:.*\\s)?hook(?:\\s|$)`` says), in one pass: every "hook" is found once, and each memd
+    looks up the first one after it."""
+    from bisect import bisect_left
+
+    hooks = [m.start() for m in _HOOK_WORD.finditer(command)]  # where the blank before a hook is
+    if not hooks:
+        return False
+    newline = -1
+    for m in _MEMD_WORD.finditer(command):
+        k = m.end()
+        while k < len(command) and command[k].isspace():
+            k += 1  # the blanks after memd (newlines too)
+        i = bisect_left(hooks, k - 1)
+        if i == len(hooks):
+            return False
+        if newline < k:
+            newline = command.find("\n", k)
+            if newline < 0:
+                newline = len(command)
+        if hooks[i] <= newline:  # the blank before hook ends memd's line at the latest
+            return True
+    return False
 
 
 def is_memd_hook(hook: object) -> bool:

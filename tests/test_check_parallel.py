@@ -48,7 +48,7 @@ def make(root: Path, n: int) -> list[Project]:
         (mem / "MEMORY.md").write_text(f"# Memory {i}\n\n{links}")
         body = f"body {i}\n"
         if i % 5 == 0:
-            body += "the key is AKIA" + "IOSFODNN7EXAMPLE\n"
+            body += "the key is AKIA" + "Q3ZZMPLEZ7Y4BQWA\n"  # (AWS's docs key ...EXAMPLE is no secret)
         if i % 7 == 0:
             body += "We changed it yesterday.\n"
         (mem / "a.md").write_text(f"---\nname: a{i}\ndescription: d\ntype: user\n---\n{body}")

@@ -29,6 +29,7 @@ TABLE: dict[str, str] = {
     "memd/core/fastscan:_QUANT_RX": "one token at a given position of a rule's source",
     "memd/core/fastscan:_SPECIAL_RUN": "possessive run from a capital or digit to its run's end, then an optional "
                                        "lookahead of one possessive run: each match consumes its run",
+    "memd/core/fastscan:_PREFIX_SPLIT": "fixed prefixes then one blank",
     "memd/core/fastscan:_PIECE_SIGN": "a digit, or two characters",
     "memd/core/fastscan:_DIGIT": "one character class",
     "memd/core/fastscan:_B64ISH": "one character class run (on words of 16+ characters)",
@@ -100,6 +101,9 @@ TABLE: dict[str, str] = {
     "memd/core/secret_views:_split_tokens": "_PIECE: from a run's start (lookbehind): a lazy look within the run, "
                                             "then the whole run possessively",
     "memd/core/secret_views:_joined": "_DIGIT: one character class",
+    "memd/core/secret_views:unescape": "_ESCAPE: two fixed escapes",
+    "memd/core/secret_views:_prefix_split": "_PREFIX_SPLIT: fixed prefixes, then bounded blanks (one line break)",
+    "memd/core/secret_views:_prefix_split.body_rx": "_KEY_BODY: one bounded run, matched once at a position",
     "memd/hooks/context:HookContext.claude_dir_fast.m": "_CLAUDE_DIR: fullmatch of one config line",
     "memd/hooks/context:HookContext.recall_may_be_on": "_RECALL_FALSE: fullmatch of one config line",
     "memd/hooks/context:HookContext.recall_may_be_on.lines": "_RECALL_OTHER: fullmatch of one config line",
@@ -108,6 +112,7 @@ TABLE: dict[str, str] = {
     "memd/ccsettings:sanitize.name": "_NON_ALNUM: one character class",
     "memd/ccsettings:transcript_version.found": "_VERSION: fixed key, bounded digits",
     "memd/ccsettings:transcript_version.found#2": "_VERSION: fixed key, bounded digits",
+    "memd/hooks/tool_use:oversized_event": "_RAW_KEY: one of four keys after [{,] and blanks, a bounded string",
     "memd/recall:_SAFE_ID": "anchored, bounded",
     "memd/transcripts/render:_BASE64": "a run from its start (lookbehind), then padding",
 }

@@ -1,7 +1,9 @@
-"""The secrets corpus (tests/secret_corpus.py: 100+ shapes, every evasion of issue 12) is caught the
-same way everywhere a secret could reach memory or the API: the PreToolUse hook denies the write, the
-memory tool refuses it, and redaction of what is sent leaves none of it; and nothing is flagged in
-real memory folders or in the clean fixtures."""
+"""The secrets corpus (tests/secret_corpus.py: 300 shapes, every evasion of issues 12 and 22) is caught
+the same way everywhere a secret could reach memory or the API: the PreToolUse hook denies the write,
+the memory tool refuses it, and redaction of what is sent leaves none of it (a tool result cut at 400
+characters too); and nothing is flagged in real memory folders, the clean fixtures or the 69
+look-alikes (docs example keys, placeholders, environment references, labelled hashes, memory about
+handling secrets)."""
 
 from __future__ import annotations
 
@@ -18,18 +20,61 @@ from memd.hooks.tool_use import pre_tool_use
 from memd.llm.memtool import Limits, StagedMemory
 from memd.transcripts.render import redact_sent
 from tests.conftest import ROOT
-from tests.secret_corpus import CORPUS, Case
+from tests.secret_corpus import CORPUS, KEYS, LOOKALIKES, Case
 from tests.test_secrets import BENIGN
 
 EVASIONS = ("fullwidth", "zero-width space", "split by a space", "base64", "lower case", "bare",
             "password in prose", "without BEGIN")
 
 
-def test_the_corpus_has_100_shapes_and_every_evasion() -> None:
-    assert len(CORPUS) >= 100
+VARIANTS = ("prose", "code fence", "table cell", "frontmatter", "JSON", "split", "escape")
+
+
+def test_the_corpus_has_200_shapes_every_evasion_and_60_lookalikes() -> None:
+    assert len(CORPUS) >= 200
     assert len({c.name for c in CORPUS}) == len(CORPUS)
-    for evasion in EVASIONS:
+    for evasion in EVASIONS + VARIANTS:
         assert any(evasion in c.name for c in CORPUS), evasion
+    assert len(set(LOOKALIKES)) >= 60
+
+
+def test_every_candidate_on_a_line_is_judged() -> None:
+    """A password after another secret word on its line (issue 22: the first match took the rest of the line)."""
+    pw = "hq" + "73KLzw" + "p41"
+    for line in (f"token: see the vault; password is {pw}", f"the api key lives in 1Password and the secret is {pw}",
+                 f"secret rotation monthly, token expiry weekly, root password {pw}"):
+        assert pw not in secrets.redact(line), line
+
+
+def test_the_hook_allows_the_lookalikes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    memory = tmp_path / "claude" / "projects" / "-home-dev-app" / "memory"
+    hc = HookContext(claude_dir=str(tmp_path / "claude"))
+    hc._config = Config()
+    denied = []
+    for i, text in enumerate(LOOKALIKES):
+        ev = {"hook_event_name": "PreToolUse", "tool_name": "Write", "cwd": "/",
+              "tool_input": {"file_path": str(memory / f"l{i}.md"), "content": f"---\nname: l\n---\n{text}\n"}}
+        if pre_tool_use(ev, hc) is not None:
+            denied.append(text)
+        assert secrets.scan_all(text) == secrets.scan(text)
+        assert redact_sent(text) == (text, {}) or text in denied, text
+    assert len(denied) <= 1, denied  # the issue's bar; none today
+
+
+@pytest.mark.parametrize(("kind", "key"), KEYS, ids=[k for k, _ in KEYS])
+def test_a_tool_result_cut_at_400_characters_keeps_no_first_part(kind: str, key: str) -> None:
+    """What the renderer sends of a long tool result is its first 400 characters and "[…N more chars]":
+    a key cut there is still redacted, from its first 16 characters on."""
+    from memd.transcripts.render import _cut
+
+    for kept in (16, 24, len(key) // 2, len(key) - 1):
+        filler = ("a " * 400)[:399 - kept] + " "
+        text = filler + key + " and the rest of the output" * 20
+        shown = _cut(text, 400)
+        assert shown.startswith(filler + key[:kept]) and "more chars]" in shown
+        sent, counts = redact_sent(shown)
+        assert key[:kept] not in sent and counts, (kept, sent[-80:])
 
 
 @pytest.mark.parametrize("case", CORPUS, ids=[c.name for c in CORPUS])

@@ -345,14 +345,34 @@ def pattern_key(pattern: str) -> int:
 # scans a memory write several ms. A rule missing here (added or edited since) is parsed at run time, so a
 # stale table costs time, never a finding; tests/test_hook_fastpaths.py holds it current.
 FACTS: dict[int, tuple[int, int, FactNeedles | None]] = {
-    2138301760676249021: (0, 10, (('-----BEGIN ',), ('PRIVATE KEY',), ('-----',))),
+    53761190435648192: (0, 10, (('-----BEGIN ',), ('PRIVATE KEY',), ('-----',))),
     1000210776214332003: (0, 8, (('PRIVATE KEY',), ('-----END ',), ('-----',))),
     776168020569481148: (0,
                          16,
-                         (('ABIA', 'ACCA', 'AGPA', 'AIDA', 'AIPA', 'AKIA', 'ANPA', 'ANVA', 'APKA', 'AROA', 'ASIA'),)),
+                         (('ABIA',
+                           'ACCA',
+                           'AGPA',
+                           'AIDA',
+                           'AIPA',
+                           'AKIA',
+                           'ANPA',
+                           'ANVA',
+                           'APKA',
+                           'AROA',
+                           'ASIA'),)),
     1157389629944841414: (2,
                           16,
-                          (('abia', 'acca', 'agpa', 'aida', 'aipa', 'akia', 'anpa', 'anva', 'apka', 'aroa', 'asia'),)),
+                          (('abia',
+                            'acca',
+                            'agpa',
+                            'aida',
+                            'aipa',
+                            'akia',
+                            'anpa',
+                            'anva',
+                            'apka',
+                            'aroa',
+                            'asia'),)),
     2048231116858698819: (2, 40, (('secret',), ('aws',), ('key',))),
     2263828889426311659: (0, 23, (('sk-ant-admin', 'sk-ant-api', 'sk-ant-oat'),)),
     1161035125979210192: (0, 48, (('T3BlbkFJ',), ('sk-',))),
@@ -417,7 +437,8 @@ FACTS: dict[int, tuple[int, int, FactNeedles | None]] = {
     2104088986679578633: (2, 40, (('client-key-data:',),)),
     633437586763277046: (0, 18, (('"auth"',), ('"',))),
     2005610958926042838: (2, 16, (('authorization',), ('basic', 'bearer', 'token'))),
-    1450302120062611818: (0, 7, (('://',), ('@',))),
+    1686694629712518429: (0, 6, (('://',), ('@',))),
+    1118829231944691309: (2, 4, (('passwd=', 'password=', 'pwd='),)),
     1114945483471724315: (10, 8, (('password',), ('machine',), ('login',))),
     852829963129434729: (8, 6, (('=',),)),
     1717142605031158326: (2,
@@ -432,6 +453,46 @@ FACTS: dict[int, tuple[int, int, FactNeedles | None]] = {
                             'private',
                             'refresh',
                             'secret'),)),
+    682783767135920587: (2, 20, (('_auth',), ('=',))),
+    2013026575163553310: (0, 68, (('pypi-AgE',),)),
+    1285739847505242607: (0, 55, (('.com/api/webhooks/',), ('https://',), ('discord',))),
+    992184980480771485: (0,
+                         24,
+                         (('/',), ('https://hooks.slack.com/triggers/T', 'https://hooks.slack.com/workflows/T'))),
+    2232857354012535768: (2, 123, (('.webhook.office.com/webhookb2/',), ('/incomingwebhook/',), ('https://',))),
+    661509774554180786: (2, 53, (('.logic.azure.com',), ('/workflows/',), ('https://',))),
+    1907193965190540321: (0, 5, (('mysql',), (' -p',))),
+    258360395385373743: (0, 4, (('--api-key=', '--pass=', '--passwd=', '--password=', '--secret=', '--token='),)),
+    256588818485932160: (0, 6, (('--api-key', '--passwd', '--password', '--token'),)),
+    2107080580211311477: (0, 3, (('--user', '-u'),)),
+    848215401602584211: (0, 7, (('sshpass',), ('-p',))),
+    2096698394437966123: (0, 4, (('MYSQL_PWD=', 'PGPASSWORD=', 'REDISCLI_AUTH=', 'SSHPASS='),)),
+    1093394996408107474: (2, 1, (('api', 'passphrase', 'passwd', 'password', 'pwd', 'secret', 'token'), ('"', "'"))),
+    646060386060384733: (10, 0, None),
+    686443911406919027: (0, 0, (('ABIA', 'ACCA', 'AKIA', 'ASIA'),)),
+    1449837485212941021: (0, 17, (('ABIA', 'ACCA', 'AKIA', 'ASIA'),)),
+    1961679997698415275: (0,
+                          0,
+                          (('AIza',
+                            'AKIA',
+                            'ASIA',
+                            'SG.',
+                            'dop_v1_',
+                            'eyJ',
+                            'gh',
+                            'github_pat_',
+                            'glpat-',
+                            'gsk_',
+                            'hf_',
+                            'npm_',
+                            'pypi-AgE',
+                            'rk_live_',
+                            'shpat_',
+                            'sk-ant-',
+                            'sk-proj-',
+                            'sk_live_',
+                            'whsec_',
+                            'xox'),)),
     1393708498392169953: (0, 6, (('@',),)),
     81326263324473928: (0, 3, None),
 }
@@ -608,6 +669,10 @@ _DIGIT = re.compile(r"\d")
 _B64ISH = re.compile(r"[A-Za-z0-9+/_\-]{16,}")
 _UPPER_OR_DIGIT = re.compile(r"[A-Z0-9]")
 _LOWER = re.compile(r"[a-z]")
+# a prefix of secret_views._PREFIX_SPLIT then a blank (a wider look than that pattern: it errs to yes)
+_PREFIX_SPLIT = re.compile(r"\b(?:gh[pousr]_|github_pat_|glpat-|xox[abposr]-|sk-|sk_live_|rk_live_|npm_|hf_|AIza|"
+                           r"AKIA|ASIA|pypi-|SG\.|dop_v1_|shpat_|whsec_|gsk_|GOCSPX-|ya29\.|lin_api_|glsa_|r8_|xapp-)"
+                           r"[ \t\r\n]")
 _CONTEXT_HINTS = ("pass", "pwd", "secret", "token", "credential", "auth")
 
 
@@ -672,6 +737,11 @@ def needs_views(text: str, words: list[str] | None = None, longest: int | None =
 
         if normalise(text) is not None:
             return True
+    if "\\" in text:
+        from memd.core.secret_views import has_escapes
+
+        if has_escapes(text):  # JSON's escapes: secret_views.unescape
+            return True
     low = text.lower()
     if any(w in low for w in _CONTEXT_HINTS) or ("key" in low and ("api" in low or "access" in low
                                                                       or "private" in low)):
@@ -688,4 +758,6 @@ def needs_views(text: str, words: list[str] | None = None, longest: int | None =
                 run = m.group()
                 if len(run) >= 40 or (_UPPER_OR_DIGIT.search(run) is not None and _LOWER.search(run) is not None):
                     return True
+    if _PREFIX_SPLIT.search(text) is not None:  # a provider's prefix, blanks, then the key (secret_views._prefix_split)
+        return True
     return _split_pair(text)

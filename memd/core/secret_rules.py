@@ -29,9 +29,9 @@ SPECS: list[tuple[str, str]] = [
     # the BEGIN line and the body after it (base64 lines, "Proc-Type: ..." headers, blank lines) up
     # to its END line, so that redaction takes the whole key (each line is one alternative: linear)
     ("private key block",
-        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[ \t]*\r?\n(?:[ \t]*[A-Za-z0-9+/=]{1,100}"
-        r"|[A-Za-z][A-Za-z\-]{0,30}: [^\n]{0,100}|[ \t]*(?=\r?\n))){0,400}"
-        r"(?:[ \t]*\r?\n[ \t]*-----END [A-Z0-9 ]{0,40}-----)?"),
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[ \t]*(?:\r?\n|\\r?\\n)(?:[ \t]*[A-Za-z0-9+/=]{1,100}"
+        r"|[A-Za-z][A-Za-z\-]{0,30}: [^\n\\]{0,100}|[ \t]*(?=\r?\n|\\n))){0,400}"
+        r"(?:[ \t]*(?:\r?\n|\\r?\\n)[ \t]*-----END [A-Z0-9 ]{0,40}-----)?"),
     ("private key block", r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"),  # the body's BEGIN cut off
     ("AWS access key", r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16}\b"),
     # written in lower (or mixed) case (no English word of 20 letters starts with these prefixes)
@@ -93,7 +93,10 @@ SPECS: list[tuple[str, str]] = [
     ("Docker registry auth", r"\"auth\"\s*:\s*\"[A-Za-z0-9+/]{16,}={0,2}\""),
     ("authorization header",
         r"(?i)\bauthorization\s*[:=]\s*[\"']?(?:basic|bearer|token)\s+(?!\$\{?|<|\*{3}|x{3})[A-Za-z0-9._~+/\-]{16,}=*"),
-    ("password in URL", r"\b[a-zA-Z][a-zA-Z0-9+.\-]{1,20}://[^\s:/@]{1,64}:(?!\*+@)([^\s/@]{3,128})@[^\s/@]+"),
+    ("password in URL",
+        r"\b[a-zA-Z][a-zA-Z0-9+.\-]{1,20}://[^\s:/@]{0,64}:(?!\*+@|\$|<|\{\{|x{3})([^\s/@]{3,128})@[^\s/@]+"),
+    # jdbc:...?user=app&password=..., ...;Password=... (connection strings)
+    ("password in URL", r"(?i)[?&;](?:password|passwd|pwd)=(?!\$|<|\{\{|\*{3}|x{3}|&|;)[^\s&;\"']{4,128}"),
     ("netrc password", r"(?im)^[^\S\n]*machine\s+\S+\s+login\s+\S+\s+password\s+\S{4,}"),
     # .env and shell lines: an UPPER_CASE variable whose name says it holds a secret, any real value
     ("password assignment",
@@ -110,12 +113,67 @@ SPECS: list[tuple[str, str]] = [
         r"(?=[^\s\"'\d]{0,64}\d)(?=[^\s\"'A-Za-z]{0,64}[A-Za-z])[^\s\"',;]{8,}"),
 ]
 
+SPECS += [
+    ("npm token", r"(?i)_auth(?:Token)?\s*=\s*[\"']?(?!\$|<|x{3})[A-Za-z0-9_\-+/.=]{20,1024}"),
+    ("PyPI token", r"\bpypi-AgE[A-Za-z0-9_\-]{60,1024}"),  # PyPI and TestPyPI (pypi-AgENdGVzdC5weXBp...)
+    ("Discord webhook", r"https://(?:[a-z]+\.)?discord(?:app)?\.com/api/webhooks/\d{6,256}/[A-Za-z0-9_\-]{30,1024}"),
+    ("Slack webhook", r"https://hooks\.slack\.com/(?:workflows|triggers)/T[A-Za-z0-9_]+/[A-Za-z0-9_/]{10,256}"),
+    ("Teams webhook", r"(?i)https://[a-z0-9\-]+\.webhook\.office\.com/webhookb2/[A-Za-z0-9\-@]{30,1024}"
+                      r"/IncomingWebhook/[A-Za-z0-9]{16,256}/[A-Za-z0-9\-]{20,1024}"),
+    ("Teams webhook", r"(?i)https://[a-z0-9\-.]{1,253}\.logic\.azure\.com(?::\d+)?/workflows/[A-Za-z0-9]{16,256}/"
+                      r"[^\s\"']{0,200}?[?&]sig=[A-Za-z0-9%_\-]{20,1024}"),
+    # passwords on command lines: mysql -pSECRET, --password=..., curl -u user:pw, sshpass -p, PGPASSWORD=... psql
+    ("password on a command line", r"\bmysql(?:dump|admin|sh)?\b[^\n]{0,200}? -p[\"']?(?![\"'$<\s-])[^\s\"']{3,256}"),
+    ("password on a command line",
+        r"(?<![\w-])--(?:password|passwd|pass|token|api-key|secret)=[\"']?(?![\"'$<\s]|\*{3}|x{3})[^\s\"']{4,256}"),
+    ("password on a command line",
+        r"(?<![\w-])--(?:password|passwd|token|api-key)[ \t]+[\"']?(?=[^\s\"']{0,64}\d)(?![$<-])[^\s\"']{6,256}"),
+    ("password on a command line",
+        r"(?<![\w-])(?:-u|--user)[ \t=][\"']?[^\s:\"'$]{1,64}:(?![$<])(?=[^\s\"'@]{0,128}[^\d\s\"'@])"
+        r"[^\s\"'@]{3,256}"),
+    ("password on a command line", r"\bsshpass[ \t]+-p[ \t]*[\"']?(?![\"'$<\s])[^\s\"']{3,256}"),
+    ("password on a command line", r"(?<![\w$])(?:PGPASSWORD|MYSQL_PWD|REDISCLI_AUTH|SSHPASS)="
+                                   r"[\"']?(?![\"'$<\s])[^\s\"']{4,256}"),
+    # YAML and TOML: a quoted value, or a block scalar, after a password key (quoted: chosen, not prose)
+    ("credential assignment",
+        r"(?i)(?<![\w-])(?:password|passwd|pwd|passphrase|secret|api[_-]?key|token)[\"']?[ \t]*[:=][ \t]*"
+        r"(?:\"(?![$<{%]|\*{3}|x{3}|your|example|placeholder|changeme)[^\s\"]{6,128}\""
+        r"|'(?![$<{%]|\*{3}|x{3}|your|example|placeholder|changeme)[^\s']{6,128}')"),
+    ("credential assignment",
+        r"(?im)^[ \t]*[\"']?(?:password|passwd|pwd|passphrase|secret|api[_-]?key|token)[\"']?[ \t]*:[ \t]*[|>][-+]?"
+        r"[ \t]*\r?\n[ \t]+(?![$<{]|\*{3}|x{3})\S{6,256}"),
+    # a provider prefix, then a key body grouped or joined by a dash (AKIA-..., AKIA IOSF ODNN ...)
+    ("AWS access key", r"\b(?:AKIA|ASIA|ABIA|ACCA)(?:[ \-_.]{1,2}[A-Z0-9]{4}){4}\b"),
+    ("AWS access key", r"\b(?:AKIA|ASIA|ABIA|ACCA)[\-_.][A-Z0-9]{16}\b"),
+    # a key cut where a transcript's tool result is cut ("[…123 more chars]"): its first part is a secret
+    ("cut token",
+        r"(?<![A-Za-z0-9_\-.])(?:gh[pousr]_|github_pat_|glpat-|xox[abposr]-|sk-ant-|sk-proj-|sk_live_|rk_live_|npm_|"
+        r"hf_|AIza|AKIA|ASIA|pypi-AgE|SG\.|dop_v1_|shpat_|whsec_|gsk_|eyJ)(?:[A-Za-z0-9_\-]{6,1024}+"
+        r" ?\[(?:…|\.\.\.)\d{1,12} more chars\]|[A-Za-z0-9_\-]{16,1024}+(?:…|\.\.\.))"),
+]
+
 PII_SPECS: list[tuple[str, str]] = [
     ("e-mail address", r"\b[A-Za-z0-9._%+\-]{1,64}@[A-Za-z0-9.\-]{1,255}\.[A-Za-z]{2,63}\b"),
     ("phone number", r"(?<![\w.])\+?\d{1,3}[\s.\-]?\(?\d{2,4}\)?[\s.\-]\d{3,4}[\s.\-]\d{3,4}(?!\w|\.\d)"),
 ]
 
 EMAIL_OK = re.compile(r"@(?:example\.(?:com|org|net)|users\.noreply\.github\.com|anthropic\.com)$", re.I)
+
+# Keys the providers print in their own documentation (AWS's ...EXAMPLE ids and ...EXAMPLEKEY secrets,
+# jwt.io's sample token, Stripe's docs keys): memory that quotes them is no leak.
+_DOCS_KEYS = ("EXAMPLEKEY", "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c", "4eC39HqLyjWDarjtT1zdp7dc",
+              "BQokikJOvBiI2HlWgH4olfQ2", "TYooMQauvdEDq54NiTphI7jx")
+_FILLERS = ("XXXXXXXX", "xxxxxxxx", "********", "00000000", "........", "<your", "<YOUR", "your-", "YOUR_",
+            "changeme")
+
+
+def harmless(found: str) -> bool:
+    """A match that is a documentation example or a placeholder, not a secret: a provider's docs key,
+    an AWS key id ending in EXAMPLE, or a body of filler (``ghp_XXXXXXXX...``, ``AKIA0000...``, ``<your-``)."""
+    if found.endswith("EXAMPLE") or any(k in found for k in _DOCS_KEYS):
+        return True
+    return any(f in found for f in _FILLERS)
+
 
 _COMPILED: dict[str, re.Pattern[str]] = {}
 
@@ -153,6 +211,8 @@ def collect_spans(text: str, ruleset: Iterable[tuple[str, re.Pattern[str]]]) -> 
         for m in rx.finditer(text):
             if kind == "e-mail address" and EMAIL_OK.search(m.group(0)):
                 continue
+            if harmless(m.group(0)):
+                continue
             start = m.start()
             while j < len(spans) and spans[j][1] <= start:
                 reach = max(reach, spans[j][2])
@@ -172,10 +232,19 @@ def collect(text: str, ruleset: Iterable[tuple[str, re.Pattern[str]]]) -> list[S
 
 
 def hits_of(text: str, spans: Iterable[Span]) -> list[SecretHit]:
-    return [SecretHit(kind, *_position(text, start)) for kind, start, _ in spans]
+    """The spans as hits (kind, line, column of their start), in the spans' order. Linear in the text
+    and the spans together: lines are counted from the previous start forward (counting from the
+    text's start for every hit made a text dense with keys quadratic: 1 MB of key ids took 47 s)."""
+    out: list[SecretHit] = []
+    at, line, line_start = 0, 1, 0  # the offset counted up to, its line, where that line starts
+    for kind, start, _ in spans:
+        if start < at:  # out of order (callers pass sorted spans): count this one from the start
+            at, line, line_start = 0, 1, 0
+        line += text.count("\n", at, start)
+        nl = text.rfind("\n", at, start)
+        if nl >= 0:
+            line_start = nl + 1
+        at = start
+        out.append(SecretHit(kind, line, start - line_start + 1))
+    return out
 
-
-def _position(text: str, offset: int) -> tuple[int, int]:
-    line = text.count("\n", 0, offset) + 1
-    col = offset - (text.rfind("\n", 0, offset) + 1) + 1
-    return line, col

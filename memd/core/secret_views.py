@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import re
 
+from memd.core.secret_rules import harmless
+
 TYPE_CHECKING = False  # typing costs ~3 ms to import; the PreToolUse hook loads this module
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -156,7 +158,7 @@ def looks_random(value: str) -> bool:
 _CONTEXT = (
     r"\b(?:password|passwd|passphrase|passcode|pwd|secret|token|api[ _-]?key|access[ _-]?key|"
     r"secret[ _-]?key|private[ _-]?key|credentials?|auth[ _-]?code)\b"
-    r"([^\n]{0,160})")  # the rest of the line: the value is one of its first words
+    r"(?=([^\n]{0,160}))")  # the rest of the line, looked at, not consumed: every keyword of a line is read
 _CONTEXT_WORDS = ("pass", "pwd", "secret", "token", "key", "credential", "auth")
 
 
@@ -167,14 +169,29 @@ def _context(text: str) -> list[tuple[str, int, int]]:
     if len(low) != len(text):  # a character whose lower case is longer: offsets would shift
         low = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
     out = []
+    judged = -1  # words before this offset were judged already (by an earlier keyword of the line)
     for m in re.finditer(_CONTEXT, low):
+        prev = ""
         for n, w in enumerate(re.compile(_WORD).finditer(text, m.start(1), m.end(1))):
             if n == 6:
                 break
-            if looks_random(w.group()):
+            word = w.group()
+            if w.start() >= judged and looks_random(word) and not _hash_label(prev) and not _hash_label(word):
                 out.append(("secret next to its name", w.start(), w.end()))
-                break
+                judged = w.end()
+            prev = word
     return out
+
+
+_HASH_LABELS = ("sha1", "sha-1", "sha256", "sha-256", "sha384", "sha512", "sha-512", "md5", "blake2", "blake3",
+                "crc32", "hash", "digest", "checksum", "integrity", "commit", "etag")
+
+
+def _hash_label(word: str) -> bool:
+    """A word that says the next value is a hash (``sha256:``, ``digest``), or a value labelled so
+    itself (``sha256:9f86...``, ``sha512-...``): a hash is no secret."""
+    low = word.lower().strip("\"'`(,")
+    return low.rstrip(":=") in _HASH_LABELS or low.startswith(tuple(f"{h}{c}" for h in _HASH_LABELS for c in ":-="))
 
 
 _WORD = r"[^\s\"'`]+"
@@ -190,7 +207,7 @@ def _aws_secret(text: str) -> list[tuple[str, int, int]]:
     for m in re.finditer(_AWS_SECRET, text):
         s = m.group()
         if (any(c.isupper() for c in s) and any(c.islower() for c in s) and any(c.isdigit() for c in s)
-                and s.count("/") <= 4 and entropy(s) >= 4.3):
+                and s.count("/") <= 4 and entropy(s) >= 4.3 and not harmless(s)):
             out.append(("AWS secret key", m.start(), m.end()))
     return out
 
@@ -341,6 +358,71 @@ def _joined(group: list[tuple[int, str]], rule_spans: RuleSpans, out: list[tuple
         out.append((kind, group[i][0] + a - starts[i], group[j][0] + b - starts[j]))
 
 
+# --------------------------------------------------------------------------- escapes
+
+# JSON's escapes that hide a key from a pattern: ghp\u005f..., https:\/\/hooks.slack.com\/..., and a
+# pasted file's quotes and line breaks ("password: \"...\"", "-----BEGIN ...-----\nMII...")
+_ESCAPE = r"\\u[0-9a-fA-F]{4}|\\[/\"nrt\\]"
+_ESCAPED = {"/": "/", '"': '"', "n": "\n", "r": "\r", "t": "\t", "\\": "\\"}
+
+
+def has_escapes(text: str) -> bool:
+    return "\\" in text and ("\\u" in text or "\\/" in text or '\\"' in text or "\\n" in text)
+
+
+def unescape(text: str) -> View | None:
+    """text with JSON's escapes undone (``\\uXXXX``, ``\\/``, ``\\"``, ``\\n``...: a view, offsets mapped
+    back), or None when it has none."""
+    if not has_escapes(text):
+        return None
+    parts: list[str] = []
+    marks: list[tuple[int, int, bool]] = []
+    at = vlen = 0
+    for m in re.finditer(_ESCAPE, text):
+        if m.start() > at:
+            marks.append((vlen, at, True))
+            parts.append(text[at:m.start()])
+            vlen += m.start() - at
+        esc = m.group()
+        ch = _ESCAPED[esc[1]] if len(esc) == 2 else chr(int(esc[2:], 16))
+        marks.append((vlen, m.start(), False))
+        parts.append(ch)
+        vlen += 1
+        at = m.end()
+    if not marks:
+        return None
+    if at < len(text):
+        marks.append((vlen, at, True))
+        parts.append(text[at:])
+    return View("".join(parts), marks, len(text))
+
+
+# --------------------------------------------------------------------------- a prefix split from its key
+
+# a provider's prefix, then blanks (one line break at most) before the rest of the key: "ghp_ 1a2B...",
+# "AKIA\n7EXA..."; joined, the rules decide
+_PREFIX_SPLIT = (r"\b(?:gh[pousr]_|github_pat_|glpat-|xox[abposr]-|sk-ant-|sk-proj-|sk-|sk_live_|rk_live_|npm_|hf_|"
+                 r"AIza|AKIA|ASIA|pypi-|SG\.|dop_v1_|shpat_|whsec_|gsk_|GOCSPX-|ya29\.|lin_api_|glsa_|r8_|xapp-)"
+                 r"(?:[ \t]+(?:\r?\n[ \t>]*)?|\r?\n[ \t>]*)(?=[A-Za-z0-9])")
+_KEY_BODY = r"[A-Za-z0-9_\-+/=.]{1,512}"
+
+
+def _prefix_split(text: str, rule_spans: RuleSpans) -> list[tuple[str, int, int]]:
+    out: list[tuple[str, int, int]] = []
+    body_rx = re.compile(_KEY_BODY)
+    for m in re.finditer(_PREFIX_SPLIT, text):
+        body = body_rx.match(text, m.end())
+        if body is None:
+            continue
+        prefix = text[m.start():m.end()].rstrip(" \t\r\n>")
+        joined = prefix + body.group()
+        for kind, a, b in rule_spans(joined):
+            if a == 0 and b > len(prefix):
+                out.append((kind, m.start(), body.start() + b - len(prefix)))
+                break
+    return out
+
+
 # --------------------------------------------------------------------------- all together
 
 
@@ -363,6 +445,12 @@ def find(text: str, rule_spans: RuleSpans, depth: int = 0) -> list[Span]:
         found.append(_split_tokens(vt, rule_spans))
     if longest >= 8:  # looks_random needs 8 characters: shorter words can hold no value next to its name
         found.append(_context(vt))
+    if longest >= 2 and ("\n" in vt or " " in vt or "\t" in vt):
+        found.append(_prefix_split(vt, rule_spans))
+    if depth < MAX_DEPTH:
+        plain = unescape(vt)
+        if plain is not None:
+            found.append([(k, *plain.span(a, b)) for k, a, b in find(plain.text, rule_spans, depth + 1)])
     if view is not None:
         found = [[(k, *view.span(a, b)) for k, a, b in group] for group in found]
     return merge([sorted(g, key=lambda s: (s[1], s[2])) for g in found if g])

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 # section -> key -> default (the values memd.config.Config() has)
 VALUES: dict[str, dict[str, Any]] = {
     "budget": {"max_lines": 200, "max_chars": 25_000, "max_index_line": 150, "max_file_bytes": 4_000_000},
-    "hooks": {"near_ratio": 0.8, "cc_budget_notes": "auto", "team_pii": True, "recall": False},
+    "hooks": {"near_ratio": 0.8, "cc_budget_notes": "auto", "team_pii": True, "recall": False,
+              "guard_max_chars": 1_000_000},
     "paths": {"claude_dir": "", "state_dir": ""},
 }
 

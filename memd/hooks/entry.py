@@ -99,6 +99,19 @@ def dispatch(event: dict[str, Any], hc: HookContext) -> dict[str, Any] | None:
     return handler(event, hc)
 
 
+TAIL_BYTES = 1 << 20  # of an event past MAX_EVENT_BYTES, the end kept (a file_path after the content)
+
+
+def _tail(stream: Any) -> bytes:
+    """The last ``TAIL_BYTES`` of what is left of stream (read in chunks, the rest dropped)."""
+    tail = b""
+    while True:
+        chunk = stream.read(TAIL_BYTES)
+        if not chunk:
+            return tail
+        tail = (tail + chunk)[-TAIL_BYTES:]
+
+
 def run() -> int:
     """The ``memd-hook`` console script: ``memd hook`` without the ``hook`` argument. What installs
     before the lean start wrote (``memd hooks install --console-script`` still does, for a Claude
@@ -165,19 +178,25 @@ def main(argv: list[str]) -> int:
             return 0
         raw = sys.stdin.buffer.read(MAX_EVENT_BYTES + 1)
         if len(raw) > MAX_EVENT_BYTES:
+            # too large to parse in the hook's time: a write into memory is denied with the reason (its
+            # names read from the raw JSON), never let through unchecked (tool_use.oversized_event)
             hc.log("warning", "hook.event_too_large", bytes=len(raw))
-            return 0
-        try:
-            event = jsonfast.loads(raw)
-        except ValueError as e:
-            hc.log("warning", "hook.bad_event", error=f"not JSON: {e}"[:200])
-            return 0
-        if not isinstance(event, dict):
-            hc.log("warning", "hook.bad_event", error="not a JSON object")
-            return 0
-        name = event.get("hook_event_name")
-        answer = dispatch(event, hc)
-        out = jsonfast.dumps(_clip_all(answer)) if answer else ""
+            from memd.hooks.tool_use import oversized_event
+
+            name, answer = oversized_event(raw, _tail(sys.stdin.buffer), hc)
+            out = jsonfast.dumps(answer) if answer else ""
+        else:
+            try:
+                event = jsonfast.loads(raw)
+            except ValueError as e:
+                hc.log("warning", "hook.bad_event", error=f"not JSON: {e}"[:200])
+                return 0
+            if not isinstance(event, dict):
+                hc.log("warning", "hook.bad_event", error="not a JSON object")
+                return 0
+            name = event.get("hook_event_name")
+            answer = dispatch(event, hc)
+            out = jsonfast.dumps(_clip_all(answer)) if answer else ""
     except BaseException as exc:  # the one place where every failure is caught
         from memd.hooks.log import describe_exception
 

@@ -7,6 +7,7 @@ filters on the path. A path outside every memory folder costs one cheap test
 
 from __future__ import annotations
 
+from memd.core import jsonfast
 from memd.hooks.context import HookContext, MemoryTarget, absolute
 
 TYPE_CHECKING = False
@@ -84,14 +85,21 @@ def pre_tool_use(event: dict[str, Any], hc: HookContext) -> dict[str, Any] | Non
         # a broken config silences memd's notes, never its guard: the secret scan runs on defaults
         hc.log("warning", "hook.config_invalid", hook_event="PreToolUse")
     pii = cfg.hooks.team_pii if cfg is not None else True
+    limit = cfg.hooks.guard_max_chars if cfg is not None else GUARD_MAX_CHARS
+    size = sum(map(len, texts))
+    if size > limit:
+        return too_large(hc, event, target.path, f"{size:,} characters of new text", limit)
     findings: list[tuple[str, str]] = []
     for n, text in enumerate(texts, 1):
         for hit in secrets.scan(text, strict=target.is_team, pii=pii):
             where = f"line {hit.line}" + (f" of edit {n}" if len(texts) > 1 else "")
             findings.append((hit.kind, where))
     if not findings and event.get("tool_name") in ("Edit", "MultiEdit"):
-        findings = _completed_by_edit(target.memory_dir, target.posix_rel, tool_input, str(event.get("tool_name")),
-                                      strict=target.is_team, pii=pii)
+        completed = _completed_by_edit(target.memory_dir, target.posix_rel, tool_input, str(event.get("tool_name")),
+                                       strict=target.is_team, pii=pii, limit=limit)
+        if completed is None:
+            return too_large(hc, event, target.path, "the edited file", limit)
+        findings = completed
     if not findings:
         return None  # no "allow": Claude Code's own permission flow decides
     kinds = sorted({k for k, _ in findings})
@@ -102,6 +110,59 @@ def pre_tool_use(event: dict[str, Any], hc: HookContext) -> dict[str, Any] | Non
         "permissionDecision": "deny",
         "permissionDecisionReason": deny_reason(findings, team=target.is_team, pii=pii),
     }}
+
+
+GUARD_MAX_CHARS = 1_000_000  # hooks.guard_max_chars's default (a broken config does not lift the bound)
+
+
+def too_large(hc: HookContext, event: dict[str, Any], path: str, what: str, limit: int) -> dict[str, Any]:
+    """The denial of a memory write too large to check within the hook's time: never let through unchecked
+    (Claude Code goes on with the write when a hook times out)."""
+    hc.log("warning", "hook.denied_too_large", tool=event.get("tool_name"), file=path, what=what, limit=limit)
+    return {"hookSpecificOutput": {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": "deny",
+        "permissionDecisionReason": (
+            f"memd blocked this memory write: {what} is more than its secret guard checks in the hook's time "
+            f"({limit:,} characters, hooks.guard_max_chars). Memory files are short notes: write a shorter "
+            "file (move bulk data out of memory and note where it lives), then retry."),
+    }}
+
+
+def oversized_event(head: bytes, tail: bytes, hc: HookContext) -> tuple[str | None, dict[str, Any] | None]:
+    """(the event's name, the answer) for an event too large to parse (over ``entry.MAX_EVENT_BYTES``;
+    head is its first bytes, tail its last): a PreToolUse write into a memory folder is denied
+    (``too_large``); anything else gets no answer. The names are read from the raw JSON: a key with its
+    quote unescaped after ``{`` or ``,`` is a key (inside a string every quote is escaped), and its
+    value is a short string. A PreToolUse whose file path is in neither part raises: the entry reports
+    that the guard could not check the write (never silence)."""
+    import re
+
+    found: dict[str, list[str]] = {}
+    for part in (head, tail):
+        for m in re.finditer(_RAW_KEY, part):
+            try:
+                value = jsonfast.loads(b'"' + m.group(2) + b'"')
+            except ValueError:
+                continue
+            if isinstance(value, str):
+                found.setdefault(m.group(1).decode(), []).append(value)
+    name = found.get("hook_event_name", [None])[0]
+    if name != "PreToolUse":
+        return name, None
+    tool, cwd, paths = found.get("tool_name", [""])[0], found.get("cwd", [""])[0], found.get("file_path", [])
+    if not paths and tool in TOOLS:
+        raise ValueError(f"a {tool} event of more than {len(head):,} bytes whose file path memd could not read")
+    for path in paths:
+        event = {"tool_name": tool, "tool_input": {"file_path": path}, "cwd": cwd}
+        target = target_of(event, hc)
+        if target is not None:
+            return name, too_large(hc, event, target.path, f"a tool call of more than {len(head):,} bytes",
+                                   GUARD_MAX_CHARS)
+    return name, None
+
+
+_RAW_KEY = rb'[{,][ \t\r\n]*"(hook_event_name|tool_name|file_path|cwd)"[ \t\r\n]*:[ \t\r\n]*"((?:[^"\\]|\\.){0,4096})"'
 
 
 def edited(original: str, tool_name: str, tool_input: dict[str, Any]) -> str | None:
@@ -119,19 +180,24 @@ def edited(original: str, tool_name: str, tool_input: dict[str, Any]) -> str | N
 
 
 def _completed_by_edit(memory_dir: str, rel: str, tool_input: dict[str, Any], tool_name: str, *, strict: bool,
-                       pii: bool) -> list[tuple[str, str]]:
+                       pii: bool, limit: int = GUARD_MAX_CHARS) -> list[tuple[str, str]] | None:
     """Secrets an edit completes from pieces (the new string alone looks harmless: "AKIA..|" + "..."):
-    what the resulting file holds that the file did not hold before."""
+    what the resulting file holds that the file did not hold before. None when the file or the result
+    is longer than limit characters (too large to check in the hook's time)."""
     from collections import Counter
 
     from memd.core import secrets
 
-    original = read_text(memory_dir, rel, 4_000_000)
+    original = read_text(memory_dir, rel, 4 * limit + 4)  # (UTF-8: up to 4 bytes a character)
     if original is None:
         return []
+    if len(original) > limit:
+        return None
     result = edited(original, tool_name, tool_input)
     if result is None or result == original:
         return []
+    if len(result) > limit:
+        return None
     before = Counter(h.kind for h in secrets.scan(original, strict=strict, pii=pii))
     after = secrets.scan(result, strict=strict, pii=pii)
     extra = Counter(h.kind for h in after) - before
