@@ -40,9 +40,40 @@ _RECALL_OTHER = rb"recall_[a-z_]+[ \t]*=.*"
 
 
 def _has_memory_parts(parts: list[str]) -> bool:
-    """``.../projects/<x>/memory/<something>``: the shape of every memory path under a Claude folder."""
-    return any(parts[i] == "projects" and parts[i + 2] == "memory" and parts[i + 1]
+    """``.../projects/<x>/memory/<something>``: the shape of every memory path under a Claude folder (any
+    case: on a case-insensitive file system ``Projects/x/MEMORY/`` is the same folder)."""
+    return any(parts[i].lower() == "projects" and parts[i + 2].lower() == "memory" and parts[i + 1]
                for i in range(len(parts) - 3))
+
+
+_INSENSITIVE: dict[str, bool] = {}
+
+
+def case_insensitive(folder: str) -> bool:
+    """Whether the file system holding ``folder`` (an existing folder) ignores case, as macOS's default
+    APFS and Windows' NTFS do: the folder found again under its name with the case of its letters
+    flipped is the same folder. False when it cannot tell (no letters, missing)."""
+    known = _INSENSITIVE.get(folder)
+    if known is not None:
+        return known
+    head, name = os.path.split(folder.rstrip(os.sep))
+    flipped = name.swapcase()
+    answer = False
+    if flipped != name:
+        try:
+            answer = os.path.samefile(folder, os.path.join(head, flipped))
+        except (OSError, ValueError):
+            answer = False
+    _INSENSITIVE[folder] = answer
+    return answer
+
+
+def within_any_case(path: str, folder: str) -> str | None:
+    """``within`` ignoring case, for a folder on a case-insensitive file system (else None)."""
+    rel = within(path.lower(), folder.lower())
+    if rel is None or not case_insensitive(folder):
+        return None
+    return path[len(path) - len(rel):]
 
 
 def _split(path: str) -> list[str]:
@@ -256,16 +287,18 @@ class HookContext:
                 candidates.append(real)
         except (OSError, ValueError):
             pass
-        for cand in candidates:
-            for folder, per_project in folders:
-                rel = within(cand, folder)
-                if rel is None:
-                    continue
-                if not per_project:
-                    return MemoryTarget(folder, cand, rel)
-                parts = rel.split(os.sep)
-                if len(parts) >= 3 and parts[1] == "memory" and parts[0]:
-                    return MemoryTarget(os.path.join(folder, parts[0], "memory"), cand, os.sep.join(parts[2:]))
+        for exact in (True, False):  # then as a case-insensitive file system finds it (``…/MEMORY/x.md``)
+            for cand in candidates:
+                for folder, per_project in folders:
+                    rel = within(cand, folder) if exact else within_any_case(cand, folder)
+                    if rel is None:
+                        continue
+                    if not per_project:
+                        return MemoryTarget(folder, cand, rel)
+                    parts = rel.split(os.sep)
+                    memory = parts[1] == "memory" if exact else len(parts) > 1 and parts[1].lower() == "memory"
+                    if len(parts) >= 3 and memory and parts[0]:
+                        return MemoryTarget(os.path.join(folder, parts[0], parts[1]), cand, os.sep.join(parts[2:]))
         return None
 
 
