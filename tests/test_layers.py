@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
               "memd.schedule_windows", "memd.settings_merge", "memd.ccsettings", "memd.checkcache",
               "memd.sync.gitremote", "memd.sync.identity", "memd.sync.evidence")),
     # the work: jobs, the model, the guarded apply, rebuilds, recall
-    ("work", ("memd.jobs", "memd.llm", "memd.apply", "memd.maintenance", "memd.inspect", "memd.recall",
+    ("work", ("memd.jobs", "memd.llm", "memd.apply", "memd.maintenance", "memd.inspect", "memd.recall", "memd.forget",
               "memd.sync")),
     # only wiring: watch, debounce, schedule, signals, the worker
     ("daemon", ("memd.daemon",)),

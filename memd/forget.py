@@ -1,0 +1,284 @@
+"""`memd forget`: take a string, a pattern or every secret out of a project's memory **and** its history.
+
+History, snapshots and runs keep whatever once reached memory, secrets included; undoing a run could
+even bring one back. Forgetting therefore works on both:
+
+1. the live memory files (team/ aside, never written): each match is replaced by ``[forgotten]``, through
+   the writers' one rule (under the project lock, after a snapshot, atomically, never over a file that
+   changed since it was read), recorded as a run of its own (``forget``), so the change shows in
+   ``memd history``;
+2. the project's history (``memd.history``, a bare git repository): every commit is rewritten with the
+   same replacement in every file it holds and in its message (the trailers that name runs are kept, so
+   ``memd history`` and ``memd undo`` work as before on the rewritten commits), the branch moved to the
+   rewritten tip, and the objects only the old commits reached deleted by dulwich's own garbage collector
+   (no grace period: they hold what is being forgotten). Then every object left is read back and checked.
+
+A dry run (the default) changes nothing and says what would change: files, matches, commits.
+Not done yet: the sync remote and the other machines keep their copies (the command says so when sync
+is on); the rewrite of memd's history is dulwich objects written anew and dulwich's garbage collector.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memd.core.paths import is_team
+from memd.errors import UsageError
+
+if TYPE_CHECKING:
+    from memd.config import Config
+    from memd.layout import Project
+
+MARK = "[forgotten]"
+Matcher = Callable[[str], list[tuple[int, int]]]  # text -> the (start, end) spans to forget
+
+
+def matcher(*, string: str | None = None, pattern: str | None = None, secrets: bool = False) -> Matcher:
+    """What to forget: a literal string, a regular expression, or every secret the rules find."""
+    if sum(x is not None for x in (string, pattern, True if secrets else None)) != 1:
+        raise UsageError("give exactly one of --string, --pattern or --secrets")
+    if string is not None:
+        if not string.strip():
+            raise UsageError("--string is empty")
+        needle = string
+
+        def find_string(text: str) -> list[tuple[int, int]]:
+            out, at = [], text.find(needle)
+            while at >= 0:
+                out.append((at, at + len(needle)))
+                at = text.find(needle, at + len(needle))
+            return out
+
+        return find_string
+    if pattern is not None:
+        try:
+            rx = re.compile(pattern)
+        except re.error as e:
+            raise UsageError(f"--pattern is not a regular expression: {e}") from None
+
+        def find_pattern(text: str) -> list[tuple[int, int]]:
+            return [(m.start(), m.end()) for m in rx.finditer(text) if m.end() > m.start()]
+
+        return find_pattern
+    from memd.core import secrets as secret_rules
+
+    def find_secrets(text: str) -> list[tuple[int, int]]:
+        return [(start, end) for _kind, start, end in secret_rules.spans(text)]
+
+    return find_secrets
+
+
+def forgotten(text: str, find: Matcher) -> tuple[str, int]:
+    """text with every span ``find`` gives replaced by ``[forgotten]`` (overlaps merged), and the count."""
+    spans = sorted(find(text))
+    if not spans:
+        return text, 0
+    out, at, n = [], 0, 0
+    for start, end in spans:
+        if end <= at:
+            continue
+        start = max(start, at)
+        out.append(text[at:start])
+        out.append(MARK)
+        at, n = end, n + 1
+    out.append(text[at:])
+    return "".join(out), n
+
+
+def _bytes(data: bytes, find: Matcher) -> tuple[bytes, int]:
+    text = data.decode("utf-8", "surrogateescape")
+    new, n = forgotten(text, find)
+    return (new.encode("utf-8", "surrogateescape"), n) if n else (data, 0)
+
+
+@dataclass
+class ForgetResult:
+    applied: bool
+    files: dict[str, int] = field(default_factory=dict)  # live file -> matches taken out
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (file, why not written)
+    commits: int = 0  # history commits holding a match (rewritten when applied)
+    commits_total: int = 0
+    pruned: int = 0  # objects deleted from the history
+    left: int = 0  # objects still holding a match after the rewrite (must be 0)
+    run: str = ""
+
+
+def forget_project(project: Project, config: Config, state_dir: Path, find: Matcher, *, apply: bool,
+                   clock_time: float | None = None) -> ForgetResult:
+    """Plan, and with ``apply`` do, the forgetting of one project (see the module doc)."""
+    import time
+
+    from memd import history
+    from memd.memfolder.folder import file_map
+    from memd.projlock import project_lock
+    from memd.store import atomic_write, current_signature
+
+    res = ForgetResult(apply)
+    with project_lock(state_dir, project.name, "forget"):
+        live = file_map(project.memory_dir) if project.memory_dir.is_dir() else {}
+        new_live: dict[str, bytes] = {}
+        for rel, data in sorted(live.items()):
+            new, n = _bytes(data, find)
+            if n:
+                if is_team(rel):
+                    res.skipped.append((rel, "in team/ (synced from a server; memd never writes it)"))
+                    continue
+                res.files[rel] = n
+                new_live[rel] = new
+        entries = history.log(state_dir, project.name, limit=1_000_000)
+        res.commits_total = len(entries)
+        res.commits = _commits_with(state_dir, project.name, find)
+        if not apply:
+            return res
+        now = time.time() if clock_time is None else clock_time
+        if new_live:
+            res.run = f"forget-{time.strftime('%Y%m%dT%H%M%S', time.localtime(now))}"
+            before = history.snapshot_before(state_dir, project.name, project.memory_dir, "forget", run=res.run)
+            done: dict[str, bytes | None] = {}
+            for rel, data in new_live.items():
+                path = project.memory_dir / rel
+                try:
+                    expect = current_signature(path)
+                    if path.read_bytes() != live[rel]:
+                        res.skipped.append((rel, "changed since it was read; run forget again"))
+                        continue
+                    atomic_write(path, data, expect=expect)
+                    done[rel] = data
+                except OSError as e:
+                    res.skipped.append((rel, f"not written: {e.strerror or e}"))
+            history.record_after(state_dir, project.name, before, done, "forget", res.run,
+                                 f"forget: {sum(res.files.values())} match(es) in {len(done)} file(s)")
+        res.commits, res.pruned, res.left = _rewrite_history(state_dir, project.name, find)
+    return res
+
+
+def _commits_with(state_dir: Path, project: str, find: Matcher) -> int:
+    repo = _repo(state_dir, project)
+    if repo is None:
+        return 0
+    try:
+        return sum(1 for c in _walk(repo) if _holds(repo, c, find))
+    finally:
+        repo.close()
+
+
+def _repo(state_dir: Path, project: str) -> Any:
+    from dulwich.repo import Repo
+
+    from memd import history
+
+    path = history.repo_dir(state_dir, project)
+    if not (path / "HEAD").exists():
+        return None
+    return Repo(str(path))
+
+
+def _walk(repo: Any) -> list[Any]:
+    """The branch's commits, oldest first (first parents: memd's history is a line)."""
+    from memd.history import BRANCH
+
+    try:
+        cur = repo.refs[BRANCH]
+    except KeyError:
+        return []
+    out = []
+    while cur is not None:
+        c = repo[cur]
+        out.append(c)
+        cur = c.parents[0] if c.parents else None
+    return out[::-1]
+
+
+def _holds(repo: Any, commit: Any, find: Matcher) -> bool:
+    if _bytes(commit.message, find)[1]:
+        return True
+    return any(_bytes(repo[sha].data, find)[1] for sha in _blobs(repo, commit.tree))
+
+
+def _blobs(repo: Any, tree_id: bytes) -> list[bytes]:
+    import stat
+
+    out: list[bytes] = []
+    for entry in repo[tree_id].items():
+        if stat.S_ISDIR(entry.mode):
+            out.extend(_blobs(repo, entry.sha))
+        else:
+            out.append(entry.sha)
+    return out
+
+
+def _rewrite_history(state_dir: Path, project: str, find: Matcher) -> tuple[int, int, int]:
+    """Rewrite every commit of the branch with the matches taken out; (commits changed, objects pruned,
+    objects still holding a match)."""
+    from dulwich.gc import garbage_collect
+    from dulwich.objects import Blob, Commit, Tree
+
+    from memd.history import BRANCH
+
+    repo = _repo(state_dir, project)
+    if repo is None:
+        return 0, 0, 0
+    try:
+        trees: dict[bytes, bytes] = {}
+
+        def clean_tree(tree_id: bytes) -> bytes:
+            import stat
+
+            if tree_id in trees:
+                return trees[tree_id]
+            old = repo[tree_id]
+            new = Tree()
+            for entry in old.items():
+                sha = entry.sha
+                if stat.S_ISDIR(entry.mode):
+                    sha = clean_tree(sha)
+                else:
+                    data, n = _bytes(repo[sha].data, find)
+                    if n:
+                        blob = Blob.from_string(data)
+                        repo.object_store.add_object(blob)
+                        sha = blob.id
+                new.add(entry.path, entry.mode, sha)
+            if new.id != old.id:
+                repo.object_store.add_object(new)
+            trees[tree_id] = new.id
+            return bytes(new.id)
+
+        changed = 0
+        mapped: dict[bytes, bytes] = {}
+        commits = _walk(repo)
+        for c in commits:
+            tree = clean_tree(c.tree)
+            message, n = _bytes(c.message, find)
+            parents = [mapped.get(p, p) for p in c.parents]
+            if tree == c.tree and not n and parents == list(c.parents):
+                mapped[c.id] = c.id
+                continue
+            changed += tree != c.tree or bool(n)
+            new = Commit()
+            new.tree, new.parents, new.message = tree, parents, message
+            new.author, new.committer = c.author, c.committer
+            new.author_time, new.commit_time = c.author_time, c.commit_time
+            new.author_timezone, new.commit_timezone = c.author_timezone, c.commit_timezone
+            new.encoding = c.encoding
+            repo.object_store.add_object(new)
+            mapped[c.id] = new.id
+        tip = commits[-1].id if commits else None
+        if tip is not None and mapped[tip] != tip and not repo.refs.set_if_equals(BRANCH, tip, mapped[tip]):
+            raise UsageError("the history moved while it was being rewritten; run forget again")
+        count = len(list(repo.object_store))
+        garbage_collect(repo, prune=True, grace_period=0)
+        pruned = max(0, count - len(list(repo.object_store)))
+        left = 0
+        for sha in list(repo.object_store):
+            obj = repo[sha]
+            data = obj.message if isinstance(obj, Commit) else obj.data if isinstance(obj, Blob) else b""
+            if data and _bytes(data, find)[1]:
+                left += 1
+        return changed, pruned, left
+    finally:
+        repo.close()
