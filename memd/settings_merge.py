@@ -57,6 +57,7 @@ HOOK_SCRIPT = "memd-hook"
 LEAN_FLAGS = ("-I", "-S")
 START_FILE = "memd/hooks/start.py"  # relative to the folder that holds the memd package
 BACKUPS_KEPT = 20
+ORIGINAL = "settings.json.before-memd"  # the first backup, of the file before memd's first edit: kept for good
 # "memd ... hook" (the word hook later on memd's line) is read by ``_memd_then_hook``: the pattern
 # `memd\s+(?:.*\s)?hook` scanned the rest of the line from every "memd" (40 KB: 21 s)
 _MEMD_WORD = re.compile(r"(?:^|(?<=[\s/\\\"']))memd(?:\.exe)?[\"']?(?=\s)")
@@ -410,6 +411,123 @@ def render(data: dict[str, Any]) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
+def _members(text: str) -> list[tuple[str, int, int, int]] | None:
+    """The top-level members of a JSON object text as (key, start of the key, start and end of the value),
+    or None when the text is not one plain object (then memd renders the whole file)."""
+    i, n = 0, len(text)
+
+    def ws(i: int) -> int:
+        while i < n and text[i] in " \t\r\n":
+            i += 1
+        return i
+
+    def string_end(i: int) -> int:  # text[i] == '"'
+        i += 1
+        while i < n:
+            c = text[i]
+            if c == "\\":
+                i += 2
+                continue
+            if c == '"':
+                return i + 1
+            i += 1
+        raise ValueError("unclosed string")
+
+    def value_end(i: int) -> int:
+        depth = 0
+        while i < n:
+            c = text[i]
+            if c == '"':
+                i = string_end(i)
+                if depth == 0:
+                    return i
+                continue
+            if c in "{[":
+                depth += 1
+            elif c in "}]":
+                if depth == 0:
+                    return i
+                depth -= 1
+                if depth == 0:
+                    return i + 1
+            elif c == "," and depth == 0:
+                return i
+            i += 1
+        raise ValueError("unclosed value")
+
+    try:
+        i = ws(i)
+        if i >= n or text[i] != "{":
+            return None
+        i = ws(i + 1)
+        out: list[tuple[str, int, int, int]] = []
+        while i < n and text[i] != "}":
+            if text[i] != '"':
+                return None
+            k_end = string_end(i)
+            key = json.loads(text[i:k_end])
+            j = ws(k_end)
+            if j >= n or text[j] != ":":
+                return None
+            v = ws(j + 1)
+            e = value_end(v)
+            while e > v and text[e - 1] in " \t\r\n":
+                e -= 1
+            out.append((key, i, v, e))
+            i = ws(e)
+            if i < n and text[i] == ",":
+                i = ws(i + 1)
+        return out if i < n and not text[i + 1:].strip() else None
+    except ValueError:
+        return None
+
+
+def minimal_text(raw: str, before: dict[str, Any], data: dict[str, Any]) -> str:
+    """The file's text with only what memd changes changed: the top-level ``hooks`` member replaced,
+    added or removed, every other byte of the user's file as it was (their order, spacing, key style).
+    The whole file rendered anew only when it is not a plain object or more than ``hooks`` differs."""
+    if {k: v for k, v in before.items() if k != "hooks"} != {k: v for k, v in data.items() if k != "hooks"}:
+        return render(data)
+    members = _members(raw)
+    if members is None:
+        return render(data)
+    indent = next((ln[:len(ln) - len(ln.lstrip(" \t"))] for ln in raw.splitlines()[1:] if ln.strip()), "  ") or "  "
+    nl = "\r\n" if "\r\n" in raw else "\n"
+
+    def value(v: Any) -> str:
+        text = json.dumps(v, indent=len(indent.expandtabs(4)) or 2, ensure_ascii=False)
+        return text.replace("\n", nl + indent)
+
+    hooks = [m for m in members if m[0] == "hooks"]
+    if "hooks" in data and hooks:
+        _, _k, start, end = hooks[-1]
+        new = raw[:start] + value(data["hooks"]) + raw[end:]
+    elif "hooks" in data:
+        close = raw.rstrip().rfind("}")
+        if members:
+            last_end = members[-1][3]
+            new = raw[:last_end] + "," + nl + indent + '"hooks": ' + value(data["hooks"]) + raw[last_end:]
+        else:
+            new = raw[:close] + nl + indent + '"hooks": ' + value(data["hooks"]) + nl + raw[close:]
+    elif hooks:
+        idx = members.index(hooks[-1])
+        _, k_start, _v, end = hooks[-1]
+        if idx > 0:  # from the end of the member before it: its comma and the line break go too
+            new = raw[:members[idx - 1][3]] + raw[end:]
+        elif len(members) > 1:  # the first member: up to the next one's key
+            new = raw[:k_start] + raw[members[1][1]:]
+        else:  # the only member: the object's braces stay, with nothing between
+            new = raw[:raw.find("{") + 1] + raw[raw.rfind("}"):]
+    else:
+        return raw
+    try:
+        if json.loads(new) != data:
+            return render(data)
+    except ValueError:
+        return render(data)
+    return new
+
+
 # --------------------------------------------------------------------------- writing
 
 
@@ -427,7 +545,11 @@ def backup(loaded: Loaded, state_dir: Path) -> Path | None:
         n += 1
         dest = folder / f"settings.json.{stamp}-{n}"
     store.atomic_write(dest, loaded.raw, expect=None, mode=0o600)
-    olds = sorted(p for p in folder.glob("settings.json.*") if not store.is_memd_temp(p.name))
+    original = folder / ORIGINAL
+    if not original.exists() and not installed(loaded.data):  # the file as it was before memd ever edited it
+        store.atomic_write(original, loaded.raw, expect=None, mode=0o600)
+    olds = sorted(p for p in folder.glob("settings.json.*")
+                  if not store.is_memd_temp(p.name) and p.name != ORIGINAL)
     for old in olds[:-BACKUPS_KEPT]:
         try:
             old.unlink()
@@ -445,8 +567,8 @@ def write(loaded: Loaded, data: dict[str, Any]) -> None:
     except OSError as e:
         raise SettingsError(f"cannot create its folder: {e.strerror}", path=str(loaded.path)) from None
     try:
-        store.atomic_write(loaded.path, render(data), expect=loaded.signature,
-                           mode=None if loaded.existed else 0o600)
+        text = minimal_text(loaded.raw.decode("utf-8"), loaded.data, data) if loaded.existed else render(data)
+        store.atomic_write(loaded.path, text, expect=loaded.signature, mode=None if loaded.existed else 0o600)
     except ConflictError:
         raise SettingsError("changed while memd was editing it (Claude Code may have written it); nothing "
                             "was written — run the command again", path=str(loaded.path)) from None
@@ -517,5 +639,38 @@ def uninstall(path: Path, state_dir: Path) -> Change:
         return Change(False, None, before, before, loaded.path)
     new = without_memd(loaded.data)
     bak = backup(loaded, state_dir)
-    write(loaded, new)
+    original = _original(state_dir, new)
+    if original is not None:  # nothing else changed since memd's first edit: the user's exact bytes back
+        _write_raw(loaded, original)
+    else:
+        write(loaded, new if new.get("hooks") != {} else {k: v for k, v in new.items() if k != "hooks"})
     return Change(True, bak, before, [], loaded.path)
+
+
+def _original(state_dir: Path, data: dict[str, Any]) -> bytes | None:
+    """The file as it was before memd's first edit (``ORIGINAL``), when it says what ``data`` says (an
+    empty ``hooks`` table aside)."""
+    path = state_dir / "backups" / ORIGINAL
+    try:
+        raw = path.read_bytes()
+        old = json.loads(raw.decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+
+    def plain(d: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in d.items() if not (k == "hooks" and v == {})}
+
+    return raw if isinstance(old, dict) and plain(old) == plain(data) else None
+
+
+def _write_raw(loaded: Loaded, raw: bytes) -> None:
+    from memd import store
+    from memd.errors import ConflictError
+
+    try:
+        store.atomic_write(loaded.path, raw, expect=loaded.signature)
+    except ConflictError:
+        raise SettingsError("changed while memd was editing it (Claude Code may have written it); nothing "
+                            "was written — run the command again", path=str(loaded.path)) from None
+    except OSError as e:
+        raise SettingsError(f"cannot write it: {e.strerror}", path=str(loaded.path)) from None

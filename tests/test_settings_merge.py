@@ -45,7 +45,7 @@ def settings(claude_home: Path) -> Path:
 
 def backups(claude_home: Path) -> list[Path]:
     folder = claude_home.parent / ".local" / "state" / "memd" / "backups"
-    return sorted(folder.glob("settings.json.*")) if folder.exists() else []
+    return sorted(p for p in folder.glob("settings.json.*") if p.name != sm.ORIGINAL) if folder.exists() else []
 
 
 def test_install_keeps_everything_else(claude_home: Path, settings: Path) -> None:
@@ -332,3 +332,48 @@ def test_dry_run_shows_the_lean_start(claude_home: Path, settings: Path) -> None
     start = str(ROOT / "memd" / "hooks" / "start.py")
     assert f"{sys.executable} -I -S {start}" in proc.stderr
     assert all(r.args == ["-I", "-S", start] for r in sm.installed(json.loads(proc.stdout)))
+
+
+# --------------------------------------------------------------------------- the user's bytes (issue 25)
+
+USER_FILES = [
+    '{\n  "theme": "dark",\n  "env": {"A": "1"},\n  "permissions": {"allow": ["Bash(ls:*)"]}\n}\n',
+    "{}\n",
+    '{\n    "model": "opus"\n}',
+    '{"a":1,"hooks":{"Stop":[{"hooks":[{"type":"command","command":"echo hi"}]}]}}\n',
+    '{\r\n  "x": [1, 2],\r\n  "y": "z"\r\n}\r\n',
+]
+
+
+@pytest.mark.parametrize("raw", USER_FILES, ids=["indented", "empty", "four-spaces", "one-line-with-hooks", "crlf"])
+def test_install_then_uninstall_gives_the_users_bytes_back(tmp_path: Path, raw: str) -> None:
+    f = tmp_path / "settings.json"
+    f.write_bytes(raw.encode())
+    state = tmp_path / "state"
+    want = sm.Wanted(*sm.hook_exec(), ["Write(~/.claude/projects/*/memory/**)"])
+    assert sm.install(f, state, want).changed
+    installed_text = f.read_bytes().decode()
+    if '"hooks"' not in raw:  # memd's member added, the user's bytes before it untouched
+        user = raw.rstrip().rstrip("}").rstrip()
+        assert installed_text.startswith(user), installed_text[:200]
+    assert sm.uninstall(f, state).changed
+    assert f.read_bytes() == raw.encode()
+
+
+def test_the_first_backup_is_kept_for_good(tmp_path: Path) -> None:
+    f = tmp_path / "settings.json"
+    raw = b'{\n  "theme": "dark"\n}\n'
+    f.write_bytes(raw)
+    state = tmp_path / "state"
+    command, args = sm.hook_exec()
+    for i in range(sm.BACKUPS_KEPT + 5):
+        assert sm.install(f, state, sm.Wanted(command, args, [f"Write(~/m{i}/**)"])).changed
+    backups = sorted(p.name for p in (state / "backups").iterdir())
+    assert sm.ORIGINAL in backups and len(backups) == sm.BACKUPS_KEPT + 1
+    assert (state / "backups" / sm.ORIGINAL).read_bytes() == raw
+    # the user edits something else meanwhile: uninstall keeps their edit (no restore of old bytes)
+    data = json.loads(f.read_text())
+    data["theme"] = "light"
+    f.write_text(json.dumps(data, indent=2) + "\n")
+    sm.uninstall(f, state)
+    assert json.loads(f.read_text()) == {"theme": "light"}
