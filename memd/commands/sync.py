@@ -1,4 +1,4 @@
-"""`memd sync [PROJECT ...] [--all] [--dry-run] [--list] [--forget]`: sync memory through your git remote now.
+"""`memd sync [PROJECT ...] [--all] [--dry-run] [--list] [--forget] [--push-deletions]`: sync memory now.
 
 The job is ``memd.sync.job.run_sync`` (the daemon runs the same one after every applied run and every
 ``sync.interval_minutes``); see docs/sync.md.
@@ -26,6 +26,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--list", action="store_true", help="each local project, its identity and its remote branch")
     p.add_argument("--forget", action="store_true", help="forget what PROJECT last shared with the remote "
                    "(after the remote was rewritten): the next sync merges with no common base")
+    p.add_argument("--push-deletions", action="store_true", help="send PROJECT's push even when it deletes or "
+                   "shrinks more of the remote's memory than the guard allows (held otherwise)")
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
@@ -39,12 +41,17 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
             raise UsageError("--forget needs the PROJECT(s) to forget")
         return _forget(select_projects(args, ctx), ctx)
+    if args.push_deletions and not args.projects:
+        from memd.errors import UsageError
+
+        raise UsageError("--push-deletions needs the PROJECT(s) whose deletions to send")
     from memd.commands._jobrun import run_foreground
     from memd.sync.job import run_sync
 
     named = bool(args.projects)
     return run_foreground("sync", args, ctx, force=False,
-                          work=lambda jc, projects: run_sync(jc, projects, named=named, interactive=sys.stdin.isatty()))
+                          work=lambda jc, projects: run_sync(jc, projects, named=named, interactive=sys.stdin.isatty(),
+                                                             push_deletions=args.push_deletions))
 
 
 def _list(projects: list[Project], ctx: Context) -> int:

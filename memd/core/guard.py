@@ -239,13 +239,22 @@ def _topics(files: Collection[str]) -> set[str]:
     return {r for r in files if _is_topic(r)}
 
 
-def _deletion_reasons(before: Mapping[str, bytes], after: Mapping[str, bytes], limits: GuardLimits) -> list[str]:
+def loss_reasons(before: Mapping[str, bytes], after: Mapping[str, bytes], limits: GuardLimits, *,
+                 subject: str = "the run") -> list[str]:
+    """The deletion and shrink rules alone (what a sync's push is held for: ``memd.sync.job``), worded
+    with ``subject`` doing it."""
+    return (_deletion_reasons(before, after, limits, subject)
+            + _content_reasons(diff(before, after), before, after, limits, _Parsed(), subject))
+
+
+def _deletion_reasons(before: Mapping[str, bytes], after: Mapping[str, bytes], limits: GuardLimits,
+                      subject: str = "the run") -> list[str]:
     before_topics = _topics(before)
     gone = before_topics - _topics(after)
     if not before_topics or not gone:
         return []
     if gone == before_topics:
-        return [f"the run deletes every memory ({len(gone)} of {len(before_topics)})"]
+        return [f"{subject} deletes every memory ({len(gone)} of {len(before_topics)})"]
     # Why max(1, ...): int(share * n) is 0 for any folder of fewer than 1/share files (under 4 at the
     # default 25%), so without the floor a tiny folder could never merge its two duplicates (a merge
     # is one write plus one deletion). One deletion is always allowed, unless the share is 0, which
@@ -254,13 +263,14 @@ def _deletion_reasons(before: Mapping[str, bytes], after: Mapping[str, bytes], l
     share = limits.max_delete_share
     allowed = max(1, int(share * len(before_topics))) if share > 0 else 0
     if len(gone) > allowed:
-        return [f"the run deletes {len(gone)} of {len(before_topics)} memories "
+        return [f"{subject} deletes {len(gone)} of {len(before_topics)} memories "
                 f"(at most {allowed} allowed, dream.max_delete_share = {share:g})"]
     return []
 
 
 def _content_reasons(chs: list[Change], before: Mapping[str, bytes], after: Mapping[str, bytes],
-                     limits: GuardLimits, parsed: Callable[[bytes], frontmatter.TopicFile]) -> list[str]:
+                     limits: GuardLimits, parsed: Callable[[bytes], frontmatter.TopicFile],
+                     subject: str = "the run") -> list[str]:
     """The deletion count does not see content: a run that rewrites every memory to an empty body
     deletes nothing (facts.md section 8: "an empty reflection that wiped memory"). Rejected: a topic
     file left empty or stripped of the name or description it had; and a run that shrinks the
@@ -271,16 +281,16 @@ def _content_reasons(chs: list[Change], before: Mapping[str, bytes], after: Mapp
             continue
         b, a = parsed(c.before), parsed(c.after)
         if b.body.strip() and not a.body.strip():
-            out.append(f"{c.rel}: the run empties this memory (write it or delete it, not blank it)")
+            out.append(f"{c.rel}: {subject} empties this memory (write it or delete it, not blank it)")
         for field_name in ("name", "description"):
             if getattr(b, field_name) and not getattr(a, field_name):
-                out.append(f"{c.rel}: the run removes its {field_name}")
+                out.append(f"{c.rel}: {subject} removes its {field_name}")
     before_total = sum(len(parsed(data).body.strip()) for rel, data in before.items() if _is_topic(rel))
     after_total = sum(len(parsed(data).body.strip()) for rel, data in after.items() if _is_topic(rel))
     share = limits.max_shrink_share
     lost = before_total - after_total
     if before_total and lost > max(share * before_total, limits.min_shrink_chars):
-        out.append(f"the run shrinks the memories' content by {lost / before_total:.0%} ({lost} of "
+        out.append(f"{subject} shrinks the memories' content by {lost / before_total:.0%} ({lost} of "
                    f"{before_total} characters; at most {share:.0%} allowed)")
     return out
 

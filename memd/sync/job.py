@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from memd import apply as ap
 from memd import history
+from memd.core import guard as core_guard
 from memd.core import secrets
 from memd.core.paths import INDEX_NAME
 from memd.errors import MemdError
@@ -55,6 +56,14 @@ def machine_name(machine: str) -> str:
 
 class _Rejected(Exception):
     """The push lost a race: fetch, merge and push again."""
+
+
+class _Held(Exception):
+    """The push would delete or shrink more of the remote's memory than the guard shares allow."""
+
+    def __init__(self, reasons: list[str]) -> None:
+        super().__init__("; ".join(reasons))
+        self.reasons = reasons
 
 
 def _text(data: bytes | None) -> str:
@@ -119,6 +128,7 @@ class Session:
     fetch_error: gitremote.SyncError | None = None
     fetches: int = 0
     pushes: int = 0
+    push_deletions: bool = False  # the user said so: a push the outgoing guard would hold goes out
 
     @property
     def remote(self) -> str:
@@ -184,6 +194,8 @@ class Session:
             remote = gitremote.files_of(repo, h.remote, max_bytes)
             base_commit = gitremote.merge_base(repo, h.mine, h.remote) if h.mine and h.remote else None
             base = gitremote.files_of(repo, base_commit, max_bytes).files
+            if not project.memory_dir.is_dir():  # nothing here yet (never "delete everything"): take the remote
+                base = {}
             out = ProjectOutcome(project.name, "unchanged", run_id=None)
             if remote.ignored:
                 out.details["ignored"] = remote.ignored
@@ -227,7 +239,10 @@ class Session:
                              "as they are; nothing sent (the next sync merges them)")
             if jc.dry_run:
                 return _with(out, "unchanged" if not p.local_changes else "proposed", _dry_note(p, remote))
-            sent = self._send(jc, repo, project, branch, h, remote, max_bytes)
+            try:
+                sent = self._send(jc, repo, project, branch, h, remote, max_bytes)
+            except _Held as e:
+                return _with(out, "refused", _summary(res, p, held_message(project.name, e.reasons)))
             return _with(out, out.outcome, _summary(res, p, sent))
         finally:
             repo.close()
@@ -257,6 +272,11 @@ class Session:
                 gitremote.remember(repo, branch, shared=h.remote, mine=h.remote)
             gitremote.mark_seen(jc.state_dir, project.name, branch, h.remote, mark)
             return "nothing to send" + note
+        if h.remote is not None and not self.push_deletions:
+            lost = core_guard.loss_reasons(remote.files, outgoing, ap.limits_of(jc.config), subject="this push")
+            if lost:
+                (jc.log or _silent).warning("sync.held", project=project.name, reasons=lost)
+                raise _Held(lost)
         delta = len({k for k in set(ot) | set(rt) if ot.get(k) != rt.get(k)})
         summary = f"sync from {self.machine}: {delta} file(s) differ from the remote"
         new = gitremote.commit(repo, outgoing, h.remote, machine=self.machine, summary=summary,
@@ -298,6 +318,13 @@ class Session:
         for c in fresh:
             (jc.log or _silent).warning("sync.conflict", project=project.name, file=c.file, machine=c.machine,
                                         conflict=c.id, run=run)
+
+
+def held_message(project: str, reasons: list[str]) -> str:
+    """The words for a push the outgoing guard holds."""
+    return (f"held, nothing sent: {'; '.join(reasons)} on the remote (the guard's shares, "
+            f"dream.max_delete_share and dream.max_shrink_share); if that is what you meant, "
+            f"`memd sync --push-deletions {project}` sends it")
 
 
 def _rewritten(repo: Any, h: gitremote.Heads, branch: str, project: str) -> str | None:
@@ -384,6 +411,7 @@ def synced_projects(jc: JobContext, projects: list[Project], *,
 
 
 def run_sync(jc: JobContext, projects: list[Project], *, named: bool = False, interactive: bool = False,
+             push_deletions: bool = False,
              before_project: Callable[[Project], Any] | None = None,
              after_project: Callable[[Project, ProjectOutcome | None], Any] | None = None) -> JobResult:
     """The sync job over projects (see the module doc). Sync must be on (``sync.remote``)."""
@@ -392,7 +420,7 @@ def run_sync(jc: JobContext, projects: list[Project], *, named: bool = False, in
 
     if not jc.config.sync.remote.strip():
         raise ConfigError(["sync.remote: sync is off (set it to a private git repository of yours; docs/sync.md)"])
-    session = Session(jc, interactive=interactive)
+    session = Session(jc, interactive=interactive, push_deletions=push_deletions)
     chosen, session.identities = synced_projects(jc, projects, named=named)
     if any(i.identity for i in session.identities.values() if i.project in {p.name for p in chosen}):
         session.fetch()

@@ -1,0 +1,115 @@
+"""Issue 21: what a sync sends is guarded like what it takes (findings 2 and 6), the remote must be
+memd's (finding 8), a file one machine cannot read stays on the remote (finding 7). Real bare git
+remotes over file://, machines with their own HOME; no network."""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+from memd.sync import gitremote
+from tests.plugins.sync import Machine, topic
+
+BRANCH = "memory/github.com/me/app"
+
+
+def remote_files(m: Machine) -> dict[str, bytes]:
+    """What the remote's branch holds, as m's last fetch saw it."""
+    m.sync("app", dry_run=True)  # a fetch
+    repo = gitremote.open_repo(m.state_dir)
+    try:
+        return gitremote.files_of(repo, gitremote.heads(repo, BRANCH).remote, 10**6).files
+    finally:
+        repo.close()
+
+
+def shared(a: Machine, b: Machine, n: int = 8) -> None:
+    for i in range(n):
+        a.write(f"t{i}.md", topic(f"t{i}", f"fact number {i}, with enough words to count as a memory.\n"))
+    a.sync("app")
+    b.sync("app")
+    assert len(b.topics()) == n
+
+
+def test_an_emptied_folder_is_held_not_pushed(machines: Any) -> None:
+    a, b = machines("ma"), machines("mb")
+    shared(a, b)
+    for p in a.mem().iterdir():
+        p.unlink()
+    out = a.outcome("app")
+    assert out.outcome == "refused", out
+    assert "held" in out.message and "--push-deletions" in out.message and "deletes" in out.message, out
+    assert len([k for k in remote_files(b) if k != "MEMORY.md"]) == 8
+    b.sync("app")
+    assert len(b.topics()) == 8
+    # the user says so: the deletion goes out
+    out = a.outcome("app", push_deletions=True)
+    assert out.outcome in ("unchanged", "changed") and "sent" in out.message, out
+    assert [k for k in remote_files(b) if k != "MEMORY.md"] == []
+
+
+def test_a_push_that_shrinks_most_memories_is_held(machines: Any) -> None:
+    a, b = machines("ma"), machines("mb")
+    shared(a, b)
+    for i in range(8):
+        a.write(f"t{i}.md", topic(f"t{i}", "x\n"))
+    out = a.outcome("app")
+    assert out.outcome == "refused" and "shrinks" in out.message, out
+    assert b"fact number 3" in remote_files(b)["t3.md"]
+
+
+def test_one_deletion_within_the_share_is_sent(machines: Any) -> None:
+    a, b = machines("ma"), machines("mb")
+    shared(a, b)
+    (a.mem() / "t0.md").unlink()
+    out = a.outcome("app")
+    assert "sent" in out.message, out
+    assert "t0.md" not in remote_files(b)
+
+
+def test_a_missing_memory_folder_is_nothing_here_yet(machines: Any) -> None:
+    a, b = machines("ma"), machines("mb")
+    shared(a, b)
+    shutil.rmtree(a.mem())
+    out = a.outcome("app")
+    assert out.outcome == "changed", out
+    assert len(a.topics()) == 8  # taken back from the remote, not deleted on it
+    assert len([k for k in remote_files(b) if k != "MEMORY.md"]) == 8
+
+
+def test_undo_of_a_first_sync_never_empties_the_remote(machines: Any) -> None:
+    """Finding 6: a new machine's first sync undone, then synced again: held, the remote keeps all."""
+    from memd.maintenance import undo_project
+
+    a, b = machines("ma"), machines("mb")
+    shared(a, b)
+    undo_project(b.project(), b.config, b.state_dir, None, dry_run=False)
+    assert b.topics() == {}
+    out = b.outcome("app")
+    assert out.outcome == "refused" and "--push-deletions" in out.message, out
+    assert len([k for k in remote_files(a) if k != "MEMORY.md"]) == 8
+    a.sync("app")
+    assert len(a.topics()) == 8
+
+
+def test_the_door_sends_deletions_only_when_told(machines: Any, tmp_path: Any,
+                                                  capsys: Any) -> None:
+    from memd.cli import main
+
+    a, b = machines("ma"), machines("mb")
+    shared(a, b)
+    for p in a.mem().iterdir():
+        p.unlink()
+    conf = tmp_path / "c.toml"
+    conf.write_text(f'[paths]\nstate_dir = "{a.state_dir}"\n[sync]\nremote = "{a.config.sync.remote}"\n'
+                    'machine = "ma"\n')
+    base = ["--claude-dir", str(a.claude), "--config", str(conf)]
+    assert main(["sync", *base, "--push-deletions"]) == 2  # names no project
+    capsys.readouterr()
+    main(["sync", *base, a.project().name])
+    out = capsys.readouterr().out
+    assert "held" in out and "--push-deletions" in out, out
+    main(["sync", *base, "--push-deletions", a.project().name])
+    out = capsys.readouterr().out
+    assert "sent" in out, out
+    assert [k for k in remote_files(b) if k != "MEMORY.md"] == []
