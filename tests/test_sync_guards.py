@@ -113,3 +113,63 @@ def test_the_door_sends_deletions_only_when_told(machines: Any, tmp_path: Any,
     out = capsys.readouterr().out
     assert "sent" in out, out
     assert [k for k in remote_files(b) if k != "MEMORY.md"] == []
+
+
+def _refs(remote: str) -> dict[str, str]:
+    import subprocess
+
+    out = subprocess.run(["git", "ls-remote", remote], capture_output=True, text=True, check=True).stdout
+    return {ln.split("\t")[1]: ln.split("\t")[0] for ln in out.splitlines() if "\t" in ln}
+
+
+def code_repository(tmp_path: Any) -> str:
+    """A bare repository with a `main` branch: somebody's code, not memd's."""
+    import subprocess
+
+    work = tmp_path / "code-work"
+    work.mkdir()
+    env_git = ["git", "-C", str(work), "-c", "user.name=u", "-c", "user.email=u@e"]
+    subprocess.run(["git", "init", "-q", "-b", "main", str(work)], check=True)
+    (work / "main.py").write_text("print('hi')\n")
+    subprocess.run([*env_git, "add", "."], check=True)
+    subprocess.run([*env_git, "commit", "-qm", "code"], check=True)
+    bare = tmp_path / "code.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(bare)], check=True)
+    return "file://" + str(bare)
+
+
+def test_memory_is_never_pushed_into_a_code_repository(machines: Any, tmp_path: Any) -> None:
+    """Finding 8: a remote that is neither empty nor memd's is refused with the reason."""
+    code = code_repository(tmp_path)
+    before = _refs(code)
+    a = machines("ma", code)
+    a.write("x.md", topic("x", "x\n"))
+    out = a.outcome("app")
+    assert out.outcome == "refused", out
+    assert "refs/heads/main" in out.message and "memd" in out.message and "empty" in out.message, out
+    assert _refs(code) == before  # nothing pushed
+    assert a.read("x.md") is not None
+
+
+def test_an_empty_remote_gets_memds_marker_and_stays_usable(machines: Any) -> None:
+    a, b = machines("ma"), machines("mb")
+    a.write("x.md", topic("x", "x\n"))
+    assert "sent" in a.outcome("app").message
+    refs = _refs(a.config.sync.remote)
+    assert gitremote.MARKER_REF in refs and f"refs/heads/{BRANCH}" in refs, refs
+    assert b.outcome("app").outcome == "changed"
+
+
+def test_a_remote_of_memory_branches_only_is_memds(machines: Any, tmp_path: Any) -> None:
+    """A remote memd used before the marker existed: only memory/* branches, no marker: still memd's."""
+    import subprocess
+
+    a, b = machines("ma"), machines("mb")
+    a.write("x.md", topic("x", "x\n"))
+    a.sync("app")
+    remote = a.config.sync.remote
+    subprocess.run(["git", "--git-dir", remote.removeprefix("file://"), "update-ref", "-d", gitremote.MARKER_REF],
+                   check=True)
+    b.write("y.md", topic("y", "y\n"))
+    out = b.outcome("app")
+    assert out.outcome == "changed" and "sent" in out.message, out

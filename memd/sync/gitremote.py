@@ -15,6 +15,13 @@ Refs of one identity's branch ``memory/<identity>``:
 - ``refs/memd/mine/<branch>``: the last commit made of this machine's folder (pushed or not): the
   merge base of it and the remote's head is "the last commit both sides shared".
 
+Whose remote it is: memd pushes only into a remote that is empty or already memd's. memd's remotes
+carry a marker branch (``MARKER_REF``, one commit with a README, the same commit id from every machine),
+pushed with the first push into an empty remote; a remote with nothing but ``memory/*`` branches (made
+before the marker existed) is memd's too. Anything else (a code repository's ``main``) is refused with
+what was found (``whose``). A remote found to be memd's is remembered (``sync/remotes.json``), so a
+sync with nothing new stays one fetch.
+
 Errors are ``SyncError`` with a ``kind`` (unreachable, auth, rejected, corrupt, rewritten, git,
 timeout) and a message that says what happened in words; git's own text is appended, cut short.
 """
@@ -40,6 +47,9 @@ _REMOTE = "refs/remotes/origin/"
 _SHARED = "refs/memd/shared/"
 _MINE = "refs/memd/mine/"
 MAX_GIT_OUTPUT = 400
+MARKER_REF = "refs/heads/memd-sync"
+MARKER_README = (b"# memd's memory\n\nThis repository holds Claude Code memory synced by memd between one user's "
+                 b"machines:\none branch `memory/<identity>` per project. Keep it private. See memd's docs/sync.md.\n")
 
 
 class SyncError(MemdError):
@@ -138,6 +148,66 @@ def push(state_dir: Path, remote: str, commit: str, branch: str, *, timeout: flo
             timeout=timeout, interactive=interactive)
     if r.code != 0 or "[rejected]" in r.out or "[remote rejected]" in r.out:
         raise _failure("push to", r, remote)
+
+
+# --------------------------------------------------------------------------- whose remote it is
+
+
+def _remotes_path(state_dir: Path) -> Path:
+    return state_dir / "sync" / "remotes.json"
+
+
+def known_ours(state_dir: Path) -> set[str]:
+    import json
+
+    try:
+        data = json.loads(_remotes_path(state_dir).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    return {str(u) for u in data.get("memd", [])} if isinstance(data, dict) else set()
+
+
+def _remember_ours(state_dir: Path, remote: str) -> None:
+    import json
+
+    from memd.store import atomic_write
+
+    urls = sorted(known_ours(state_dir) | {remote})
+    atomic_write(_remotes_path(state_dir), json.dumps({"memd": urls}, indent=1) + "\n", mode=0o600)
+
+
+def foreign(refs: list[str]) -> list[str]:
+    """The refs of a remote that are not memd's (HEAD, the marker and ``memory/*`` branches are)."""
+    return [r for r in refs if r != "HEAD" and r != MARKER_REF and not r.startswith("refs/heads/" + BRANCH_PREFIX)]
+
+
+def whose(state_dir: Path, remote: str, *, machine: str, timeout: float, interactive: bool = False) -> str | None:
+    """None when the remote is memd's (an empty one gets the marker first); else why memd may not push there."""
+    if remote in known_ours(state_dir):
+        return None
+    r = git(state_dir, ["ls-remote", remote], timeout=timeout, interactive=interactive)
+    if r.code != 0:
+        raise _failure("list the branches of", r, remote)
+    refs = [ln.split("\t", 1)[1].strip() for ln in r.out.splitlines() if "\t" in ln]
+    other = foreign(refs)
+    if other:
+        shown = ", ".join(other[:5]) + (f" and {len(other) - 5} more" if len(other) > 5 else "")
+        return (f"the remote {remote} is not memd's: it holds {shown} and no memd marker ({MARKER_REF}); "
+                "memd pushes memory only into an empty repository or one of its own (make an empty private "
+                "repository for it: docs/sync.md)")
+    if MARKER_REF not in refs:
+        repo = open_repo(state_dir)
+        try:
+            marker = commit(repo, {"README.md": MARKER_README}, None, machine="memd", summary="memd's memory",
+                            now=0)
+        finally:
+            repo.close()
+        r = git(state_dir, ["push", "--porcelain", "--no-verify", remote, f"{marker}:{MARKER_REF}"],
+                timeout=timeout, interactive=interactive)
+        if r.code != 0 and "[rejected]" not in r.out:  # rejected: another machine's marker is there first
+            raise _failure("mark as memd's", r, remote)
+    _remember_ours(state_dir, remote)
+    return None
 
 
 # --------------------------------------------------------------------------- refs and commits

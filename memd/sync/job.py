@@ -129,6 +129,7 @@ class Session:
     fetches: int = 0
     pushes: int = 0
     push_deletions: bool = False  # the user said so: a push the outgoing guard would hold goes out
+    _whose: str | None = None  # "" once the remote was found memd's, else why not
 
     @property
     def remote(self) -> str:
@@ -149,6 +150,14 @@ class Session:
         self.fetch_error = None
         return True
 
+    def whose(self) -> str | None:
+        """Why memd may not push into the remote (None: it is memd's), found once per job."""
+        if self._whose is None:
+            self._whose = (gitremote.whose(self.jc.state_dir, self.remote, machine=self.machine,
+                                           timeout=self.jc.config.sync.timeout_s, interactive=self.interactive)
+                           or "")
+        return self._whose or None
+
     # ------------------------------------------------------------------ one project
 
     def project(self, jc: JobContext, project: Project) -> ProjectOutcome:
@@ -160,6 +169,13 @@ class Session:
         ident = self.identities.get(project.name) or identify(project, jc.config, jc.state)
         if ident.identity is None or ident.branch is None:
             return ProjectOutcome(project.name, "skipped", ident.source)
+        if self.fetch_error is None and not jc.dry_run:
+            try:
+                foreign = self.whose()
+            except gitremote.SyncError as e:
+                return ProjectOutcome(project.name, "failed", f"{e}; {UNTOUCHED}", error=e.kind)
+            if foreign is not None:
+                return ProjectOutcome(project.name, "refused", f"{foreign}; {UNTOUCHED}")
         for attempt in range(jc.config.sync.push_attempts):
             if self.fetch_error is not None:
                 return ProjectOutcome(project.name, "failed", f"{self.fetch_error}; {UNTOUCHED}",
