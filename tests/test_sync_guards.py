@@ -173,3 +173,79 @@ def test_a_remote_of_memory_branches_only_is_memds(machines: Any, tmp_path: Any)
     b.write("y.md", topic("y", "y\n"))
     out = b.outcome("app")
     assert out.outcome == "changed" and "sent" in out.message, out
+
+
+def _add_to_remote(remote: str, name: bytes, data: bytes) -> None:
+    """Another memd (another OS, another limit) put a file on the remote's branch: a commit on top."""
+    from dulwich.objects import Blob, Commit, Tree
+    from dulwich.repo import Repo
+
+    repo = Repo(remote.removeprefix("file://"))
+    try:
+        ref = f"refs/heads/{BRANCH}".encode()
+        head = repo[repo.refs[ref]]
+        tree = repo[head.tree]
+        blob = Blob.from_string(data)
+        repo.object_store.add_object(blob)
+        new = Tree()
+        for e in tree.items():
+            new.add(e.path, e.mode, e.sha)
+        new.add(name, 0o100644, blob.id)
+        repo.object_store.add_object(new)
+        c = Commit()
+        c.tree, c.parents = new.id, [head.id]
+        c.author = c.committer = b"memd on other <memd@other>"
+        c.author_time = c.commit_time = head.commit_time + 1
+        c.author_timezone = c.commit_timezone = 0
+        c.message = b"sync from other\n\nmemd-machine: other\nmemd-kind: sync\n"
+        repo.object_store.add_object(c)
+        repo.refs[ref] = c.id
+    finally:
+        repo.close()
+
+
+def _remote_names(m: Machine) -> dict[bytes, bytes]:
+    """Every file path on the remote's branch (raw bytes) with its content."""
+    from dulwich.repo import Repo
+
+    repo = Repo(m.config.sync.remote.removeprefix("file://"))
+    out: dict[bytes, bytes] = {}
+    try:
+        def walk(tree_id: bytes, prefix: bytes) -> None:
+            for e in repo[tree_id].items():
+                if e.mode == 0o040000:
+                    walk(e.sha, prefix + e.path + b"/")
+                else:
+                    out[prefix + e.path] = bytes(repo[e.sha].data)
+        walk(repo[repo.refs[f"refs/heads/{BRANCH}".encode()]].tree, b"")
+    finally:
+        repo.close()
+    return out
+
+
+def test_a_file_one_machine_cannot_read_stays_on_the_remote(machines: Any) -> None:
+    """Finding 7: over this machine's size limit, or a name it cannot decode: left alone, reported once."""
+    from memd.config import Config, replace
+
+    a, b = machines("ma"), machines("mb")
+    b.config = Config(sync=b.config.sync, budget=replace(b.config.budget, max_file_bytes=4096))
+    big = topic("big", "a long memory line\n" * 400)
+    a.write("big.md", big)
+    a.write("small.md", topic("small", "s\n"))
+    a.sync("app")
+    _add_to_remote(a.config.sync.remote, "caf\xe9.md".encode("latin-1"), topic("cafe", "c\n").encode())
+    first = b.outcome("app")
+    assert b.read("small.md") is not None and b.read("big.md") is None, first
+    assert any("big.md" in i for i in first.details["ignored"]), first
+    b.write("mine.md", topic("mine", "b's own\n"))
+    out = b.outcome("app")
+    assert "sent" in out.message, out
+    names = _remote_names(b)
+    assert names[b"big.md"] == big.encode()  # left alone, not deleted
+    assert "caf\xe9.md".encode("latin-1") in names
+    assert b"mine.md" in names
+    assert not any("\ufffd".encode() in n for n in names)  # never pushed back under a mangled name
+    assert len(b.events.named("sync.ignored")) == 1  # reported once
+    assert "ignored" not in out.details
+    a.sync("app")
+    assert a.read("big.md") == big and a.read("mine.md") is not None

@@ -282,6 +282,9 @@ class TreeFiles:
     files: dict[str, bytes] = field(default_factory=dict)
     ignored: list[str] = field(default_factory=list)  # entries no memory folder may hold, with why
     machine: str = ""  # who made the commit (its trailer)
+    # the ignored entries as they are (raw path -> mode, object id): a push keeps them untouched, so a
+    # file this machine cannot read (its size limit, a name it cannot decode) is never deleted remotely
+    kept: dict[bytes, tuple[int, bytes]] = field(default_factory=dict)
 
 
 def synced(rel: str) -> bool:
@@ -290,46 +293,56 @@ def synced(rel: str) -> bool:
 
 
 def files_of(repo: Any, commit: str | None, max_bytes: int) -> TreeFiles:
-    """The memory files of a commit of the remote, checked: a path no memory folder may hold, a
-    symlink, a submodule, a file too large or not UTF-8 is left out and named in ``ignored``.
-    A missing object is a damaged remote (``SyncError`` corrupt)."""
+    """The memory files of a commit of the remote, checked: a path no memory folder may hold, a name
+    that is not UTF-8, a symlink, a submodule, a file too large or not UTF-8 is left out, named in
+    ``ignored`` and kept as it is in ``kept``. A missing object is a damaged remote (``SyncError`` corrupt)."""
     out = TreeFiles()
     if commit is None:
         return out
     try:
         c = repo[commit.encode()]
         out.machine = _trailer(c.message.decode("utf-8", "replace"), "machine")
-        _walk(repo, c.tree, "", out, max_bytes)
+        _walk(repo, c.tree, "", b"", out, max_bytes)
     except KeyError as e:
         raise SyncError(f"the remote's commit {commit[:12]} lacks an object ({e}): the remote is damaged",
                         kind="corrupt") from None
     return out
 
 
-def _walk(repo: Any, tree_id: bytes, prefix: str, out: TreeFiles, max_bytes: int) -> None:
+def _walk(repo: Any, tree_id: bytes, prefix: str, raw: bytes, out: TreeFiles, max_bytes: int) -> None:
     for entry in repo[tree_id].items():
-        name = entry.path.decode("utf-8", "replace")
+        key = raw + entry.path
+
+        def ignore(why: str, rel: str) -> None:
+            out.ignored.append(f"{rel}: {why}")
+            out.kept[key] = (entry.mode, entry.sha)  # noqa: B023 (used at once, in this iteration)
+
+        try:
+            name = entry.path.decode("utf-8")
+        except UnicodeDecodeError:
+            ignore("a name that is not UTF-8", repr(prefix + entry.path.decode("utf-8", "replace")))
+            continue
         rel = prefix + name
         if name in ("", ".", "..") or "/" in name or "\\" in name or "\x00" in name:
-            out.ignored.append(f"{rel!r}: not a file name")
+            ignore("not a file name", repr(rel))
         elif stat.S_ISDIR(entry.mode):
             if is_team(rel) or name.startswith("."):
-                out.ignored.append(f"{rel}/: never synced")
+                ignore("never synced", rel + "/")
             else:
-                _walk(repo, entry.sha, rel + "/", out, max_bytes)
+                _walk(repo, entry.sha, rel + "/", key + b"/", out, max_bytes)
         elif not stat.S_ISREG(entry.mode):
-            out.ignored.append(f"{rel}: not a regular file")
+            ignore("not a regular file", rel)
         elif not synced(rel):
-            out.ignored.append(f"{rel}: not a memory file sync carries")
+            ignore("not a memory file sync carries", rel)
         else:
             data = bytes(repo[entry.sha].data)
             if len(data) > max_bytes:
-                out.ignored.append(f"{rel}: larger than {max_bytes} bytes")
+                ignore(f"larger than {max_bytes} bytes", rel)
                 continue
             try:
                 data.decode("utf-8")
             except UnicodeDecodeError:
-                out.ignored.append(f"{rel}: not UTF-8 text")
+                ignore("not UTF-8 text", rel)
                 continue
             out.files[rel] = data
 
@@ -339,15 +352,53 @@ def _trailer(message: str, name: str) -> str:
     return m.group(1).strip() if m else ""
 
 
+def _tree(repo: Any, files: dict[str, bytes], kept: dict[bytes, tuple[int, bytes]]) -> bytes:
+    """A tree of ``files`` plus the entries ``kept`` as they are (a kept entry wins its path)."""
+    from dulwich.objects import Blob, Tree
+
+    root: dict[bytes, Any] = {}
+
+    def put(path: bytes, leaf: Any) -> None:
+        *dirs, name = path.split(b"/")
+        node = root
+        for d in dirs:
+            nxt = node.get(d)
+            if not isinstance(nxt, dict):
+                nxt = node[d] = {}
+            node = nxt
+        if path in kept or name not in node:
+            node[name] = leaf
+
+    for path, entry in kept.items():
+        put(path, entry)
+    for rel, data in files.items():
+        put(rel.encode("utf-8"), data)
+
+    def build(node: dict[bytes, Any]) -> Any:  # an ObjectID
+        tree = Tree()
+        for name, value in node.items():
+            if isinstance(value, dict):
+                tree.add(name, 0o040000, build(value))
+            elif isinstance(value, tuple):
+                tree.add(name, value[0], value[1])
+            else:
+                blob = Blob.from_string(value)
+                repo.object_store.add_object(blob)
+                tree.add(name, 0o100644, blob.id)
+        repo.object_store.add_object(tree)
+        return tree.id
+
+    return bytes(build(root))
+
+
 def commit(repo: Any, files: dict[str, bytes], parent: str | None, *, machine: str, summary: str,
-           now: float | None = None) -> str:
-    """A commit of ``files`` on top of ``parent``, signed with the machine's name; returns its id."""
+           now: float | None = None, kept: dict[bytes, tuple[int, bytes]] | None = None) -> str:
+    """A commit of ``files`` (and the remote's entries ``kept`` as they are) on top of ``parent``,
+    signed with the machine's name; returns its id."""
     from dulwich.objects import Commit
 
-    from memd.history import tree_for  # the one tree builder of memd's git histories
-
     c = Commit()
-    c.tree = tree_for(repo, files)
+    c.tree = _tree(repo, files, kept or {})
     c.parents = [_oid(parent)] if parent else []
     who = re.sub(r"[^A-Za-z0-9._-]+", "-", machine) or "machine"
     c.author = c.committer = f"memd on {machine} <memd@{who}>".encode()
@@ -399,6 +450,30 @@ def mark_seen(state_dir: Path, project: str, branch: str, remote: str | None, fo
     else:
         data[project] = {"branch": branch, "remote": remote, "folder": folder}
     atomic_write(_seen_path(state_dir), json.dumps(data, indent=1, sort_keys=True) + "\n", mode=0o600)
+
+
+def report_once(state_dir: Path, project: str, ignored: list[str]) -> list[str]:
+    """Of the remote's entries this machine leaves alone, those not reported before (remembered per project)."""
+    import json
+
+    from memd.store import atomic_write
+
+    path = state_dir / "sync" / "ignored.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    before = set(data.get(project) or [])
+    fresh = [i for i in ignored if i not in before]
+    if set(ignored) != before:
+        if ignored:
+            data[project] = sorted(set(ignored))
+        else:
+            data.pop(project, None)
+        atomic_write(path, json.dumps(data, indent=1, sort_keys=True) + "\n", mode=0o600)
+    return fresh
 
 
 def tree_of(repo: Any, commit: str | None) -> str | None:

@@ -213,10 +213,12 @@ class Session:
             if not project.memory_dir.is_dir():  # nothing here yet (never "delete everything"): take the remote
                 base = {}
             out = ProjectOutcome(project.name, "unchanged", run_id=None)
-            if remote.ignored:
-                out.details["ignored"] = remote.ignored
-                (jc.log or _silent).warning("sync.ignored", project=project.name, entries=remote.ignored[:20],
-                                            count=len(remote.ignored))
+            fresh = gitremote.report_once(jc.state_dir, project.name, remote.ignored) if not jc.dry_run \
+                else remote.ignored
+            if fresh:  # left alone on the remote (kept by every push); said once, not at every sync
+                out.details["ignored"] = fresh
+                (jc.log or _silent).warning("sync.ignored", project=project.name, entries=fresh[:20],
+                                            count=len(fresh))
             run_id = ap.new_run_id("sync", jc.clock.time())
             final: list[Plan] = []
 
@@ -296,7 +298,7 @@ class Session:
         delta = len({k for k in set(ot) | set(rt) if ot.get(k) != rt.get(k)})
         summary = f"sync from {self.machine}: {delta} file(s) differ from the remote"
         new = gitremote.commit(repo, outgoing, h.remote, machine=self.machine, summary=summary,
-                               now=jc.clock.time())
+                               now=jc.clock.time(), kept=remote.kept)
         gitremote.remember(repo, branch, mine=new)
         try:
             gitremote.push(jc.state_dir, self.remote, new, branch, timeout=jc.config.sync.timeout_s,
