@@ -23,7 +23,10 @@ what was found (``whose``). A remote found to be memd's is remembered (``sync/re
 sync with nothing new stays one fetch.
 
 Errors are ``SyncError`` with a ``kind`` (unreachable, auth, rejected, corrupt, rewritten, git,
-timeout) and a message that says what happened in words; git's own text is appended, cut short.
+timeout, hook) and a message that says what happened in words; git's own text is appended, cut short
+(a server's refusal quotes what the server said: its ``remote:`` lines). git runs in a process group
+of its own: after a timeout the whole group is killed and reaped (ssh, git-remote-https, a credential
+helper never outlive it).
 """
 
 from __future__ import annotations
@@ -80,7 +83,10 @@ def open_repo(state_dir: Path) -> Any:
 
 _KINDS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     ("rejected", "the remote refused the push (someone pushed first)",
-     re.compile(r"\[rejected\]|non-fast-forward|fetch first|\[remote rejected\]|failed to update ref", re.I)),
+     re.compile(r"\[rejected\]|non-fast-forward|fetch first|failed to update ref|cannot lock ref|"
+                r"incorrect old value", re.I)),
+    ("hook", "the remote's server refused the push",  # a pre-receive hook, a quota, a protected branch
+     re.compile(r"\[remote rejected\]|hook declined", re.I)),
     ("auth", "the remote refused our credentials",
      re.compile(r"authentication failed|permission denied|could not read (username|password)|"
                 r"\b40[13]\b|access denied|terminal prompts disabled|host key verification failed", re.I)),
@@ -115,19 +121,49 @@ def git(state_dir: Path, args: list[str], *, timeout: float, interactive: bool =
     """``git --git-dir=<sync repository> <args>`` with a bound; raises SyncError when git is missing or slow."""
     cmd = ["git", f"--git-dir={repo_path(state_dir)}", *args]
     try:
-        p = subprocess.run(cmd, stdin=None if interactive else subprocess.DEVNULL, capture_output=True,
-                           timeout=timeout, env=_env(interactive), check=False)
+        # Unattended, git gets a session of its own (no terminal to prompt on either): a timeout kills its
+        # whole group. In a terminal it stays in the user's session so that it may prompt.
+        p = subprocess.Popen(cmd, stdin=None if interactive else subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=_env(interactive), start_new_session=not interactive)
     except FileNotFoundError:
         raise SyncError("the `git` program is not installed (sync moves memory with it)", kind="git") from None
+    try:
+        out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        _kill(p, group=not interactive)
         raise SyncError(f"git {args[0]} took longer than {timeout:g} s (offline, or the remote is slow)",
                         kind="timeout") from None
-    return GitResult(p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace"))
+    except BaseException:
+        _kill(p, group=not interactive)
+        raise
+    return GitResult(p.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+
+
+def _kill(p: subprocess.Popen[bytes], *, group: bool) -> None:
+    """git and, unattended, every helper it started (its process group), killed and reaped."""
+    import signal
+
+    try:
+        if group:
+            os.killpg(p.pid, signal.SIGKILL)
+        else:
+            p.kill()
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        p.communicate(timeout=10)
+    except subprocess.TimeoutExpired:  # a helper that left git's group still holds the pipes: stop reading
+        p.kill()
+        p.wait()
 
 
 def _failure(what: str, r: GitResult, remote: str) -> SyncError:
     text = (r.err + "\n" + r.out).strip()
     kind, words = next(((k, w) for k, w, rx in _KINDS if rx.search(text)), ("git", "git failed"))
+    said = [ln.strip()[len("remote:"):].strip() for ln in r.err.splitlines() if ln.strip().startswith("remote:")]
+    said = [ln for ln in said if ln]
+    if kind == "hook" and said:
+        return SyncError(f"{what} {remote}: {words}; the server said: {' '.join(said)[-MAX_GIT_OUTPUT:]}", kind=kind)
     tail = " ".join(text.split())[-MAX_GIT_OUTPUT:]
     return SyncError(f"{what} {remote}: {words} (git: {tail})", kind=kind)
 
