@@ -38,7 +38,7 @@ from memd.errors import MemdError
 from memd.jobs import JobContext, ProjectOutcome
 from memd.memfolder.folder import file_map
 from memd.projlock import ProjectBusyError
-from memd.sync import evidence, gitremote
+from memd.sync import evidence, gitremote, held
 from memd.sync import merge as mg
 from memd.sync.identity import Identity, identify
 
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from memd.layout import Project
 
 UNTOUCHED = "local memory untouched; the next sync tries again"
+MAX_HOLD_ROUNDS = 4  # merges tried, each holding back the files the guard named in the one before
 
 
 def machine_name(machine: str) -> str:
@@ -110,12 +111,50 @@ def _split(files: dict[str, bytes]) -> tuple[dict[str, bytes], str | None]:
     return {k: v for k, v in files.items() if k != INDEX_NAME}, _opt(files.get(INDEX_NAME))
 
 
-def plan(base: dict[str, bytes], local: dict[str, bytes], remote: gitremote.TreeFiles) -> Plan:
+def plan(base: dict[str, bytes], local: dict[str, bytes], remote: gitremote.TreeFiles,
+         hold: frozenset[str] = frozenset()) -> Plan:
+    """The merge of the three sides; a file in ``hold`` keeps this machine's version (the index too)."""
     local = {k: v for k, v in local.items() if gitremote.synced(k)}
     bt, bi = _split(base)
     lt, li = _split(local)
     rt, ri = _split(remote.files)
-    return Plan(base, local, remote, mg.merge_folder(bt, lt, rt), mg.merge_index(bi, li, ri))
+    merged = mg.merge_folder(bt, lt, rt)
+    for rel in hold - {INDEX_NAME}:
+        if rel in lt:
+            merged.files[rel] = lt[rel]
+        else:
+            merged.files.pop(rel, None)
+        merged.taken = [r for r in merged.taken if r != rel]
+        merged.conflicts = [c for c in merged.conflicts if c.rel != rel]
+    return Plan(base, local, remote, merged, li if INDEX_NAME in hold else mg.merge_index(bi, li, ri))
+
+
+def culprits(reasons: tuple[str, ...] | list[str], p: Plan) -> dict[str, str]:
+    """The incoming changes the guard's reasons are about (path -> reason): a reason that names a file
+    names it; one about the whole folder names the changes of its kind (deletions, shrinking changes,
+    new files for an index over its budget, the index for its own text)."""
+    topics = {k: v for k, v in p.local.items() if k != INDEX_NAME}
+    incoming = {r for r in set(topics) | set(p.merged.files) if topics.get(r) != p.merged.files.get(r)}
+    out: dict[str, str] = {}
+    for why in reasons:
+        head = why.split(": ", 1)[0]
+        if head in incoming:
+            out.setdefault(head, why.split(": ", 1)[1] if ": " in why else why)
+        elif head == INDEX_NAME:
+            out.setdefault(INDEX_NAME, why.split(": ", 1)[-1])
+            if "budget" in why:
+                for r in incoming:
+                    if r not in topics:
+                        out.setdefault(r, why)
+        elif "deletes" in why:
+            for r in incoming:
+                if r not in p.merged.files:
+                    out.setdefault(r, why)
+        elif "shrinks" in why:
+            for r in incoming:
+                if len(p.merged.files.get(r, b"")) < len(topics.get(r, b"")):
+                    out.setdefault(r, why)
+    return {r: w.replace("the run", "the remote's change") for r, w in out.items()}
 
 
 @dataclass
@@ -129,6 +168,7 @@ class Session:
     fetches: int = 0
     pushes: int = 0
     push_deletions: bool = False  # the user said so: a push the outgoing guard would hold goes out
+    keep_local: bool = False  # the user said so: held files are resolved with this machine's version
     _whose: str | None = None  # "" once the remote was found memd's, else why not
 
     @property
@@ -175,6 +215,8 @@ class Session:
             except gitremote.SyncError as e:
                 return ProjectOutcome(project.name, "failed", f"{e}; {UNTOUCHED}", error=e.kind)
             if foreign is not None:
+                held.hold_project(jc.state_dir, project.name, foreign.split(" (make")[0],
+                                  "point sync.remote at an empty private repository")
                 return ProjectOutcome(project.name, "refused", f"{foreign}; {UNTOUCHED}")
         for attempt in range(jc.config.sync.push_attempts):
             if self.fetch_error is not None:
@@ -201,9 +243,12 @@ class Session:
             h = gitremote.heads(repo, branch)
             why = _rewritten(repo, h, branch, project.name)
             if why is not None:
+                held.hold_project(jc.state_dir, project.name, why.split("; `")[0],
+                                  f"`memd sync --forget {project.name}`")
                 return ProjectOutcome(project.name, "refused", f"{why}; {UNTOUCHED}")
             last = gitremote.seen(jc.state_dir).get(project.name)
-            if (not jc.dry_run and h.remote is not None and h.remote == h.shared
+            if (not jc.dry_run and not self.keep_local and not self.push_deletions
+                    and h.remote is not None and h.remote == h.shared
                     and last == {"branch": branch, "remote": h.remote,
                                  "folder": gitremote.folder_mark(project.memory_dir)}):
                 return ProjectOutcome(project.name, "unchanged", "nothing new on either side")
@@ -219,29 +264,40 @@ class Session:
                 out.details["ignored"] = fresh
                 (jc.log or _silent).warning("sync.ignored", project=project.name, entries=fresh[:20],
                                             count=len(fresh))
-            run_id = ap.new_run_id("sync", jc.clock.time())
+            was = held.load(jc.state_dir, project.name)
+            # a file held before stays held while the remote's version is the one refused (judged anew
+            # once it changes); --keep-local resolves every held file with this machine's version
+            kept_local = frozenset(was.files) if self.keep_local else frozenset()
+            why_held = {r: row for r, row in was.files.items() if not self.keep_local
+                        and row.get("remote") == held.version(remote.files.get(r))}
+            hold = frozenset(why_held)
             final: list[Plan] = []
-
-            def edit(ws: ap.Workspace) -> ap.Edits:
-                first = plan(base, file_map(project.memory_dir, max_bytes), remote)
-                final.append(first)
-                if not first.local_changes:
-                    return ap.Edits(note=_note(first, remote.machine))
-                st = ws.get()  # merged again from exactly what was staged (the folder may have moved)
-                p = plan(base, {rel: b.data for rel, b in st.baseline.items()}, remote)
-                final[0] = p
-                _write(st, p)
-                return ap.Edits(note=_note(p, remote.machine))
-
-            res = ap.run(project, edit, state_dir=jc.state_dir, job="sync", run_id=run_id, config=cfg,
-                         review=jc.dry_run, log=jc.log)
+            for _ in range(MAX_HOLD_ROUNDS):
+                run_id = ap.new_run_id("sync", jc.clock.time())
+                final.clear()
+                res = ap.run(project, self._edit(project, base, remote, hold | kept_local, final, max_bytes),
+                             state_dir=jc.state_dir, job="sync", run_id=run_id, config=cfg, review=jc.dry_run,
+                             log=jc.log)
+                if res.verdict != ap.Verdict.REJECTED:
+                    break
+                new = {r: w for r, w in culprits(res.reasons, final[0]).items() if r not in hold}
+                if not new:  # nothing more to hold one by one: the project's incoming changes are refused
+                    break
+                now = jc.clock.time()
+                why_held.update({r: {"reason": w, "remote": held.version(remote.files.get(r)), "since": now}
+                                 for r, w in new.items()})
+                hold = frozenset(why_held)
             p = final[0]
             out.details["identity"] = ident
             out.details["conflicts"] = p.merged.conflict_files()
+            out.details["held"] = sorted(why_held)
             out.added, out.changed, out.deleted = len(res.added), len(res.changed), len(res.deleted)
             if res.verdict == ap.Verdict.REJECTED:
-                return _with(out, "refused", "the remote's changes were refused by the guards, nothing applied: "
-                             + "; ".join(res.reasons))
+                msg = "the remote's changes were refused by the guards, nothing applied: " + "; ".join(res.reasons)
+                if not jc.dry_run:
+                    held.hold_project(jc.state_dir, project.name, msg, f"`memd sync --forget {project.name}` "
+                                      "after fixing it on the machine that wrote it")
+                return _with(out, "refused", msg)
             if res.verdict == ap.Verdict.ABANDONED:
                 return _with(out, "skipped", "stopped before applying")
             if res.verdict == ap.Verdict.REVIEW:
@@ -257,17 +313,39 @@ class Session:
                              "as they are; nothing sent (the next sync merges them)")
             if jc.dry_run:
                 return _with(out, "unchanged" if not p.local_changes else "proposed", _dry_note(p, remote))
+            held.save(jc.state_dir, project.name, held.Held(why_held, {}))
             try:
-                sent = self._send(jc, repo, project, branch, h, remote, max_bytes)
+                sent = self._send(jc, repo, project, branch, h, remote, max_bytes, hold)
             except _Held as e:
-                return _with(out, "refused", _summary(res, p, held_message(project.name, e.reasons)))
-            return _with(out, out.outcome, _summary(res, p, sent))
+                msg = held_message(project.name, e.reasons)
+                held.hold_project(jc.state_dir, project.name, msg.removeprefix("held, nothing sent: "),
+                                  f"`memd sync --push-deletions {project.name}`")
+                return _with(out, "refused", _summary(res, p, msg, why_held, project.name))
+            return _with(out, out.outcome, _summary(res, p, sent, why_held, project.name))
         finally:
             repo.close()
 
+    def _edit(self, project: Project, base: dict[str, bytes], remote: gitremote.TreeFiles, hold: frozenset[str],
+              final: list[Plan], max_bytes: int) -> Callable[[ap.Workspace], ap.Edits]:
+        """The merge as ``apply.run``'s edit step; the plan it made lands in ``final``."""
+
+        def edit(ws: ap.Workspace) -> ap.Edits:
+            first = plan(base, file_map(project.memory_dir, max_bytes), remote, hold)
+            final.append(first)
+            if not first.local_changes:
+                return ap.Edits(note=_note(first, remote.machine))
+            st = ws.get()  # merged again from exactly what was staged (the folder may have moved)
+            p = plan(base, {rel: b.data for rel, b in st.baseline.items()}, remote, hold)
+            final[0] = p
+            _write(st, p)
+            return ap.Edits(note=_note(p, remote.machine))
+
+        return edit
+
     def _send(self, jc: JobContext, repo: Any, project: Project, branch: str, h: gitremote.Heads,
-              remote: gitremote.TreeFiles, max_bytes: int) -> str:
-        """Push the folder as it is now, unless the remote holds all of it; returns what was done."""
+              remote: gitremote.TreeFiles, max_bytes: int, hold: frozenset[str] = frozenset()) -> str:
+        """Push the folder as it is now, unless the remote holds all of it; returns what was done. A held
+        file goes out as the remote has it (never this machine's version over the one held)."""
         mark = gitremote.folder_mark(project.memory_dir)  # before reading: a later write is seen next time
         now_files = {k: v for k, v in file_map(project.memory_dir, max_bytes).items() if gitremote.synced(k)}
         outgoing: dict[str, bytes] = {}
@@ -280,6 +358,11 @@ class Session:
             withheld.setdefault(why, []).append(rel)
             if rel in remote.files:  # the remote keeps its own version: never a deletion there
                 outgoing[rel] = remote.files[rel]
+        for rel in hold - {INDEX_NAME}:
+            if rel in remote.files:
+                outgoing[rel] = remote.files[rel]
+            else:
+                outgoing.pop(rel, None)
         for why, files in withheld.items():
             (jc.log or _silent).warning("sync.withheld", project=project.name, files=files[:20], reason=why)
         ot, oi = _split(outgoing)
@@ -391,10 +474,15 @@ def _dry_note(p: Plan, remote: gitremote.TreeFiles) -> str:
     return "dry run: " + "; ".join(bits)
 
 
-def _summary(res: ap.RunResult, p: Plan, sent: str) -> str:
+def _summary(res: ap.RunResult, p: Plan, sent: str, why_held: dict[str, dict[str, Any]] | None = None,
+             project: str = "PROJECT") -> str:
     bits = []
     if res.verdict == ap.Verdict.APPLIED:
         bits.append(f"took {res.summary}")
+    if why_held:
+        bits.append(f"held {len(why_held)} file(s) of the remote here: "
+                    + "; ".join(f"{r} ({row.get('reason', '')})" for r, row in sorted(why_held.items())[:3])
+                    + f" (`memd sync --keep-local {project}` sends this machine's version)")
     if p.merged.conflicts:
         bits.append(f"{len(p.merged.conflicts)} conflict(s) kept local for the next dream: "
                     + ", ".join(p.merged.conflict_files()[:5]))
@@ -429,7 +517,7 @@ def synced_projects(jc: JobContext, projects: list[Project], *,
 
 
 def run_sync(jc: JobContext, projects: list[Project], *, named: bool = False, interactive: bool = False,
-             push_deletions: bool = False,
+             push_deletions: bool = False, keep_local: bool = False,
              before_project: Callable[[Project], Any] | None = None,
              after_project: Callable[[Project, ProjectOutcome | None], Any] | None = None) -> JobResult:
     """The sync job over projects (see the module doc). Sync must be on (``sync.remote``)."""
@@ -438,7 +526,7 @@ def run_sync(jc: JobContext, projects: list[Project], *, named: bool = False, in
 
     if not jc.config.sync.remote.strip():
         raise ConfigError(["sync.remote: sync is off (set it to a private git repository of yours; docs/sync.md)"])
-    session = Session(jc, interactive=interactive, push_deletions=push_deletions)
+    session = Session(jc, interactive=interactive, push_deletions=push_deletions, keep_local=keep_local)
     chosen, session.identities = synced_projects(jc, projects, named=named)
     if any(i.identity for i in session.identities.values() if i.project in {p.name for p in chosen}):
         session.fetch()
