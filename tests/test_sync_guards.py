@@ -249,3 +249,19 @@ def test_a_file_one_machine_cannot_read_stays_on_the_remote(machines: Any) -> No
     assert "ignored" not in out.details
     a.sync("app")
     assert a.read("big.md") == big and a.read("mine.md") is not None
+
+
+def test_a_folder_removed_and_made_anew_is_nothing_here_yet(machines: Any) -> None:
+    """A reset whose folder Claude Code made again (and wrote into) before the next sync: the remote's
+    memory comes back, the new memory goes out, nothing is deleted remotely (not even within the share)."""
+    a, b = machines("ma"), machines("mb")
+    shared(a, b)
+    for i in range(6):
+        b.write(f"t{i}.md", (b.read(f"t{i}.md") or "") + f"changed on b {i}\n")
+    assert "sent" in b.outcome("app").message
+    shutil.rmtree(a.mem())
+    a.write("fresh.md", topic("fresh", "written after the reset\n"))
+    out = a.outcome("app")
+    assert out.outcome == "changed", out
+    assert len(a.topics()) == 9 and "changed on b 1" in (a.read("t1.md") or "")
+    assert len([k for k in remote_files(b) if k != "MEMORY.md"]) == 9

@@ -475,7 +475,17 @@ def seen(state_dir: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def mark_seen(state_dir: Path, project: str, branch: str, remote: str | None, folder: str | None) -> None:
+def folder_id(memory_dir: Path) -> str | None:
+    """The memory folder itself (device and inode): a folder removed and made again has another one."""
+    try:
+        st = os.stat(memory_dir)
+    except OSError:
+        return None
+    return f"{st.st_dev}:{st.st_ino}"
+
+
+def mark_seen(state_dir: Path, project: str, branch: str, remote: str | None, folder: str | None,
+              folder_ident: str | None = None, names: list[str] | None = None) -> None:
     import json
 
     from memd.store import atomic_write
@@ -485,6 +495,10 @@ def mark_seen(state_dir: Path, project: str, branch: str, remote: str | None, fo
         data.pop(project, None)
     else:
         data[project] = {"branch": branch, "remote": remote, "folder": folder}
+        if folder_ident is not None:
+            data[project]["dir"] = folder_ident
+        if names is not None:
+            data[project]["files"] = sorted(names)
     atomic_write(_seen_path(state_dir), json.dumps(data, indent=1, sort_keys=True) + "\n", mode=0o600)
 
 

@@ -249,13 +249,17 @@ class Session:
             last = gitremote.seen(jc.state_dir).get(project.name)
             if (not jc.dry_run and not self.keep_local and not self.push_deletions
                     and h.remote is not None and h.remote == h.shared
-                    and last == {"branch": branch, "remote": h.remote,
-                                 "folder": gitremote.folder_mark(project.memory_dir)}):
+                    and {k: v for k, v in (last or {}).items() if k not in ("dir", "files")}
+                    == {"branch": branch, "remote": h.remote, "folder": gitremote.folder_mark(project.memory_dir)}):
                 return ProjectOutcome(project.name, "unchanged", "nothing new on either side")
             remote = gitremote.files_of(repo, h.remote, max_bytes)
             base_commit = gitremote.merge_base(repo, h.mine, h.remote) if h.mine and h.remote else None
             base = gitremote.files_of(repo, base_commit, max_bytes).files
-            if not project.memory_dir.is_dir():  # nothing here yet (never "delete everything"): take the remote
+            if not self.push_deletions and _made_anew(project, last or {}, max_bytes):
+                # a missing folder, or one removed and made again since the last sync (a reset, an rm -rf
+                # that Claude Code's next session undid by making it anew), is "nothing here yet", never
+                # "delete everything": merged with no common base, the remote's memory comes back and
+                # what was written here since is kept
                 base = {}
             out = ProjectOutcome(project.name, "unchanged", run_id=None)
             fresh = gitremote.report_once(jc.state_dir, project.name, remote.ignored) if not jc.dry_run \
@@ -318,8 +322,9 @@ class Session:
                 sent = self._send(jc, repo, project, branch, h, remote, max_bytes, hold)
             except _Held as e:
                 msg = held_message(project.name, e.reasons)
-                held.hold_project(jc.state_dir, project.name, msg.removeprefix("held, nothing sent: "),
-                                  f"`memd sync --push-deletions {project.name}`")
+                held.hold_project(jc.state_dir, project.name, "; ".join(e.reasons) + " on the remote",
+                                  f"`memd sync --push-deletions {project.name}` if that is meant, else "
+                                  f"`memd sync --forget {project.name}` takes the remote's memory back")
                 return _with(out, "refused", _summary(res, p, msg, why_held, project.name))
             return _with(out, out.outcome, _summary(res, p, sent, why_held, project.name))
         finally:
@@ -371,7 +376,8 @@ class Session:
         if ot == rt and not mg.index_news(oi, ri) and (h.remote is not None or not outgoing):
             if h.remote is not None:
                 gitremote.remember(repo, branch, shared=h.remote, mine=h.remote)
-            gitremote.mark_seen(jc.state_dir, project.name, branch, h.remote, mark)
+            gitremote.mark_seen(jc.state_dir, project.name, branch, h.remote, mark,
+                                gitremote.folder_id(project.memory_dir), list(now_files))
             return "nothing to send" + note
         if h.remote is not None and not self.push_deletions:
             lost = core_guard.loss_reasons(remote.files, outgoing, ap.limits_of(jc.config), subject="this push")
@@ -394,7 +400,8 @@ class Session:
         self.pushes += 1
         gitremote.remember(repo, branch, shared=new)
         repo.refs[f"refs/remotes/origin/{branch}".encode()] = new.encode("ascii")
-        gitremote.mark_seen(jc.state_dir, project.name, branch, new, mark)
+        gitremote.mark_seen(jc.state_dir, project.name, branch, new, mark, gitremote.folder_id(project.memory_dir),
+                            list(now_files))
         return f"sent {delta} file(s)" + note
 
     def _keep_conflicts(self, jc: JobContext, project: Project, p: Plan, remote_commit: str, run: str) -> None:
@@ -421,11 +428,29 @@ class Session:
                                         conflict=c.id, run=run)
 
 
+def _made_anew(project: Project, last: dict[str, Any], max_bytes: int) -> bool:
+    """The memory folder is missing, or was removed and made again since the last sync: another folder
+    (device and inode), or one holding files but none of those the last sync left in it (the inode of a
+    removed folder may be reused at once). A folder left empty is not "made anew": its push is held by
+    the outgoing guard and said (a deletion the user may have meant)."""
+    here = gitremote.folder_id(project.memory_dir)
+    if here is None:
+        return True
+    if last.get("dir", here) != here:
+        return True
+    known = last.get("files")
+    if not known:
+        return False
+    now = {k for k in file_map(project.memory_dir, max_bytes) if gitremote.synced(k)}
+    return bool(now) and not (now & set(known))
+
+
 def held_message(project: str, reasons: list[str]) -> str:
     """The words for a push the outgoing guard holds."""
     return (f"held, nothing sent: {'; '.join(reasons)} on the remote (the guard's shares, "
             f"dream.max_delete_share and dream.max_shrink_share); if that is what you meant, "
-            f"`memd sync --push-deletions {project}` sends it")
+            f"`memd sync --push-deletions {project}` sends it; if not, `memd sync --forget {project}` "
+            "takes the remote's memory back at the next sync")
 
 
 def _rewritten(repo: Any, h: gitremote.Heads, branch: str, project: str) -> str | None:
