@@ -196,7 +196,7 @@ def run_fleet(root: Path, remote: str, ops: int, seed: int, *, machines: int = 3
             on_remote = "".join(v.decode() for v in remote_topics(remote).values())
             here = "".join(v.decode() for v in m.topics().values())
             tokens[:] = [t for t in tokens if t in on_remote or t not in here]
-            shutil.rmtree(m.mem())
+            shutil.rmtree(m.mem(), ignore_errors=True)
             rep.trace.append(f"op {rep.ops}: {m.name} reset")
             rep.resets += 1
         else:

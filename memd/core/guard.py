@@ -14,7 +14,8 @@ reason. A run is rejected whole when any rule fails:
 - the index loses the user's own text: a line of it that is not an entry (a heading, a note, a rule
   written straight into MEMORY.md) is found after the run neither in the new index nor in a topic
   file, list markers, heading marks and whitespace aside (the run may move such text into a topic
-  file and link it, never drop it: ``lost_prose``);
+  file and link it, never drop it: ``lost_prose``), unless the user removed that line themselves
+  (``removed_by_user``: a sync carrying another machine's correction);
 - the index loses the words after an entry's link that were the user's: words no topic file held
   before the run (the linked file's description taken out of the hook first, so a note appended to a
   description counts) and that are found after the run in no file (``lost_notes``). A hook that only
@@ -106,7 +107,7 @@ def link_targets(index_text: str) -> list[str]:
 
 def check(before: Mapping[str, bytes], after: Mapping[str, bytes], limits: GuardLimits, *,
           live_problems: Mapping[str, str] | None = None,
-          live_exists: Collection[str] = ()) -> GuardResult:
+          live_exists: Collection[str] = (), removed_by_user: Collection[str] = ()) -> GuardResult:
     """Every reason ``after`` may not replace ``before`` (see the module doc)."""
     chs = diff(before, after)
     parsed = _Parsed()
@@ -122,7 +123,7 @@ def check(before: Mapping[str, bytes], after: Mapping[str, bytes], limits: Guard
         reasons += _link_reasons(before, after, text, live_exists)
     elif INDEX_NAME in before:
         reasons.append("MEMORY.md was deleted")
-    reasons += _prose_reasons(before.get(INDEX_NAME), after, before)
+    reasons += _prose_reasons(before.get(INDEX_NAME), after, before, removed_by_user)
     reasons += _deletion_reasons(before, after, limits)
     reasons += _content_reasons(chs, before, after, limits, parsed)
     problems = live_problems or {}
@@ -379,11 +380,14 @@ def lost_notes(old_index: str, before: Mapping[str, bytes], after: Mapping[str, 
 
 
 def _prose_reasons(old: bytes | None, after: Mapping[str, bytes],
-                   before: Mapping[str, bytes] | None = None) -> list[str]:
+                   before: Mapping[str, bytes] | None = None, removed_by_user: Collection[str] = ()) -> list[str]:
     if old is None:
         return []
     text = old.decode("utf-8", "replace")
-    out = _lost_reason(lost_prose(text, after), "text the user wrote into the index")
+    # a line the user removed or corrected themselves (on another machine: a sync) is no loss
+    gone = {normalise(ln) for ln in removed_by_user}
+    out = _lost_reason([ln for ln in lost_prose(text, after) if normalise(ln) not in gone],
+                       "text the user wrote into the index")
     if before is not None:
         notes = lost_notes(text, before, after)
         if notes:

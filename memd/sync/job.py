@@ -343,7 +343,11 @@ class Session:
             p = plan(base, {rel: b.data for rel, b in st.baseline.items()}, remote, hold)
             final[0] = p
             _write(st, p)
-            return ap.Edits(note=_note(p, remote.machine))
+            # index lines the other machine's user removed or corrected: their removal sticks
+            theirs = set(mg.prose(_text(remote.files.get(INDEX_NAME)))) if INDEX_NAME in remote.files else None
+            gone = () if theirs is None or INDEX_NAME in hold else tuple(
+                ln for ln in mg.prose(_text(base.get(INDEX_NAME))) if ln not in theirs)
+            return ap.Edits(note=_note(p, remote.machine), removed_by_user=gone)
 
         return edit
 
@@ -370,10 +374,12 @@ class Session:
                 outgoing.pop(rel, None)
         for why, files in withheld.items():
             (jc.log or _silent).warning("sync.withheld", project=project.name, files=files[:20], reason=why)
+        if INDEX_NAME not in outgoing and INDEX_NAME in remote.files:  # no index here: never a deletion there
+            outgoing[INDEX_NAME] = remote.files[INDEX_NAME]
         ot, oi = _split(outgoing)
         rt, ri = _split(remote.files)
         note = "".join(f"; {len(files)} file(s) with {why} not sent" for why, files in withheld.items())
-        if ot == rt and not mg.index_news(oi, ri) and (h.remote is not None or not outgoing):
+        if ot == rt and (oi is None or oi == ri) and (h.remote is not None or not outgoing):
             if h.remote is not None:
                 gitremote.remember(repo, branch, shared=h.remote, mine=h.remote)
             gitremote.mark_seen(jc.state_dir, project.name, branch, h.remote, mark,
@@ -384,7 +390,7 @@ class Session:
             if lost:
                 (jc.log or _silent).warning("sync.held", project=project.name, reasons=lost)
                 raise _Held(lost)
-        delta = len({k for k in set(ot) | set(rt) if ot.get(k) != rt.get(k)})
+        delta = len({k for k in set(ot) | set(rt) if ot.get(k) != rt.get(k)}) + (oi is not None and oi != ri)
         summary = f"sync from {self.machine}: {delta} file(s) differ from the remote"
         new = gitremote.commit(repo, outgoing, h.remote, machine=self.machine, summary=summary,
                                now=jc.clock.time(), kept=remote.kept)
