@@ -15,11 +15,19 @@
    clobbering; ``memd undo`` reverts it like any run. A dry run keeps the diff (``proposed``).
 4. Conflicts: the local file is kept; the other side goes to memd's history (a ``theirs`` commit)
    and to the dream's evidence (``memd.sync.evidence``), with one ``sync.conflict`` event each.
+   A refusal holds the files the guard's reasons are about (``culprits``), never the project: the merge
+   is tried again with them kept as they are here (``MAX_HOLD_ROUNDS``), the rest is applied and sent,
+   and what is held is recorded for ``memd status`` (``memd.sync.held``). A missing memory folder, or one
+   removed and made anew since the last sync, is "nothing here yet": merged with no common base.
 5. What goes out is the folder as it is now: the index and topic files, never team/, never a file
    in which the secret rules find anything, nor a topic file the other machines' guards would refuse
    (no frontmatter or no memory type; ``stays_here``): the remote keeps its own version of such a file. When
    the remote already holds all of it, nothing is pushed. A push someone else beat is retried after
-   a fresh fetch and merge, ``sync.push_attempts`` times at most.
+   a fresh fetch and merge, ``sync.push_attempts`` times at most. Issue 21: a push that would delete or
+   shrink more of the remote's memory than the guard's shares is held (``memd.core.guard.loss_reasons``)
+   until ``--push-deletions``; a held file goes out as the remote has it; the remote's entries this
+   machine cannot read go out untouched; nothing is pushed into a remote that is not memd's
+   (``gitremote.whose``).
 """
 
 from __future__ import annotations
