@@ -248,7 +248,7 @@ def limits_of(config: Config) -> GuardLimits:
                        max_shrink_share=config.dream.max_shrink_share, min_shrink_chars=MIN_SHRINK_CHARS)
 
 
-def guard(st: Staging, chs: list[Change], config: Config) -> list[str]:
+def guard(st: Staging, chs: list[Change], config: Config, *, removed_by_user: Collection[str] = ()) -> list[str]:
     """Every reason the staged result may not be applied (empty: it may). chs is ``changes(st)``:
     the staged folder is the baseline with chs on top, so it is not read again. The rules are
     ``memd.core.guard``'s; here only what the live folder tells is looked up for them."""
@@ -265,7 +265,8 @@ def guard(st: Staging, chs: list[Change], config: Config) -> list[str]:
     exists = {t for t in core_guard.link_targets(idx.decode("utf-8", "replace"))
               if not t.lower().endswith(".md") and t not in after and _live_exists(mem, t)} \
         if idx is not None else set()
-    res = core_guard.check(before, after, limits_of(config), live_problems=problems, live_exists=exists)
+    res = core_guard.check(before, after, limits_of(config), live_problems=problems, live_exists=exists,
+                           removed_by_user=removed_by_user)
     return list(res.reasons)
 
 
@@ -517,6 +518,9 @@ class Edits:
     model_called: bool = False
     usage: Usage | None = None  # the run's token use and cost, when the model was called
     abandoned: bool = False  # shutdown mid-work: apply nothing
+    # index lines the user removed or corrected themselves (a sync carrying another machine's edit):
+    # the guard's prose rule does not count them as lost
+    removed_by_user: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -567,7 +571,7 @@ def run(project: Project, edit: Callable[[Workspace], Edits], *, state_dir: Path
         actions = tuple(finalize(st, config))
         if actions:  # the rebuild rewrote the staged index
             chs = changes(st)
-        reasons = tuple(guard(st, chs, config))
+        reasons = tuple(guard(st, chs, config, removed_by_user=edits.removed_by_user))
         if reasons:
             if log is not None:
                 log.warning(f"{job}.rejected", project=project.name, run=run_id, reasons=list(reasons))

@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCOPE = ("memd/core/*.py", "memd/transcripts/*.py", "memd/memfolder/*.py", "memd/hooks/*.py", "memd/ccsettings.py",
-         "memd/llm/memtool.py", "memd/recall.py")
+         "memd/llm/memtool.py", "memd/recall.py", "memd/sync/merge.py")
 _FUNCS = frozenset({"compile", "search", "match", "fullmatch", "sub", "subn", "split", "findall", "finditer"})
 RATIO = 1500  # deadline: this many plain scans of the same bytes (linear patterns stay under ~300)
 SIZE = 1 << 20  # characters of each pathological input

@@ -9,6 +9,14 @@ lines the file lacks. At the end every machine is online and syncs until quiet; 
 - every machine holds the same topic files;
 - every token is in those files, or in a conflict's kept "other side" (nothing lost unseen);
 - every conflict was surfaced exactly once (one record, one ``sync.conflict`` event, one machine).
+
+Issue 21 adds resets (a machine's memory folder removed: "nothing here yet", it takes the remote's
+memory back; tokens that never left it are the user's own loss and leave the count) and three
+invariants checked after every sync, not only at the end:
+- the outgoing guard: no push (none says ``--push-deletions``) deletes or shrinks the remote's memory
+  past the guard's shares (the remote's head before and after, through ``memd.core.guard.loss_reasons``);
+- nothing lost on the remote: every token some push put there is still there, or in a conflict's kept side;
+- a refused project has a ``sync`` line in status (``memd.sync.held.status_lines``).
 """
 
 from __future__ import annotations
@@ -35,6 +43,11 @@ class FleetReport:
     conflict_events: int = 0
     duplicate_conflicts: int = 0
     lost: list[str] = field(default_factory=list)
+    resets: int = 0
+    guard_breaches: list[str] = field(default_factory=list)  # pushes past the outgoing guard
+    silent_holds: int = 0  # refused outcomes with no status line
+    lost_on_remote: list[str] = field(default_factory=list)  # tokens some push carried, then gone unseen
+    trace: list[str] = field(default_factory=list)
     converged: bool = False
     quiet_rounds: int = 0
     outcomes: dict[str, int] = field(default_factory=dict)
@@ -75,8 +88,42 @@ def scripted_dream(m: Machine) -> bool:
     return True
 
 
-def run_fleet(root: Path, remote: str, ops: int, seed: int, *, machines: int = 3) -> FleetReport:
-    from memd.sync import evidence
+def remote_topics(remote: str) -> dict[str, bytes]:
+    """The topic files of the remote's branch, read straight from the bare repository."""
+    from dulwich.repo import Repo
+
+    from memd.sync import gitremote
+
+    repo = Repo(remote.removeprefix("file://"))
+    try:
+        try:
+            head = repo.refs[b"refs/heads/memory/github.com/me/app"]
+        except KeyError:
+            return {}
+        files = gitremote.files_of(repo, head.decode("ascii"), 10**7).files
+    finally:
+        repo.close()
+    return {k: v for k, v in files.items() if k != "MEMORY.md"}
+
+
+def forget_shared(m: Machine) -> None:
+    """`memd sync --forget` for the fleet's one project."""
+    from memd.sync import gitremote, held
+
+    repo = gitremote.open_repo(m.state_dir)
+    try:
+        gitremote.forget(repo, "memory/github.com/me/app")
+    finally:
+        repo.close()
+    held.forget(m.state_dir, m.project().name)
+
+
+def run_fleet(root: Path, remote: str, ops: int, seed: int, *, machines: int = 3, debug: bool = False) -> FleetReport:
+    import shutil
+
+    from memd import apply as ap
+    from memd.core import guard
+    from memd.sync import evidence, held
 
     rng = random.Random(seed)
     rep = FleetReport()
@@ -90,18 +137,41 @@ def run_fleet(root: Path, remote: str, ops: int, seed: int, *, machines: int = 3
     for m in fleet:
         m.sync("app")
 
+    limits = ap.limits_of(first.config)
+    shared_tokens: set[str] = set()
+
     def sync(m: Machine) -> None:
+        before = remote_topics(remote)
         res = m.sync("app", remote=nowhere if offline[m.name] else None)
+        after = remote_topics(remote)
         rep.syncs += 1
         for o in res.outcomes:
             rep.outcomes[o.outcome] = rep.outcomes.get(o.outcome, 0) + 1
             rep.failed_syncs += o.outcome == "failed"
+            if o.outcome == "refused" and not held.status_lines(m.state_dir):
+                rep.silent_holds += 1
+        if debug:
+            rep.trace.append(f"  {m.name} sync: {[(o.outcome, o.message[:300]) for o in res.outcomes]}")
+        if before and after != before:
+            rep.guard_breaches += guard.loss_reasons(before, after, limits, subject=f"{m.name}'s push")
+        text = "".join(v.decode() for v in after.values())
+        shared_tokens.update(t for t in tokens if t in text)
+        gone = [t for t in shared_tokens if t not in text]
+        if gone:
+            kept = "".join(c.remote + c.local for f in fleet for c in evidence.load(f.state_dir, f.project().name))
+            for t in gone:
+                if t not in kept and t not in rep.lost_on_remote:
+                    rep.lost_on_remote.append(t)
+                    rep.trace.append(f"op {rep.ops}: {m.name}'s sync took {t} off the remote "
+                                     f"{[o.message for o in res.outcomes]}")
 
     for n in range(ops):
         m = rng.choice(fleet)
         roll = rng.random()
         rep.ops += 1
-        if roll < 0.45:
+        if debug:
+            rep.trace.append(f"op {rep.ops}: {m.name} roll {roll:.2f} offline {offline[m.name]}")
+        if roll < 0.45 and m.topics():
             files = sorted(m.topics())
             rel = rng.choice(files)
             text = m.read(rel) or ""
@@ -113,21 +183,30 @@ def run_fleet(root: Path, remote: str, ops: int, seed: int, *, machines: int = 3
             m.write(rel, "".join(lines))
             tokens.append(token)
             rep.edits += 1
-        elif roll < 0.50:
+        elif roll < 0.50 or roll < 0.45:  # a new file (also what an edit of an empty folder becomes)
             token = f"token-{n}-{m.name}"
             m.write(f"new{n}.md", topic(f"new{n}", _body(f"new{n}") + token + "\n"))
             tokens.append(token)
             rep.edits += 1
         elif roll < 0.85:
             sync(m)
-        elif roll < 0.90:
+        elif roll < 0.88:
             rep.dreams += scripted_dream(m)
+        elif roll < 0.90:  # a reset: the memory folder removed; what never left the machine is gone with it
+            on_remote = "".join(v.decode() for v in remote_topics(remote).values())
+            here = "".join(v.decode() for v in m.topics().values())
+            tokens[:] = [t for t in tokens if t in on_remote or t not in here]
+            shutil.rmtree(m.mem(), ignore_errors=True)
+            rep.trace.append(f"op {rep.ops}: {m.name} reset")
+            rep.resets += 1
         else:
             offline[m.name] = not offline[m.name]
             rep.offline_flips += 1
 
     for m in fleet:
         offline[m.name] = False
+        if held.load(m.state_dir, m.project().name).project:  # the user resolves a held push: takes the
+            forget_shared(m)                                   # remote's memory back (`memd sync --forget`)
     for rnd in range(8):  # the quiet period: everyone online, no edits
         before = [m.topics() for m in fleet]
         for m in fleet:
@@ -153,4 +232,6 @@ def summary(rep: FleetReport) -> dict[str, Any]:
     return {"ops": rep.ops, "edits": rep.edits, "syncs": rep.syncs, "failed_syncs": rep.failed_syncs,
             "dreams": rep.dreams, "offline_flips": rep.offline_flips, "conflicts": rep.conflicts,
             "conflict_events": rep.conflict_events, "duplicates": rep.duplicate_conflicts, "lost": len(rep.lost),
-            "converged": rep.converged, "quiet_rounds": rep.quiet_rounds, "outcomes": rep.outcomes}
+            "converged": rep.converged, "quiet_rounds": rep.quiet_rounds, "outcomes": rep.outcomes,
+            "resets": rep.resets, "guard_breaches": len(rep.guard_breaches), "silent_holds": rep.silent_holds,
+            "lost_on_remote": len(rep.lost_on_remote)}

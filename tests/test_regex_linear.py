@@ -1,7 +1,7 @@
 """Every regex that runs on memory or transcript text is linear-time on adversarial input.
 
 ``TABLE`` lists every ``re`` call in memd/core, memd/transcripts, memd/memfolder, memd/hooks,
-memd/llm/memtool.py and memd/recall.py (found in the source by ``tests/regex_audit.py``: a new
+memd/llm/memtool.py, memd/recall.py and memd/sync/merge.py (found in the source by ``tests/regex_audit.py``: a new
 pattern not listed here fails ``test_the_table_lists_every_pattern``), with why it is linear. Each is
 fed 1 MB inputs built to make it backtrack and must finish within ``RATIO`` times a plain regex scan
 of the same bytes, measured just before. Linear patterns stay under a few hundred (a bounded
@@ -115,6 +115,8 @@ TABLE: dict[str, str] = {
     "memd/hooks/tool_use:oversized_event": "_RAW_KEY: one of four keys after [{,] and blanks, a bounded string",
     "memd/recall:_SAFE_ID": "anchored, bounded",
     "memd/transcripts/render:_BASE64": "a run from its start (lookbehind), then padding",
+    "memd/sync/merge:_MODIFIED": "match: possessive indent, a fixed key, then .* to the line's end (the value is "
+                                 "stripped in Python; was a lazy .*? before \\s*$, quadratic on inner spaces)",
 }
 
 KNOWN_QUADRATIC: set[str] = set()  # none left; a pattern listed here is reported as xfail
@@ -241,3 +243,25 @@ def test_recall_reads_the_same_object_as_before() -> None:
     t0 = time.perf_counter()
     parse_selection("{" * 1_000_000)
     assert time.perf_counter() - t0 < 5
+
+
+_MODIFIED_OLD = r"^(\s*)modified:\s*(.*?)\s*$"  # sync/merge.py before issue 21: 40 KB line -> 7 s
+
+
+def _modified_line(n: int) -> str:
+    """Claude Code's date line with a long run of inner spaces: a lazy value before ``\\s*$`` retries the run."""
+    return "  modified: 2026-11-01" + " " * n + "x\n"
+
+
+def test_the_sync_date_pattern_is_linear() -> None:
+    from memd.sync import merge
+
+    text = _modified_line(1 << 17)
+    base, took = ra.check(merge._MODIFIED, text, "match")
+    assert took is not None, f"_MODIFIED past {ra.RATIO}x a plain scan ({base:.4f} s)"
+    _, old = ra.check(re.compile(_MODIFIED_OLD), _modified_line(1 << 16), "match")
+    assert old is None, "the check is too lax: the old pattern finished"
+    a, b = [_modified_line(40_000).encode()], [b"  modified: 2026-11-02\n"]
+    t0 = time.perf_counter()
+    assert merge._date_only(a, b) == b  # the later date still wins, at once
+    assert time.perf_counter() - t0 < 1.0

@@ -178,10 +178,13 @@ def test_a_remote_that_would_delete_most_entries_is_refused(machines: Any) -> No
     b.sync("app")
     for i in range(7):
         (a.mem() / f"t{i}.md").unlink()
-    a.sync("app")
+    assert a.outcome("app").outcome == "refused"  # held by a's outgoing guard (issue 21)
+    a.sync("app", push_deletions=True)  # the user insisted: b's incoming guard still refuses it
     before = b.topics()
     out = b.outcome("app")
-    assert out.outcome == "refused" and "nothing applied" in out.message, out
+    # issue 21: the deletions are held here, file by file, and said; the rest would flow
+    assert out.details["held"] == [f"t{i}.md" for i in range(7)] and "held 7 file(s)" in out.message, out
+    assert "deletes 7 of 8" in out.message, out
     assert b.topics() == before
 
 

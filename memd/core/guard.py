@@ -14,7 +14,8 @@ reason. A run is rejected whole when any rule fails:
 - the index loses the user's own text: a line of it that is not an entry (a heading, a note, a rule
   written straight into MEMORY.md) is found after the run neither in the new index nor in a topic
   file, list markers, heading marks and whitespace aside (the run may move such text into a topic
-  file and link it, never drop it: ``lost_prose``);
+  file and link it, never drop it: ``lost_prose``), unless the user removed that line themselves
+  (``removed_by_user``: a sync carrying another machine's correction);
 - the index loses the words after an entry's link that were the user's: words no topic file held
   before the run (the linked file's description taken out of the hook first, so a note appended to a
   description counts) and that are found after the run in no file (``lost_notes``). A hook that only
@@ -106,7 +107,7 @@ def link_targets(index_text: str) -> list[str]:
 
 def check(before: Mapping[str, bytes], after: Mapping[str, bytes], limits: GuardLimits, *,
           live_problems: Mapping[str, str] | None = None,
-          live_exists: Collection[str] = ()) -> GuardResult:
+          live_exists: Collection[str] = (), removed_by_user: Collection[str] = ()) -> GuardResult:
     """Every reason ``after`` may not replace ``before`` (see the module doc)."""
     chs = diff(before, after)
     parsed = _Parsed()
@@ -122,7 +123,7 @@ def check(before: Mapping[str, bytes], after: Mapping[str, bytes], limits: Guard
         reasons += _link_reasons(before, after, text, live_exists)
     elif INDEX_NAME in before:
         reasons.append("MEMORY.md was deleted")
-    reasons += _prose_reasons(before.get(INDEX_NAME), after, before)
+    reasons += _prose_reasons(before.get(INDEX_NAME), after, before, removed_by_user)
     reasons += _deletion_reasons(before, after, limits)
     reasons += _content_reasons(chs, before, after, limits, parsed)
     problems = live_problems or {}
@@ -239,13 +240,22 @@ def _topics(files: Collection[str]) -> set[str]:
     return {r for r in files if _is_topic(r)}
 
 
-def _deletion_reasons(before: Mapping[str, bytes], after: Mapping[str, bytes], limits: GuardLimits) -> list[str]:
+def loss_reasons(before: Mapping[str, bytes], after: Mapping[str, bytes], limits: GuardLimits, *,
+                 subject: str = "the run") -> list[str]:
+    """The deletion and shrink rules alone (what a sync's push is held for: ``memd.sync.job``), worded
+    with ``subject`` doing it."""
+    return (_deletion_reasons(before, after, limits, subject)
+            + _content_reasons(diff(before, after), before, after, limits, _Parsed(), subject))
+
+
+def _deletion_reasons(before: Mapping[str, bytes], after: Mapping[str, bytes], limits: GuardLimits,
+                      subject: str = "the run") -> list[str]:
     before_topics = _topics(before)
     gone = before_topics - _topics(after)
     if not before_topics or not gone:
         return []
     if gone == before_topics:
-        return [f"the run deletes every memory ({len(gone)} of {len(before_topics)})"]
+        return [f"{subject} deletes every memory ({len(gone)} of {len(before_topics)})"]
     # Why max(1, ...): int(share * n) is 0 for any folder of fewer than 1/share files (under 4 at the
     # default 25%), so without the floor a tiny folder could never merge its two duplicates (a merge
     # is one write plus one deletion). One deletion is always allowed, unless the share is 0, which
@@ -254,13 +264,14 @@ def _deletion_reasons(before: Mapping[str, bytes], after: Mapping[str, bytes], l
     share = limits.max_delete_share
     allowed = max(1, int(share * len(before_topics))) if share > 0 else 0
     if len(gone) > allowed:
-        return [f"the run deletes {len(gone)} of {len(before_topics)} memories "
+        return [f"{subject} deletes {len(gone)} of {len(before_topics)} memories "
                 f"(at most {allowed} allowed, dream.max_delete_share = {share:g})"]
     return []
 
 
 def _content_reasons(chs: list[Change], before: Mapping[str, bytes], after: Mapping[str, bytes],
-                     limits: GuardLimits, parsed: Callable[[bytes], frontmatter.TopicFile]) -> list[str]:
+                     limits: GuardLimits, parsed: Callable[[bytes], frontmatter.TopicFile],
+                     subject: str = "the run") -> list[str]:
     """The deletion count does not see content: a run that rewrites every memory to an empty body
     deletes nothing (facts.md section 8: "an empty reflection that wiped memory"). Rejected: a topic
     file left empty or stripped of the name or description it had; and a run that shrinks the
@@ -271,16 +282,16 @@ def _content_reasons(chs: list[Change], before: Mapping[str, bytes], after: Mapp
             continue
         b, a = parsed(c.before), parsed(c.after)
         if b.body.strip() and not a.body.strip():
-            out.append(f"{c.rel}: the run empties this memory (write it or delete it, not blank it)")
+            out.append(f"{c.rel}: {subject} empties this memory (write it or delete it, not blank it)")
         for field_name in ("name", "description"):
             if getattr(b, field_name) and not getattr(a, field_name):
-                out.append(f"{c.rel}: the run removes its {field_name}")
+                out.append(f"{c.rel}: {subject} removes its {field_name}")
     before_total = sum(len(parsed(data).body.strip()) for rel, data in before.items() if _is_topic(rel))
     after_total = sum(len(parsed(data).body.strip()) for rel, data in after.items() if _is_topic(rel))
     share = limits.max_shrink_share
     lost = before_total - after_total
     if before_total and lost > max(share * before_total, limits.min_shrink_chars):
-        out.append(f"the run shrinks the memories' content by {lost / before_total:.0%} ({lost} of "
+        out.append(f"{subject} shrinks the memories' content by {lost / before_total:.0%} ({lost} of "
                    f"{before_total} characters; at most {share:.0%} allowed)")
     return out
 
@@ -369,11 +380,14 @@ def lost_notes(old_index: str, before: Mapping[str, bytes], after: Mapping[str, 
 
 
 def _prose_reasons(old: bytes | None, after: Mapping[str, bytes],
-                   before: Mapping[str, bytes] | None = None) -> list[str]:
+                   before: Mapping[str, bytes] | None = None, removed_by_user: Collection[str] = ()) -> list[str]:
     if old is None:
         return []
     text = old.decode("utf-8", "replace")
-    out = _lost_reason(lost_prose(text, after), "text the user wrote into the index")
+    # a line the user removed or corrected themselves (on another machine: a sync) is no loss
+    gone = {normalise(ln) for ln in removed_by_user}
+    out = _lost_reason([ln for ln in lost_prose(text, after) if normalise(ln) not in gone],
+                       "text the user wrote into the index")
     if before is not None:
         notes = lost_notes(text, before, after)
         if notes:

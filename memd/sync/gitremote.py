@@ -15,8 +15,18 @@ Refs of one identity's branch ``memory/<identity>``:
 - ``refs/memd/mine/<branch>``: the last commit made of this machine's folder (pushed or not): the
   merge base of it and the remote's head is "the last commit both sides shared".
 
+Whose remote it is: memd pushes only into a remote that is empty or already memd's. memd's remotes
+carry a marker branch (``MARKER_REF``, one commit with a README, the same commit id from every machine),
+pushed with the first push into an empty remote; a remote with nothing but ``memory/*`` branches (made
+before the marker existed) is memd's too. Anything else (a code repository's ``main``) is refused with
+what was found (``whose``). A remote found to be memd's is remembered (``sync/remotes.json``), so a
+sync with nothing new stays one fetch.
+
 Errors are ``SyncError`` with a ``kind`` (unreachable, auth, rejected, corrupt, rewritten, git,
-timeout) and a message that says what happened in words; git's own text is appended, cut short.
+timeout, hook) and a message that says what happened in words; git's own text is appended, cut short
+(a server's refusal quotes what the server said: its ``remote:`` lines). git runs in a process group
+of its own: after a timeout the whole group is killed and reaped (ssh, git-remote-https, a credential
+helper never outlive it).
 """
 
 from __future__ import annotations
@@ -40,6 +50,9 @@ _REMOTE = "refs/remotes/origin/"
 _SHARED = "refs/memd/shared/"
 _MINE = "refs/memd/mine/"
 MAX_GIT_OUTPUT = 400
+MARKER_REF = "refs/heads/memd-sync"
+MARKER_README = (b"# memd's memory\n\nThis repository holds Claude Code memory synced by memd between one user's "
+                 b"machines:\none branch `memory/<identity>` per project. Keep it private. See memd's docs/sync.md.\n")
 
 
 class SyncError(MemdError):
@@ -70,7 +83,10 @@ def open_repo(state_dir: Path) -> Any:
 
 _KINDS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     ("rejected", "the remote refused the push (someone pushed first)",
-     re.compile(r"\[rejected\]|non-fast-forward|fetch first|\[remote rejected\]|failed to update ref", re.I)),
+     re.compile(r"\[rejected\]|non-fast-forward|fetch first|failed to update ref|cannot lock ref|"
+                r"incorrect old value", re.I)),
+    ("hook", "the remote's server refused the push",  # a pre-receive hook, a quota, a protected branch
+     re.compile(r"\[remote rejected\]|hook declined", re.I)),
     ("auth", "the remote refused our credentials",
      re.compile(r"authentication failed|permission denied|could not read (username|password)|"
                 r"\b40[13]\b|access denied|terminal prompts disabled|host key verification failed", re.I)),
@@ -105,19 +121,49 @@ def git(state_dir: Path, args: list[str], *, timeout: float, interactive: bool =
     """``git --git-dir=<sync repository> <args>`` with a bound; raises SyncError when git is missing or slow."""
     cmd = ["git", f"--git-dir={repo_path(state_dir)}", *args]
     try:
-        p = subprocess.run(cmd, stdin=None if interactive else subprocess.DEVNULL, capture_output=True,
-                           timeout=timeout, env=_env(interactive), check=False)
+        # Unattended, git gets a session of its own (no terminal to prompt on either): a timeout kills its
+        # whole group. In a terminal it stays in the user's session so that it may prompt.
+        p = subprocess.Popen(cmd, stdin=None if interactive else subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=_env(interactive), start_new_session=not interactive)
     except FileNotFoundError:
         raise SyncError("the `git` program is not installed (sync moves memory with it)", kind="git") from None
+    try:
+        out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        _kill(p, group=not interactive)
         raise SyncError(f"git {args[0]} took longer than {timeout:g} s (offline, or the remote is slow)",
                         kind="timeout") from None
-    return GitResult(p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace"))
+    except BaseException:
+        _kill(p, group=not interactive)
+        raise
+    return GitResult(p.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+
+
+def _kill(p: subprocess.Popen[bytes], *, group: bool) -> None:
+    """git and, unattended, every helper it started (its process group), killed and reaped."""
+    import signal
+
+    try:
+        if group:
+            os.killpg(p.pid, signal.SIGKILL)
+        else:
+            p.kill()
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        p.communicate(timeout=10)
+    except subprocess.TimeoutExpired:  # a helper that left git's group still holds the pipes: stop reading
+        p.kill()
+        p.wait()
 
 
 def _failure(what: str, r: GitResult, remote: str) -> SyncError:
     text = (r.err + "\n" + r.out).strip()
     kind, words = next(((k, w) for k, w, rx in _KINDS if rx.search(text)), ("git", "git failed"))
+    said = [ln.strip()[len("remote:"):].strip() for ln in r.err.splitlines() if ln.strip().startswith("remote:")]
+    said = [ln for ln in said if ln]
+    if kind == "hook" and said:
+        return SyncError(f"{what} {remote}: {words}; the server said: {' '.join(said)[-MAX_GIT_OUTPUT:]}", kind=kind)
     tail = " ".join(text.split())[-MAX_GIT_OUTPUT:]
     return SyncError(f"{what} {remote}: {words} (git: {tail})", kind=kind)
 
@@ -138,6 +184,66 @@ def push(state_dir: Path, remote: str, commit: str, branch: str, *, timeout: flo
             timeout=timeout, interactive=interactive)
     if r.code != 0 or "[rejected]" in r.out or "[remote rejected]" in r.out:
         raise _failure("push to", r, remote)
+
+
+# --------------------------------------------------------------------------- whose remote it is
+
+
+def _remotes_path(state_dir: Path) -> Path:
+    return state_dir / "sync" / "remotes.json"
+
+
+def known_ours(state_dir: Path) -> set[str]:
+    import json
+
+    try:
+        data = json.loads(_remotes_path(state_dir).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    return {str(u) for u in data.get("memd", [])} if isinstance(data, dict) else set()
+
+
+def _remember_ours(state_dir: Path, remote: str) -> None:
+    import json
+
+    from memd.store import atomic_write
+
+    urls = sorted(known_ours(state_dir) | {remote})
+    atomic_write(_remotes_path(state_dir), json.dumps({"memd": urls}, indent=1) + "\n", mode=0o600)
+
+
+def foreign(refs: list[str]) -> list[str]:
+    """The refs of a remote that are not memd's (HEAD, the marker and ``memory/*`` branches are)."""
+    return [r for r in refs if r != "HEAD" and r != MARKER_REF and not r.startswith("refs/heads/" + BRANCH_PREFIX)]
+
+
+def whose(state_dir: Path, remote: str, *, machine: str, timeout: float, interactive: bool = False) -> str | None:
+    """None when the remote is memd's (an empty one gets the marker first); else why memd may not push there."""
+    if remote in known_ours(state_dir):
+        return None
+    r = git(state_dir, ["ls-remote", remote], timeout=timeout, interactive=interactive)
+    if r.code != 0:
+        raise _failure("list the branches of", r, remote)
+    refs = [ln.split("\t", 1)[1].strip() for ln in r.out.splitlines() if "\t" in ln]
+    other = foreign(refs)
+    if other:
+        shown = ", ".join(other[:5]) + (f" and {len(other) - 5} more" if len(other) > 5 else "")
+        return (f"the remote {remote} is not memd's: it holds {shown} and no memd marker ({MARKER_REF}); "
+                "memd pushes memory only into an empty repository or one of its own (make an empty private "
+                "repository for it: docs/sync.md)")
+    if MARKER_REF not in refs:
+        repo = open_repo(state_dir)
+        try:
+            marker = commit(repo, {"README.md": MARKER_README}, None, machine="memd", summary="memd's memory",
+                            now=0)
+        finally:
+            repo.close()
+        r = git(state_dir, ["push", "--porcelain", "--no-verify", remote, f"{marker}:{MARKER_REF}"],
+                timeout=timeout, interactive=interactive)
+        if r.code != 0 and "[rejected]" not in r.out:  # rejected: another machine's marker is there first
+            raise _failure("mark as memd's", r, remote)
+    _remember_ours(state_dir, remote)
+    return None
 
 
 # --------------------------------------------------------------------------- refs and commits
@@ -212,6 +318,9 @@ class TreeFiles:
     files: dict[str, bytes] = field(default_factory=dict)
     ignored: list[str] = field(default_factory=list)  # entries no memory folder may hold, with why
     machine: str = ""  # who made the commit (its trailer)
+    # the ignored entries as they are (raw path -> mode, object id): a push keeps them untouched, so a
+    # file this machine cannot read (its size limit, a name it cannot decode) is never deleted remotely
+    kept: dict[bytes, tuple[int, bytes]] = field(default_factory=dict)
 
 
 def synced(rel: str) -> bool:
@@ -220,46 +329,56 @@ def synced(rel: str) -> bool:
 
 
 def files_of(repo: Any, commit: str | None, max_bytes: int) -> TreeFiles:
-    """The memory files of a commit of the remote, checked: a path no memory folder may hold, a
-    symlink, a submodule, a file too large or not UTF-8 is left out and named in ``ignored``.
-    A missing object is a damaged remote (``SyncError`` corrupt)."""
+    """The memory files of a commit of the remote, checked: a path no memory folder may hold, a name
+    that is not UTF-8, a symlink, a submodule, a file too large or not UTF-8 is left out, named in
+    ``ignored`` and kept as it is in ``kept``. A missing object is a damaged remote (``SyncError`` corrupt)."""
     out = TreeFiles()
     if commit is None:
         return out
     try:
         c = repo[commit.encode()]
         out.machine = _trailer(c.message.decode("utf-8", "replace"), "machine")
-        _walk(repo, c.tree, "", out, max_bytes)
+        _walk(repo, c.tree, "", b"", out, max_bytes)
     except KeyError as e:
         raise SyncError(f"the remote's commit {commit[:12]} lacks an object ({e}): the remote is damaged",
                         kind="corrupt") from None
     return out
 
 
-def _walk(repo: Any, tree_id: bytes, prefix: str, out: TreeFiles, max_bytes: int) -> None:
+def _walk(repo: Any, tree_id: bytes, prefix: str, raw: bytes, out: TreeFiles, max_bytes: int) -> None:
     for entry in repo[tree_id].items():
-        name = entry.path.decode("utf-8", "replace")
+        key = raw + entry.path
+
+        def ignore(why: str, rel: str) -> None:
+            out.ignored.append(f"{rel}: {why}")
+            out.kept[key] = (entry.mode, entry.sha)  # noqa: B023 (used at once, in this iteration)
+
+        try:
+            name = entry.path.decode("utf-8")
+        except UnicodeDecodeError:
+            ignore("a name that is not UTF-8", repr(prefix + entry.path.decode("utf-8", "replace")))
+            continue
         rel = prefix + name
         if name in ("", ".", "..") or "/" in name or "\\" in name or "\x00" in name:
-            out.ignored.append(f"{rel!r}: not a file name")
+            ignore("not a file name", repr(rel))
         elif stat.S_ISDIR(entry.mode):
             if is_team(rel) or name.startswith("."):
-                out.ignored.append(f"{rel}/: never synced")
+                ignore("never synced", rel + "/")
             else:
-                _walk(repo, entry.sha, rel + "/", out, max_bytes)
+                _walk(repo, entry.sha, rel + "/", key + b"/", out, max_bytes)
         elif not stat.S_ISREG(entry.mode):
-            out.ignored.append(f"{rel}: not a regular file")
+            ignore("not a regular file", rel)
         elif not synced(rel):
-            out.ignored.append(f"{rel}: not a memory file sync carries")
+            ignore("not a memory file sync carries", rel)
         else:
             data = bytes(repo[entry.sha].data)
             if len(data) > max_bytes:
-                out.ignored.append(f"{rel}: larger than {max_bytes} bytes")
+                ignore(f"larger than {max_bytes} bytes", rel)
                 continue
             try:
                 data.decode("utf-8")
             except UnicodeDecodeError:
-                out.ignored.append(f"{rel}: not UTF-8 text")
+                ignore("not UTF-8 text", rel)
                 continue
             out.files[rel] = data
 
@@ -269,15 +388,53 @@ def _trailer(message: str, name: str) -> str:
     return m.group(1).strip() if m else ""
 
 
+def _tree(repo: Any, files: dict[str, bytes], kept: dict[bytes, tuple[int, bytes]]) -> bytes:
+    """A tree of ``files`` plus the entries ``kept`` as they are (a kept entry wins its path)."""
+    from dulwich.objects import Blob, Tree
+
+    root: dict[bytes, Any] = {}
+
+    def put(path: bytes, leaf: Any) -> None:
+        *dirs, name = path.split(b"/")
+        node = root
+        for d in dirs:
+            nxt = node.get(d)
+            if not isinstance(nxt, dict):
+                nxt = node[d] = {}
+            node = nxt
+        if path in kept or name not in node:
+            node[name] = leaf
+
+    for path, entry in kept.items():
+        put(path, entry)
+    for rel, data in files.items():
+        put(rel.encode("utf-8"), data)
+
+    def build(node: dict[bytes, Any]) -> Any:  # an ObjectID
+        tree = Tree()
+        for name, value in node.items():
+            if isinstance(value, dict):
+                tree.add(name, 0o040000, build(value))
+            elif isinstance(value, tuple):
+                tree.add(name, value[0], value[1])
+            else:
+                blob = Blob.from_string(value)
+                repo.object_store.add_object(blob)
+                tree.add(name, 0o100644, blob.id)
+        repo.object_store.add_object(tree)
+        return tree.id
+
+    return bytes(build(root))
+
+
 def commit(repo: Any, files: dict[str, bytes], parent: str | None, *, machine: str, summary: str,
-           now: float | None = None) -> str:
-    """A commit of ``files`` on top of ``parent``, signed with the machine's name; returns its id."""
+           now: float | None = None, kept: dict[bytes, tuple[int, bytes]] | None = None) -> str:
+    """A commit of ``files`` (and the remote's entries ``kept`` as they are) on top of ``parent``,
+    signed with the machine's name; returns its id."""
     from dulwich.objects import Commit
 
-    from memd.history import tree_for  # the one tree builder of memd's git histories
-
     c = Commit()
-    c.tree = tree_for(repo, files)
+    c.tree = _tree(repo, files, kept or {})
     c.parents = [_oid(parent)] if parent else []
     who = re.sub(r"[^A-Za-z0-9._-]+", "-", machine) or "machine"
     c.author = c.committer = f"memd on {machine} <memd@{who}>".encode()
@@ -318,7 +475,17 @@ def seen(state_dir: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def mark_seen(state_dir: Path, project: str, branch: str, remote: str | None, folder: str | None) -> None:
+def folder_id(memory_dir: Path) -> str | None:
+    """The memory folder itself (device and inode): a folder removed and made again has another one."""
+    try:
+        st = os.stat(memory_dir)
+    except OSError:
+        return None
+    return f"{st.st_dev}:{st.st_ino}"
+
+
+def mark_seen(state_dir: Path, project: str, branch: str, remote: str | None, folder: str | None,
+              folder_ident: str | None = None, names: list[str] | None = None) -> None:
     import json
 
     from memd.store import atomic_write
@@ -328,7 +495,35 @@ def mark_seen(state_dir: Path, project: str, branch: str, remote: str | None, fo
         data.pop(project, None)
     else:
         data[project] = {"branch": branch, "remote": remote, "folder": folder}
+        if folder_ident is not None:
+            data[project]["dir"] = folder_ident
+        if names is not None:
+            data[project]["files"] = sorted(names)
     atomic_write(_seen_path(state_dir), json.dumps(data, indent=1, sort_keys=True) + "\n", mode=0o600)
+
+
+def report_once(state_dir: Path, project: str, ignored: list[str]) -> list[str]:
+    """Of the remote's entries this machine leaves alone, those not reported before (remembered per project)."""
+    import json
+
+    from memd.store import atomic_write
+
+    path = state_dir / "sync" / "ignored.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    before = set(data.get(project) or [])
+    fresh = [i for i in ignored if i not in before]
+    if set(ignored) != before:
+        if ignored:
+            data[project] = sorted(set(ignored))
+        else:
+            data.pop(project, None)
+        atomic_write(path, json.dumps(data, indent=1, sort_keys=True) + "\n", mode=0o600)
+    return fresh
 
 
 def tree_of(repo: Any, commit: str | None) -> str | None:

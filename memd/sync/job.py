@@ -15,11 +15,19 @@
    clobbering; ``memd undo`` reverts it like any run. A dry run keeps the diff (``proposed``).
 4. Conflicts: the local file is kept; the other side goes to memd's history (a ``theirs`` commit)
    and to the dream's evidence (``memd.sync.evidence``), with one ``sync.conflict`` event each.
+   A refusal holds the files the guard's reasons are about (``culprits``), never the project: the merge
+   is tried again with them kept as they are here (``MAX_HOLD_ROUNDS``), the rest is applied and sent,
+   and what is held is recorded for ``memd status`` (``memd.sync.held``). A missing memory folder, or one
+   removed and made anew since the last sync, is "nothing here yet": merged with no common base.
 5. What goes out is the folder as it is now: the index and topic files, never team/, never a file
    in which the secret rules find anything, nor a topic file the other machines' guards would refuse
    (no frontmatter or no memory type; ``stays_here``): the remote keeps its own version of such a file. When
    the remote already holds all of it, nothing is pushed. A push someone else beat is retried after
-   a fresh fetch and merge, ``sync.push_attempts`` times at most.
+   a fresh fetch and merge, ``sync.push_attempts`` times at most. Issue 21: a push that would delete or
+   shrink more of the remote's memory than the guard's shares is held (``memd.core.guard.loss_reasons``)
+   until ``--push-deletions``; a held file goes out as the remote has it; the remote's entries this
+   machine cannot read go out untouched; nothing is pushed into a remote that is not memd's
+   (``gitremote.whose``).
 """
 
 from __future__ import annotations
@@ -31,13 +39,14 @@ from typing import TYPE_CHECKING, Any
 
 from memd import apply as ap
 from memd import history
+from memd.core import guard as core_guard
 from memd.core import secrets
 from memd.core.paths import INDEX_NAME
 from memd.errors import MemdError
 from memd.jobs import JobContext, ProjectOutcome
 from memd.memfolder.folder import file_map
 from memd.projlock import ProjectBusyError
-from memd.sync import evidence, gitremote
+from memd.sync import evidence, gitremote, held
 from memd.sync import merge as mg
 from memd.sync.identity import Identity, identify
 
@@ -46,6 +55,7 @@ if TYPE_CHECKING:
     from memd.layout import Project
 
 UNTOUCHED = "local memory untouched; the next sync tries again"
+MAX_HOLD_ROUNDS = 4  # merges tried, each holding back the files the guard named in the one before
 
 
 def machine_name(machine: str) -> str:
@@ -55,6 +65,14 @@ def machine_name(machine: str) -> str:
 
 class _Rejected(Exception):
     """The push lost a race: fetch, merge and push again."""
+
+
+class _Held(Exception):
+    """The push would delete or shrink more of the remote's memory than the guard shares allow."""
+
+    def __init__(self, reasons: list[str]) -> None:
+        super().__init__("; ".join(reasons))
+        self.reasons = reasons
 
 
 def _text(data: bytes | None) -> str:
@@ -101,12 +119,50 @@ def _split(files: dict[str, bytes]) -> tuple[dict[str, bytes], str | None]:
     return {k: v for k, v in files.items() if k != INDEX_NAME}, _opt(files.get(INDEX_NAME))
 
 
-def plan(base: dict[str, bytes], local: dict[str, bytes], remote: gitremote.TreeFiles) -> Plan:
+def plan(base: dict[str, bytes], local: dict[str, bytes], remote: gitremote.TreeFiles,
+         hold: frozenset[str] = frozenset()) -> Plan:
+    """The merge of the three sides; a file in ``hold`` keeps this machine's version (the index too)."""
     local = {k: v for k, v in local.items() if gitremote.synced(k)}
     bt, bi = _split(base)
     lt, li = _split(local)
     rt, ri = _split(remote.files)
-    return Plan(base, local, remote, mg.merge_folder(bt, lt, rt), mg.merge_index(bi, li, ri))
+    merged = mg.merge_folder(bt, lt, rt)
+    for rel in hold - {INDEX_NAME}:
+        if rel in lt:
+            merged.files[rel] = lt[rel]
+        else:
+            merged.files.pop(rel, None)
+        merged.taken = [r for r in merged.taken if r != rel]
+        merged.conflicts = [c for c in merged.conflicts if c.rel != rel]
+    return Plan(base, local, remote, merged, li if INDEX_NAME in hold else mg.merge_index(bi, li, ri))
+
+
+def culprits(reasons: tuple[str, ...] | list[str], p: Plan) -> dict[str, str]:
+    """The incoming changes the guard's reasons are about (path -> reason): a reason that names a file
+    names it; one about the whole folder names the changes of its kind (deletions, shrinking changes,
+    new files for an index over its budget, the index for its own text)."""
+    topics = {k: v for k, v in p.local.items() if k != INDEX_NAME}
+    incoming = {r for r in set(topics) | set(p.merged.files) if topics.get(r) != p.merged.files.get(r)}
+    out: dict[str, str] = {}
+    for why in reasons:
+        head = why.split(": ", 1)[0]
+        if head in incoming:
+            out.setdefault(head, why.split(": ", 1)[1] if ": " in why else why)
+        elif head == INDEX_NAME:
+            out.setdefault(INDEX_NAME, why.split(": ", 1)[-1])
+            if "budget" in why:
+                for r in incoming:
+                    if r not in topics:
+                        out.setdefault(r, why)
+        elif "deletes" in why:
+            for r in incoming:
+                if r not in p.merged.files:
+                    out.setdefault(r, why)
+        elif "shrinks" in why:
+            for r in incoming:
+                if len(p.merged.files.get(r, b"")) < len(topics.get(r, b"")):
+                    out.setdefault(r, why)
+    return {r: w.replace("the run", "the remote's change") for r, w in out.items()}
 
 
 @dataclass
@@ -119,6 +175,9 @@ class Session:
     fetch_error: gitremote.SyncError | None = None
     fetches: int = 0
     pushes: int = 0
+    push_deletions: bool = False  # the user said so: a push the outgoing guard would hold goes out
+    keep_local: bool = False  # the user said so: held files are resolved with this machine's version
+    _whose: str | None = None  # "" once the remote was found memd's, else why not
 
     @property
     def remote(self) -> str:
@@ -139,6 +198,14 @@ class Session:
         self.fetch_error = None
         return True
 
+    def whose(self) -> str | None:
+        """Why memd may not push into the remote (None: it is memd's), found once per job."""
+        if self._whose is None:
+            self._whose = (gitremote.whose(self.jc.state_dir, self.remote, machine=self.machine,
+                                           timeout=self.jc.config.sync.timeout_s, interactive=self.interactive)
+                           or "")
+        return self._whose or None
+
     # ------------------------------------------------------------------ one project
 
     def project(self, jc: JobContext, project: Project) -> ProjectOutcome:
@@ -150,6 +217,15 @@ class Session:
         ident = self.identities.get(project.name) or identify(project, jc.config, jc.state)
         if ident.identity is None or ident.branch is None:
             return ProjectOutcome(project.name, "skipped", ident.source)
+        if self.fetch_error is None and not jc.dry_run:
+            try:
+                foreign = self.whose()
+            except gitremote.SyncError as e:
+                return ProjectOutcome(project.name, "failed", f"{e}; {UNTOUCHED}", error=e.kind)
+            if foreign is not None:
+                held.hold_project(jc.state_dir, project.name, foreign.split(" (make")[0],
+                                  "point sync.remote at an empty private repository")
+                return ProjectOutcome(project.name, "refused", f"{foreign}; {UNTOUCHED}")
         for attempt in range(jc.config.sync.push_attempts):
             if self.fetch_error is not None:
                 return ProjectOutcome(project.name, "failed", f"{self.fetch_error}; {UNTOUCHED}",
@@ -175,43 +251,65 @@ class Session:
             h = gitremote.heads(repo, branch)
             why = _rewritten(repo, h, branch, project.name)
             if why is not None:
+                held.hold_project(jc.state_dir, project.name, why.split("; `")[0],
+                                  f"`memd sync --forget {project.name}`")
                 return ProjectOutcome(project.name, "refused", f"{why}; {UNTOUCHED}")
             last = gitremote.seen(jc.state_dir).get(project.name)
-            if (not jc.dry_run and h.remote is not None and h.remote == h.shared
-                    and last == {"branch": branch, "remote": h.remote,
-                                 "folder": gitremote.folder_mark(project.memory_dir)}):
+            if (not jc.dry_run and not self.keep_local and not self.push_deletions
+                    and h.remote is not None and h.remote == h.shared
+                    and {k: v for k, v in (last or {}).items() if k not in ("dir", "files")}
+                    == {"branch": branch, "remote": h.remote, "folder": gitremote.folder_mark(project.memory_dir)}):
                 return ProjectOutcome(project.name, "unchanged", "nothing new on either side")
             remote = gitremote.files_of(repo, h.remote, max_bytes)
             base_commit = gitremote.merge_base(repo, h.mine, h.remote) if h.mine and h.remote else None
             base = gitremote.files_of(repo, base_commit, max_bytes).files
+            if not self.push_deletions and _made_anew(project, last or {}, max_bytes):
+                # a missing folder, or one removed and made again since the last sync (a reset, an rm -rf
+                # that Claude Code's next session undid by making it anew), is "nothing here yet", never
+                # "delete everything": merged with no common base, the remote's memory comes back and
+                # what was written here since is kept
+                base = {}
             out = ProjectOutcome(project.name, "unchanged", run_id=None)
-            if remote.ignored:
-                out.details["ignored"] = remote.ignored
-                (jc.log or _silent).warning("sync.ignored", project=project.name, entries=remote.ignored[:20],
-                                            count=len(remote.ignored))
-            run_id = ap.new_run_id("sync", jc.clock.time())
+            fresh = gitremote.report_once(jc.state_dir, project.name, remote.ignored) if not jc.dry_run \
+                else remote.ignored
+            if fresh:  # left alone on the remote (kept by every push); said once, not at every sync
+                out.details["ignored"] = fresh
+                (jc.log or _silent).warning("sync.ignored", project=project.name, entries=fresh[:20],
+                                            count=len(fresh))
+            was = held.load(jc.state_dir, project.name)
+            # a file held before stays held while the remote's version is the one refused (judged anew
+            # once it changes); --keep-local resolves every held file with this machine's version
+            kept_local = frozenset(was.files) if self.keep_local else frozenset()
+            why_held = {r: row for r, row in was.files.items() if not self.keep_local
+                        and row.get("remote") == held.version(remote.files.get(r))}
+            hold = frozenset(why_held)
             final: list[Plan] = []
-
-            def edit(ws: ap.Workspace) -> ap.Edits:
-                first = plan(base, file_map(project.memory_dir, max_bytes), remote)
-                final.append(first)
-                if not first.local_changes:
-                    return ap.Edits(note=_note(first, remote.machine))
-                st = ws.get()  # merged again from exactly what was staged (the folder may have moved)
-                p = plan(base, {rel: b.data for rel, b in st.baseline.items()}, remote)
-                final[0] = p
-                _write(st, p)
-                return ap.Edits(note=_note(p, remote.machine))
-
-            res = ap.run(project, edit, state_dir=jc.state_dir, job="sync", run_id=run_id, config=cfg,
-                         review=jc.dry_run, log=jc.log)
+            for _ in range(MAX_HOLD_ROUNDS):
+                run_id = ap.new_run_id("sync", jc.clock.time())
+                final.clear()
+                res = ap.run(project, self._edit(project, base, remote, hold | kept_local, final, max_bytes),
+                             state_dir=jc.state_dir, job="sync", run_id=run_id, config=cfg, review=jc.dry_run,
+                             log=jc.log)
+                if res.verdict != ap.Verdict.REJECTED:
+                    break
+                new = {r: w for r, w in culprits(res.reasons, final[0]).items() if r not in hold}
+                if not new:  # nothing more to hold one by one: the project's incoming changes are refused
+                    break
+                now = jc.clock.time()
+                why_held.update({r: {"reason": w, "remote": held.version(remote.files.get(r)), "since": now}
+                                 for r, w in new.items()})
+                hold = frozenset(why_held)
             p = final[0]
             out.details["identity"] = ident
             out.details["conflicts"] = p.merged.conflict_files()
+            out.details["held"] = sorted(why_held)
             out.added, out.changed, out.deleted = len(res.added), len(res.changed), len(res.deleted)
             if res.verdict == ap.Verdict.REJECTED:
-                return _with(out, "refused", "the remote's changes were refused by the guards, nothing applied: "
-                             + "; ".join(res.reasons))
+                msg = "the remote's changes were refused by the guards, nothing applied: " + "; ".join(res.reasons)
+                if not jc.dry_run:
+                    held.hold_project(jc.state_dir, project.name, msg, f"`memd sync --forget {project.name}` "
+                                      "after fixing it on the machine that wrote it")
+                return _with(out, "refused", msg)
             if res.verdict == ap.Verdict.ABANDONED:
                 return _with(out, "skipped", "stopped before applying")
             if res.verdict == ap.Verdict.REVIEW:
@@ -227,14 +325,44 @@ class Session:
                              "as they are; nothing sent (the next sync merges them)")
             if jc.dry_run:
                 return _with(out, "unchanged" if not p.local_changes else "proposed", _dry_note(p, remote))
-            sent = self._send(jc, repo, project, branch, h, remote, max_bytes)
-            return _with(out, out.outcome, _summary(res, p, sent))
+            held.save(jc.state_dir, project.name, held.Held(why_held, {}))
+            try:
+                sent = self._send(jc, repo, project, branch, h, remote, max_bytes, hold)
+            except _Held as e:
+                msg = held_message(project.name, e.reasons)
+                held.hold_project(jc.state_dir, project.name, "; ".join(e.reasons) + " on the remote",
+                                  f"`memd sync --push-deletions {project.name}` if that is meant, else "
+                                  f"`memd sync --forget {project.name}` takes the remote's memory back")
+                return _with(out, "refused", _summary(res, p, msg, why_held, project.name))
+            return _with(out, out.outcome, _summary(res, p, sent, why_held, project.name))
         finally:
             repo.close()
 
+    def _edit(self, project: Project, base: dict[str, bytes], remote: gitremote.TreeFiles, hold: frozenset[str],
+              final: list[Plan], max_bytes: int) -> Callable[[ap.Workspace], ap.Edits]:
+        """The merge as ``apply.run``'s edit step; the plan it made lands in ``final``."""
+
+        def edit(ws: ap.Workspace) -> ap.Edits:
+            first = plan(base, file_map(project.memory_dir, max_bytes), remote, hold)
+            final.append(first)
+            if not first.local_changes:
+                return ap.Edits(note=_note(first, remote.machine))
+            st = ws.get()  # merged again from exactly what was staged (the folder may have moved)
+            p = plan(base, {rel: b.data for rel, b in st.baseline.items()}, remote, hold)
+            final[0] = p
+            _write(st, p)
+            # index lines the other machine's user removed or corrected: their removal sticks
+            theirs = set(mg.prose(_text(remote.files.get(INDEX_NAME)))) if INDEX_NAME in remote.files else None
+            gone = () if theirs is None or INDEX_NAME in hold else tuple(
+                ln for ln in mg.prose(_text(base.get(INDEX_NAME))) if ln not in theirs)
+            return ap.Edits(note=_note(p, remote.machine), removed_by_user=gone)
+
+        return edit
+
     def _send(self, jc: JobContext, repo: Any, project: Project, branch: str, h: gitremote.Heads,
-              remote: gitremote.TreeFiles, max_bytes: int) -> str:
-        """Push the folder as it is now, unless the remote holds all of it; returns what was done."""
+              remote: gitremote.TreeFiles, max_bytes: int, hold: frozenset[str] = frozenset()) -> str:
+        """Push the folder as it is now, unless the remote holds all of it; returns what was done. A held
+        file goes out as the remote has it (never this machine's version over the one held)."""
         mark = gitremote.folder_mark(project.memory_dir)  # before reading: a later write is seen next time
         now_files = {k: v for k, v in file_map(project.memory_dir, max_bytes).items() if gitremote.synced(k)}
         outgoing: dict[str, bytes] = {}
@@ -247,20 +375,33 @@ class Session:
             withheld.setdefault(why, []).append(rel)
             if rel in remote.files:  # the remote keeps its own version: never a deletion there
                 outgoing[rel] = remote.files[rel]
+        for rel in hold - {INDEX_NAME}:
+            if rel in remote.files:
+                outgoing[rel] = remote.files[rel]
+            else:
+                outgoing.pop(rel, None)
         for why, files in withheld.items():
             (jc.log or _silent).warning("sync.withheld", project=project.name, files=files[:20], reason=why)
+        if INDEX_NAME not in outgoing and INDEX_NAME in remote.files:  # no index here: never a deletion there
+            outgoing[INDEX_NAME] = remote.files[INDEX_NAME]
         ot, oi = _split(outgoing)
         rt, ri = _split(remote.files)
         note = "".join(f"; {len(files)} file(s) with {why} not sent" for why, files in withheld.items())
-        if ot == rt and not mg.index_news(oi, ri) and (h.remote is not None or not outgoing):
+        if ot == rt and (oi is None or oi == ri) and (h.remote is not None or not outgoing):
             if h.remote is not None:
                 gitremote.remember(repo, branch, shared=h.remote, mine=h.remote)
-            gitremote.mark_seen(jc.state_dir, project.name, branch, h.remote, mark)
+            gitremote.mark_seen(jc.state_dir, project.name, branch, h.remote, mark,
+                                gitremote.folder_id(project.memory_dir), list(now_files))
             return "nothing to send" + note
-        delta = len({k for k in set(ot) | set(rt) if ot.get(k) != rt.get(k)})
+        if h.remote is not None and not self.push_deletions:
+            lost = core_guard.loss_reasons(remote.files, outgoing, ap.limits_of(jc.config), subject="this push")
+            if lost:
+                (jc.log or _silent).warning("sync.held", project=project.name, reasons=lost)
+                raise _Held(lost)
+        delta = len({k for k in set(ot) | set(rt) if ot.get(k) != rt.get(k)}) + (oi is not None and oi != ri)
         summary = f"sync from {self.machine}: {delta} file(s) differ from the remote"
         new = gitremote.commit(repo, outgoing, h.remote, machine=self.machine, summary=summary,
-                               now=jc.clock.time())
+                               now=jc.clock.time(), kept=remote.kept)
         gitremote.remember(repo, branch, mine=new)
         try:
             gitremote.push(jc.state_dir, self.remote, new, branch, timeout=jc.config.sync.timeout_s,
@@ -273,7 +414,8 @@ class Session:
         self.pushes += 1
         gitremote.remember(repo, branch, shared=new)
         repo.refs[f"refs/remotes/origin/{branch}".encode()] = new.encode("ascii")
-        gitremote.mark_seen(jc.state_dir, project.name, branch, new, mark)
+        gitremote.mark_seen(jc.state_dir, project.name, branch, new, mark, gitremote.folder_id(project.memory_dir),
+                            list(now_files))
         return f"sent {delta} file(s)" + note
 
     def _keep_conflicts(self, jc: JobContext, project: Project, p: Plan, remote_commit: str, run: str) -> None:
@@ -298,6 +440,31 @@ class Session:
         for c in fresh:
             (jc.log or _silent).warning("sync.conflict", project=project.name, file=c.file, machine=c.machine,
                                         conflict=c.id, run=run)
+
+
+def _made_anew(project: Project, last: dict[str, Any], max_bytes: int) -> bool:
+    """The memory folder is missing, or was removed and made again since the last sync: another folder
+    (device and inode), or one holding files but none of those the last sync left in it (the inode of a
+    removed folder may be reused at once). A folder left empty is not "made anew": its push is held by
+    the outgoing guard and said (a deletion the user may have meant)."""
+    here = gitremote.folder_id(project.memory_dir)
+    if here is None:
+        return True
+    if last.get("dir", here) != here:
+        return True
+    known = last.get("files")
+    if not known:
+        return False
+    now = {k for k in file_map(project.memory_dir, max_bytes) if gitremote.synced(k)}
+    return bool(now) and not (now & set(known))
+
+
+def held_message(project: str, reasons: list[str]) -> str:
+    """The words for a push the outgoing guard holds."""
+    return (f"held, nothing sent: {'; '.join(reasons)} on the remote (the guard's shares, "
+            f"dream.max_delete_share and dream.max_shrink_share); if that is what you meant, "
+            f"`memd sync --push-deletions {project}` sends it; if not, `memd sync --forget {project}` "
+            "takes the remote's memory back at the next sync")
 
 
 def _rewritten(repo: Any, h: gitremote.Heads, branch: str, project: str) -> str | None:
@@ -346,10 +513,15 @@ def _dry_note(p: Plan, remote: gitremote.TreeFiles) -> str:
     return "dry run: " + "; ".join(bits)
 
 
-def _summary(res: ap.RunResult, p: Plan, sent: str) -> str:
+def _summary(res: ap.RunResult, p: Plan, sent: str, why_held: dict[str, dict[str, Any]] | None = None,
+             project: str = "PROJECT") -> str:
     bits = []
     if res.verdict == ap.Verdict.APPLIED:
         bits.append(f"took {res.summary}")
+    if why_held:
+        bits.append(f"held {len(why_held)} file(s) of the remote here: "
+                    + "; ".join(f"{r} ({row.get('reason', '')})" for r, row in sorted(why_held.items())[:3])
+                    + f" (`memd sync --keep-local {project}` sends this machine's version)")
     if p.merged.conflicts:
         bits.append(f"{len(p.merged.conflicts)} conflict(s) kept local for the next dream: "
                     + ", ".join(p.merged.conflict_files()[:5]))
@@ -384,6 +556,7 @@ def synced_projects(jc: JobContext, projects: list[Project], *,
 
 
 def run_sync(jc: JobContext, projects: list[Project], *, named: bool = False, interactive: bool = False,
+             push_deletions: bool = False, keep_local: bool = False,
              before_project: Callable[[Project], Any] | None = None,
              after_project: Callable[[Project, ProjectOutcome | None], Any] | None = None) -> JobResult:
     """The sync job over projects (see the module doc). Sync must be on (``sync.remote``)."""
@@ -392,7 +565,7 @@ def run_sync(jc: JobContext, projects: list[Project], *, named: bool = False, in
 
     if not jc.config.sync.remote.strip():
         raise ConfigError(["sync.remote: sync is off (set it to a private git repository of yours; docs/sync.md)"])
-    session = Session(jc, interactive=interactive)
+    session = Session(jc, interactive=interactive, push_deletions=push_deletions, keep_local=keep_local)
     chosen, session.identities = synced_projects(jc, projects, named=named)
     if any(i.identity for i in session.identities.values() if i.project in {p.name for p in chosen}):
         session.fetch()

@@ -8,9 +8,9 @@ automatic resolution: a conflict that is only Claude Code's ``modified:`` frontm
 rewritten on every memory write, so two machines editing different parts of one file always
 disagree about it) takes the later date.
 
-MEMORY.md is never merged textually (``merge_index``): the local index is kept, the lines of prose
-(anything that is neither an entry nor blank) the other side added are appended, and the caller
-rebuilds the entries deterministically from the merged topic files (``memd.apply.finalize``).
+MEMORY.md merges three-way by line against the shared base (``merge_index``, issue 21): edits and
+deletions on either side stick, a true conflict keeps both sides' lines; the run's REPAIR rebuild
+(``memd.apply.finalize``) then reconciles the entries with the merged topic files, changing nothing else.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ import merge3
 
 from memd.core import index as mindex
 
-_MODIFIED = re.compile(r"^(\s*)modified:\s*(.*?)\s*$")
+# Linear: a possessive indent, the key, then the rest of the line; the value is stripped in Python (a lazy
+# value before ``\s*$`` retried every run of inner spaces: a 40 KB line took 7 s; tests/test_regex_linear.py)
+_MODIFIED = re.compile(r"([ \t]*+)modified:(.*)")
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ def _date_only(a: Sequence[bytes], b: Sequence[bytes]) -> Sequence[bytes] | None
     ma, mb = _MODIFIED.match(a[0].decode("utf-8", "replace")), _MODIFIED.match(b[0].decode("utf-8", "replace"))
     if ma is None or mb is None or ma.group(1) != mb.group(1):
         return None
-    return a if ma.group(2) >= mb.group(2) else b
+    return a if ma.group(2).strip() >= mb.group(2).strip() else b
 
 
 def merge_text(base: bytes | None, local: bytes, remote: bytes) -> bytes | None:
@@ -112,21 +114,42 @@ def prose(text: str) -> list[str]:
 
 
 def merge_index(base: str | None, local: str | None, remote: str | None) -> str | None:
-    """The index to rebuild from: the local one with the prose the other side added appended.
+    """The index to rebuild from: a three-way merge by line against the shared base.
 
-    Prose the other side removed stays (prose is the user's: never dropped by a sync); entries are
-    not copied at all, they come back from the merged topic files when the index is rebuilt."""
+    A line edited or removed on one side is edited or removed (corrections stick); lines both sides
+    changed differently keep this machine's lines, then the other side's that it lacks (no word
+    lost: the user sees both). Entry lines go through the same merge; the run's REPAIR rebuild
+    (``memd.apply.finalize``) then reconciles them with the merged topic files (a link to a file
+    that is gone, a file without an entry), and touches nothing else."""
     if remote is None:
         return local
     if local is None:
         return remote
-    have = set(prose(local)) | set(prose(base or ""))
-    new = [ln for ln in prose(remote) if ln not in have]
-    if not new:
-        return local
     nl = "\r\n" if "\r\n" in local else "\n"
-    text = local if not local or local.endswith("\n") else local + nl
-    return text + nl + nl.join(dict.fromkeys(new)) + nl
+
+    def lines(text: str) -> list[str]:
+        return [ln + "\n" for ln in text.replace("\r\n", "\n").split("\n")[:-1]] + (
+            [text.replace("\r\n", "\n").rsplit("\n", 1)[-1]] if not text.endswith("\n") and text else [])
+
+    m = merge3.Merge3(lines(base or ""), lines(local), lines(remote))
+    out: list[str] = []
+    for group in m.merge_groups():
+        if group[0] != "conflict":
+            out.extend(group[1])
+            continue
+        # line by line within the region: a base line the other side dropped goes (its edit or deletion
+        # sticks); the other side's new lines this one lacks are added after this side's
+        was, mine, theirs = ({ln.strip() for ln in group[1]}, list(group[2]), list(group[3]))
+        kept_theirs = {ln.strip() for ln in theirs}
+        mine = [ln for ln in mine if ln.strip() not in was or ln.strip() in kept_theirs]
+        have = {ln.strip() for ln in mine}
+        out.extend(mine)
+        extra = [ln for ln in theirs if ln.strip() and ln.strip() not in have and ln.strip() not in was]
+        if extra and out and not out[-1].endswith("\n"):
+            out[-1] += "\n"
+        out.extend(extra)
+    text = "".join(out)
+    return text.replace("\n", nl) if nl != "\n" else text
 
 
 def index_news(local: str | None, remote: str | None) -> bool:

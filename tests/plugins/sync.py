@@ -65,7 +65,7 @@ class Machine:
 
         return {k: v for k, v in file_map(self.mem(key)).items() if k != "MEMORY.md" and not k.startswith("team/")}
 
-    def sync(self, *keys: str, dry_run: bool = False, remote: str | None = None) -> Any:
+    def sync(self, *keys: str, dry_run: bool = False, remote: str | None = None, **kw: Any) -> Any:
         from memd.state import StateStore
         from memd.sync.job import run_sync
 
@@ -74,7 +74,7 @@ class Machine:
         with StateStore.open(self.state_dir) as state:
             jc = JobContext(config=cfg, claude_dir=self.claude, state_dir=self.state_dir, state=state,
                             dry_run=dry_run, log=self.events)
-            return run_sync(jc, projects, named=bool(keys))
+            return run_sync(jc, projects, named=bool(keys), **kw)
 
     def outcome(self, *keys: str, **kw: Any) -> Any:
         res = self.sync(*keys, **kw)

@@ -1,0 +1,123 @@
+"""What sync holds back, per project, and why (the I/O edge; issue 21: nothing stops without a word).
+
+One refused change never stops a whole project: a file of the remote the guards refuse (a secret, no
+frontmatter, too much deleted, an index over its budget) is **held** and the rest flows both ways. A
+held file keeps this machine's version here and the remote's version on the remote (a push carries the
+remote's version of it unchanged), so nothing is lost on either side, until the user resolves it:
+``memd sync --keep-local PROJECT`` sends this machine's version, or the remote's version changes (the
+hold is then judged anew). A whole project can be held too: a push the outgoing guard stops, a remote
+that was rewritten or is not memd's. ``memd status`` shows one ``sync`` line per project with what is
+held, why, and the command that resolves it; ``memd sync --list`` counts them.
+
+The record is ``state_dir/sync/held.json``: per project, ``files`` (path -> reason, the held remote
+version's hash, since when) and ``project`` (a reason and its command, or absent).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ABSENT = "absent"
+
+
+def version(data: bytes | None) -> str:
+    """A remote version's mark: its hash, or ``ABSENT`` (the remote deleted the file)."""
+    return ABSENT if data is None else hashlib.sha256(data).hexdigest()[:32]
+
+
+@dataclass
+class Held:
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)  # rel -> {reason, remote, since}
+    project: dict[str, str] = field(default_factory=dict)  # {reason, command} when the whole project is held
+
+    @property
+    def empty(self) -> bool:
+        return not self.files and not self.project
+
+
+def _path(state_dir: Path) -> Path:
+    return state_dir / "sync" / "held.json"
+
+
+def _load_all(state_dir: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(_path(state_dir).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def load(state_dir: Path, project: str) -> Held:
+    row = _load_all(state_dir).get(project)
+    if not isinstance(row, dict):
+        return Held()
+    files = row.get("files") if isinstance(row.get("files"), dict) else {}
+    proj = row.get("project") if isinstance(row.get("project"), dict) else {}
+    return Held(dict(files or {}), dict(proj or {}))
+
+
+def load_all(state_dir: Path) -> dict[str, Held]:
+    return {name: load(state_dir, name) for name in sorted(_load_all(state_dir))}
+
+
+def save(state_dir: Path, project: str, held: Held) -> None:
+    from memd.store import atomic_write
+
+    data = _load_all(state_dir)
+    if held.empty:
+        if project not in data:
+            return
+        data.pop(project)
+    else:
+        data[project] = {"files": held.files, "project": held.project}
+    atomic_write(_path(state_dir), json.dumps(data, indent=1, sort_keys=True) + "\n", mode=0o600)
+
+
+def hold_project(state_dir: Path, project: str, reason: str, command: str) -> None:
+    h = load(state_dir, project)
+    h.project = {"reason": reason, "command": command}
+    save(state_dir, project, h)
+
+
+def release_project(state_dir: Path, project: str) -> None:
+    h = load(state_dir, project)
+    if h.project:
+        h.project = {}
+        save(state_dir, project, h)
+
+
+def forget(state_dir: Path, project: str) -> bool:
+    h = load(state_dir, project)
+    save(state_dir, project, Held())
+    return not h.empty
+
+
+def summary(h: Held) -> str:
+    """A short count for ``memd sync --list``."""
+    bits = []
+    if h.files:
+        bits.append(f"{len(h.files)} file(s)")
+    if h.project:
+        bits.append("project")
+    return ", ".join(bits) or "-"
+
+
+def status_lines(state_dir: Path, projects: list[str] | None = None) -> str:
+    """``memd status``'s lines: one per project that sync holds something of ("" when none)."""
+    out = []
+    for name, h in load_all(state_dir).items():
+        if h.empty or (projects is not None and name not in projects):
+            continue
+        if h.project:
+            out.append(f"sync: {name}: {h.project.get('reason', 'held')}; resolve: {h.project.get('command', '')}")
+        if h.files:
+            shown = "; ".join(f"{rel}: {row.get('reason', 'refused')}" for rel, row in sorted(h.files.items())[:3])
+            more = f" and {len(h.files) - 3} more" if len(h.files) > 3 else ""
+            out.append(f"sync: {name}: {len(h.files)} file(s) from the remote held here ({shown}{more}); the rest "
+                       f"flows both ways; resolve: `memd sync --keep-local {name}` sends this machine's version, "
+                       f"or fix it on the machine that wrote it")
+    return "".join(line + "\n" for line in out)

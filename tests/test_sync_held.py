@@ -1,0 +1,80 @@
+"""Issue 21 (stalls): one refused change holds that file, never the project; what is held is in
+`memd status` and `memd sync --list` with the command that resolves it. Local bare remotes only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memd.sync import held
+from tests.plugins.sync import topic
+from tests.test_sync import fake_key
+from tests.test_sync_guards import _add_to_remote, _remote_names
+
+
+def _cli(m: Any, tmp_path: Path, *args: str) -> list[str]:
+    conf = tmp_path / f"{m.name}.toml"
+    conf.write_text(f'[paths]\nstate_dir = "{m.state_dir}"\n[sync]\nremote = "{m.config.sync.remote}"\n'
+                    f'machine = "{m.name}"\n')
+    return [*args, "--claude-dir", str(m.claude), "--config", str(conf)]
+
+
+def test_one_refused_file_is_held_and_the_rest_flows(machines: Any, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from memd.cli import main
+
+    a, b = machines("ma"), machines("mb")
+    a.write("base.md", topic("base", "shared\n"))
+    a.sync("app")
+    b.sync("app")
+    # another machine's memd (older, other rules) put a secret on the remote, next to a good change
+    a.write("ok.md", topic("ok", "a good memory\n"))
+    a.sync("app")
+    leak = topic("leak", f"aws key {fake_key()}\n").encode()
+    _add_to_remote(a.config.sync.remote, b"leak.md", leak)
+    b.write("mine.md", topic("mine", "b's own\n"))
+    out = b.outcome("app")
+    assert out.outcome != "refused", out
+    assert b.read("ok.md") is not None  # the rest came in
+    assert b.read("leak.md") is None  # the refused file did not
+    assert "held" in out.message and "leak.md" in out.message, out
+    names = _remote_names(b)
+    assert b"mine.md" in names  # ... and the rest went out
+    assert names[b"leak.md"] == leak  # the remote keeps its version of the held file
+    # said in status and in --list, with the command that resolves it
+    h = held.load(b.state_dir, b.project().name)
+    assert set(h.files) == {"leak.md"} and "secret" in h.files["leak.md"]["reason"]
+    assert main(_cli(b, tmp_path, "status")) == 0
+    text = capsys.readouterr().out
+    assert "leak.md" in text and f"--keep-local {b.project().name}" in text, text
+    assert main(_cli(b, tmp_path, "sync", "--list")) == 0
+    assert "1 file(s)" in capsys.readouterr().out
+    # held across syncs: a later sync neither takes it nor drops it from the remote
+    b.write("mine2.md", topic("mine2", "more\n"))
+    b.sync("app")
+    assert b.read("leak.md") is None and _remote_names(b)[b"leak.md"] == leak
+    # resolved by the user: this machine's version (no such file) goes out
+    assert main(_cli(b, tmp_path, "sync", "--keep-local", b.project().name)) == 0
+    capsys.readouterr()
+    assert b"leak.md" not in _remote_names(b)
+    assert held.load(b.state_dir, b.project().name).empty
+    assert held.status_lines(b.state_dir) == ""
+
+
+def test_a_held_push_is_a_status_line(machines: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from memd.cli import main
+
+    a = machines("ma")
+    for i in range(6):
+        a.write(f"t{i}.md", topic(f"t{i}", f"fact {i} with words enough\n"))
+    a.sync("app")
+    for p in a.mem().iterdir():
+        p.unlink()
+    assert a.outcome("app").outcome == "refused"
+    assert main(_cli(a, tmp_path, "status")) == 0
+    text = capsys.readouterr().out
+    assert f"--push-deletions {a.project().name}" in text and "deletes every memory" in text, text
+    a.sync("app", push_deletions=True)
+    assert held.status_lines(a.state_dir) == ""
