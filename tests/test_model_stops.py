@@ -286,3 +286,17 @@ def test_a_project_that_keeps_changing_nothing_is_called_out_past_its_skipped_ca
         rid = s.start_run("catchup", "p", 300.0)
         s.finish_run(rid, outcome="changed", ended=300.5, added=1)
         assert checkin.idle_projects(s, ["p"]) == []
+
+
+def test_the_morning_report_shows_why_a_run_was_refused(tmp_path: Path) -> None:
+    """Issue 25: a refused run's reason was cut to 120 characters, or hidden behind its error code."""
+    from memd.jobs.checkin import build_report
+    from memd.state import StateStore
+
+    reason = ("refused: the run drops the words the user wrote after an entry's link (1 entry) that are in no "
+              "file after it, first: \"restart order: db, api, web; page #oncall first\"")
+    with StateStore.open(tmp_path) as s:
+        rid = s.start_run("dream", "-home-u-app", 100.0)
+        s.finish_run(rid, outcome="refused", ended=200.0, error="rejected", summary=reason)
+        text = build_report(s, now=300.0, since=0.0).markdown
+    assert "page #oncall first" in text and "rejected" in text

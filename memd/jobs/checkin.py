@@ -87,7 +87,12 @@ def build_report(state: StateStore, *, now: float, since: float) -> Report:
         lines += ["| started | job | project | outcome | +added ~changed -deleted | tokens in/out | cost | note |",
                   "|---|---|---|---|---|---|---|---|"]
         for r in runs:
-            note = _safe(r.error or r.summary or "")
+            # a run that did not do what was asked says why in full (the refusal reason is the point)
+            said = [x for x in (r.summary, r.error) if x]
+            if len(said) == 2 and (said[1] in said[0]):
+                said = said[:1]
+            bad = r.outcome in ("refused", "failed", "partial")
+            note = _safe("; ".join(said) if bad else (r.error or r.summary or ""), 400 if bad else 120)
             lines.append(f"| {_when(r.started)} | {r.job} | {r.project or '-'} | {r.outcome} | "
                          f"+{r.added} ~{r.changed} -{r.deleted} | {r.tokens_total - r.tokens_out}/{r.tokens_out} | "
                          f"${r.cost_usd:.4f} | {note} |")
