@@ -130,3 +130,14 @@ def test_model_off_outcome_keeps_what_the_project_did_apart() -> None:
     out = ProjectOutcome.without_model("-p", "skipped", "model work is off", "(2 session(s) wait)", sep=" ")
     assert out.message == "model work is off (2 session(s) wait)" and out.model_off
     assert out.detail == "(2 session(s) wait)" and not out.model_called
+
+
+def test_the_model_off_sentence_is_referred_to_not_repeated() -> None:
+    """Issue 25: the 300-character sentence was in every job.finish, report row and status line."""
+    from memd.jobs import MODEL_OFF_SHORT
+
+    off = ("Model work is off: no API key or other credential (set ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN, "
+           "Claude Code's apiKeyHelper, CLAUDE_CODE_USE_BEDROCK or CLAUDE_CODE_USE_VERTEX, or model.api_key_file "
+           "in the config); only the deterministic parts run.")
+    out = ProjectOutcome.without_model("-p", "unchanged", off, "index already fine")
+    assert out.message == f"{MODEL_OFF_SHORT}; index already fine" and len(out.message) < 120

@@ -104,8 +104,13 @@ class ProjectOutcome:
     @classmethod
     def without_model(cls, project: str, outcome: Outcome, off: str, detail: str, *, sep: str = "; ",
                       **kw: Any) -> ProjectOutcome:
-        """The outcome of a run whose model work was off (``off`` is the sentence that says so)."""
-        return cls(project, outcome, f"{off}{sep}{detail}", model_off=True, detail=detail, **kw)
+        """The outcome of a run whose model work was off (``off`` is the sentence that says so). The full
+        sentence (about 300 characters: how to turn model work on) is said once, where the run starts and in
+        `memd status`; each run's message refers to it in a few words (every run row and log line repeated
+        it before)."""
+        short = MODEL_OFF_SHORT if len(off) > len(MODEL_OFF_SHORT) + 20 else off
+        return cls(project, outcome, f"{short}{sep}{detail}", model_off=True, detail=detail, **kw)
 
 
 ProjectJob = Callable[[JobContext, "Project"], ProjectOutcome]
+MODEL_OFF_SHORT = "model work is off (why and how to turn it on: `memd status`)"
