@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 # every command, by its module under memd.commands (tests/test_layers.py checks the two agree)
 COMMANDS = [
     "check", "rebuild", "status", "config", "scan", "render", "run", "trigger", "dream", "catchup",
-    "report", "logs", "service", "history", "undo", "forget", "prompts", "hook", "hooks", "recall",
+    "report", "logs", "service", "history", "undo", "forget", "uninstall", "prompts", "hook", "hooks", "recall",
     "sync",
 ]
 _GLOBAL_WITH_VALUE = ("--claude-dir", "--config")
