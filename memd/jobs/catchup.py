@@ -12,10 +12,12 @@ when a span had nothing to extract: no conversation, or none after the session's
 (the turns up to and including the turn of its last successful memory write are the session's
 own business, as Claude Code skips its extraction then; later turns are extracted). A span whose
 user turns alone exceed the render budget is sent in pieces, one conversation each, and the offset
-advances only over the pieces sent. What is sent is redacted (``memd.transcripts.render``); the
-outcome's ``redactions`` counts the secrets replaced. A rejected run, a review, a dry run, an
-API failure or a part dropped because Claude Code wrote the file meanwhile leave the offsets where
-they were, so the next run sees the span again.
+advances only over the pieces sent; a single user turn longer than the budget (a paste) is sent with
+its middle elided and marked, its start and end kept (``details["elided_chars"]`` counts what was
+left out), so no span waits forever for a budget it can never fit. What is sent is redacted
+(``memd.transcripts.render``); the outcome's ``redactions`` counts the secrets replaced. A rejected
+run, a review, a dry run, an API failure or a part dropped because Claude Code wrote the file
+meanwhile leave the offsets where they were, so the next run sees the span again.
 
 Batching: a session whose span renders whole within ``BATCH_SPAN_CHARS`` characters is short;
 consecutive short sessions go to the model together, in one conversation (one message, a
@@ -330,6 +332,8 @@ class _Extraction:
         for _, pc in parts:
             if pc.redactions:
                 self.details["redactions"] = self.details.get("redactions", 0) + pc.redacted
+            if pc.elided:  # a paste too long to send whole: its middle was left out (counted, marked)
+                self.details["elided_chars"] = self.details.get("elided_chars", 0) + pc.elided
         res = mr.tool_loop(self.client, model=self.cfg.model.extract_model, system=self.system,
                            user=self._user(parts), tools=self.tools, handlers={"memory": self.tool.handle},
                            max_turns=self.cfg.catchup.max_tool_turns, stop=self.jc.stop,
@@ -385,6 +389,9 @@ def _user_message(parts: list[tuple[Span, Piece]], st: ap.Staging, claude_md: st
     if any(pc.level for _, pc in parts):
         head.append("A span was long: tool results, thinking and some of the assistant's words are cut; "
                     "the user's words are whole.")
+    if any(pc.elided for _, pc in parts):
+        head.append("A user message too long to send whole (a paste) has its middle elided where marked; "
+                    "its start and end are the user's own words.")
     if added:
         head.append("Memory files created earlier in this run (not in the manifest): "
                     + ", ".join(f"/memories/{r}" for r in added))

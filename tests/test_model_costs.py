@@ -1,0 +1,66 @@
+"""Issue 24 through the real SDK against the local stub: a catch-up that never stalls (a huge paste is
+elided, not waited on forever), never pays twice (bounded tries, then parked), a dream with a token
+cap, prices you can trust, and cache breakpoints that hit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from memd.jobs.catchup import catchup_project
+from memd.layout import Project
+from tests.plugins.stub_api import Reply
+from tests.test_model_budgets import bodies, cfg_with
+from tests.test_model_jobs import Env, _fake_session, _user
+from tests.test_model_jobs import env as env
+
+__all__ = ["env"]
+
+
+def _session(p: Project, n: int, records: list[dict[str, Any]]) -> Path:
+    path = p.dir / f"11111111-2222-3333-4444-{n:012d}.jsonl"
+    _fake_session(path, records)
+    return path
+
+
+def paste(chars: int) -> str:
+    line = "2026-03-05 10:00:01 INFO worker[17] processed batch ok in 12 ms\n"
+    return (line * (chars // len(line) + 1))[:chars]
+
+
+# --------------------------------------------------------------------------- never stalls
+
+
+def test_a_huge_paste_is_sent_with_its_middle_elided_and_the_span_advances(env: Env) -> None:
+    p = env.project("-home-dev-paste")
+    env.memory(p, {"MEMORY.md": ""})
+    big = "Look at this log, HEADWORDS matter:\n" + paste(160_000) + "\nTAILWORDS: we deploy on Fridays."
+    sess = _session(p, 1, [_user(big, "2026-03-05T10:00:00Z"),
+                           _user("also: the staging host is stg.internal", "2026-03-05T10:05:00Z")])
+    env.stub.fallback = Reply(body=env.stub.message(env.stub.text("nothing worth saving")))
+    out = catchup_project(env.jc(config=cfg_with(env, catchup={"max_tool_turns": 5})), p)
+    sent = json.dumps(bodies(env))
+    assert sent, out  # was: "session waits: it does not fit the run's token cap", every run, for good
+    assert "HEADWORDS" in sent and "TAILWORDS" in sent and "stg.internal" in sent
+    assert "elided by memd" in sent
+    assert out.details.get("elided_chars", 0) > 40_000, out.details
+    t = env.state.transcript(sess)
+    assert t is not None and t.extract_offset == sess.stat().st_size, out  # the span advanced
+
+
+def test_render_elides_only_a_user_turn_no_piece_could_hold() -> None:
+    from memd.transcripts import records as rec
+    from memd.transcripts.render import Budgets, render_pieces
+
+    words = "HEAD words of the user\n" + paste(300_000) + "\nTAIL words of the user"
+    recs = rec.parse([(0, _user(words)), (1, _user("short and whole " * 10))], text_cap=120_000)
+    for max_chars in (120_000, 30_000, 5_000):
+        pcs = render_pieces(recs, Budgets(max_chars=max_chars))
+        assert all(len(pc.text) <= max_chars for pc in pcs), max_chars
+        text = "".join(pc.text for pc in pcs)
+        assert "HEAD words" in text and "TAIL words" in text and ("short and whole " * 10).strip() in text
+        assert sum(pc.elided for pc in pcs) >= len(words) - max_chars
+    small = rec.parse([(0, _user("HEAD " + paste(3_000) + " TAIL"))])
+    (pc,) = render_pieces(small, Budgets(max_chars=120_000))
+    assert pc.elided == 0 and pc.text.count("processed batch") == paste(3_000).count("processed batch")
