@@ -149,6 +149,12 @@ class CatchupConfig(Record):
     max_sessions: int = key(10, "Most sessions one catch-up run sends to the model.", min=0)
     max_input_tokens: int = key(200_000, "Input-token budget of one catch-up run across all calls.", min=1000)
     max_tool_turns: int = key(5, "Tool turns the model gets per session span.", min=1)
+    max_tries: int = key(
+        5, "Tries of a span whose run failed after a model call, was refused or stopped at a cap, before "
+        "it is parked (shown by memd status and memd report; `memd catchup --retry PROJECT` tries again).", min=1)
+    retry_hours: float = key(
+        24.0, "After a span's third try, hours between its further tries (the first three follow the "
+        "catch-up's schedule).", min=0)
 
 
 class HooksConfig(Record):

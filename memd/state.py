@@ -193,6 +193,21 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE transcripts ADD COLUMN dev INTEGER NOT NULL DEFAULT 0
     """,
+    # 5 -> 6: the catch-up's tries of a span that failed, was refused or stopped at a cap (issue 24):
+    # it was sent again in full every two hours without limit. ``start`` is the extract offset the
+    # tries are for (a row for another offset is stale); ``parked``: no automatic try until a user's retry.
+    """
+    CREATE TABLE span_tries (
+        path TEXT PRIMARY KEY,
+        project TEXT NOT NULL DEFAULT '',
+        start INTEGER NOT NULL DEFAULT 0,
+        tries INTEGER NOT NULL DEFAULT 0,
+        last_try REAL NOT NULL DEFAULT 0,
+        reason TEXT NOT NULL DEFAULT '',
+        parked REAL
+    );
+    CREATE INDEX span_tries_project ON span_tries(project)
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -259,6 +274,19 @@ class Run:
     error: str | None
     summary: str
     tokens_total: int = 0  # input + output + cache reads + cache writes
+
+
+@dataclass(frozen=True)
+class SpanTry:
+    """The catch-up's tries of one transcript's span from ``start`` (its extract offset then)."""
+
+    path: Path
+    project: str
+    start: int
+    tries: int
+    last_try: float
+    reason: str
+    parked: float | None = None  # when it was parked (no automatic try until ``retry_spans``)
 
 
 @dataclass(frozen=True)
@@ -649,6 +677,31 @@ class StateStore:
                 extracted_at = excluded.extracted_at
             """,
             (str(path), inode, offset, inode, now))
+        self._exec("DELETE FROM span_tries WHERE path = ?", (str(path),))  # the span is done: its tries too
+
+    # ------------------------------------------------------------------ catch-up tries
+
+    def span_tries(self, project: str) -> dict[Path, SpanTry]:
+        """The tries of the project's spans that failed, were refused or stopped at a cap, by path."""
+        rows = self._exec("SELECT * FROM span_tries WHERE project = ?", (project,)).fetchall()
+        return {Path(r["path"]): SpanTry(Path(r["path"]), r["project"], r["start"], r["tries"], r["last_try"],
+                                         r["reason"], r["parked"]) for r in rows}
+
+    def note_try(self, path: Path, *, project: str, start: int, reason: str, when: float,
+                 park_after: int) -> SpanTry:
+        """One more try of the span from ``start`` (a row for another start begins again at 1); parked
+        once it reaches ``park_after`` tries."""
+        with self.batch():
+            row = self._exec("SELECT start, tries FROM span_tries WHERE path = ?", (str(path),)).fetchone()
+            tries = (row[1] if row is not None and row[0] == start else 0) + 1
+            parked = when if tries >= park_after else None
+            self._exec("INSERT OR REPLACE INTO span_tries (path, project, start, tries, last_try, reason, parked) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?)", (str(path), project, start, tries, when, reason[:500], parked))
+        return SpanTry(path, project, start, tries, when, reason[:500], parked)
+
+    def retry_spans(self, project: str) -> int:
+        """A user's retry: the project's tries start over (parked spans are tried at the next run)."""
+        return self._exec("DELETE FROM span_tries WHERE project = ?", (project,)).rowcount
 
     def move_transcript(self, old: Path, new: Path) -> None:
         """Key a transcript's row on another name of the same file (its resolved path), offsets and
@@ -672,6 +725,7 @@ class StateStore:
     def forget_transcript(self, path: Path) -> None:
         """A transcript that no longer exists (Claude Code cleans them up after 30 days)."""
         self._exec("DELETE FROM transcripts WHERE path = ?", (str(path),))
+        self._exec("DELETE FROM span_tries WHERE path = ?", (str(path),))
 
     # ------------------------------------------------------------------ projects
 

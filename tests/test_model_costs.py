@@ -64,3 +64,58 @@ def test_render_elides_only_a_user_turn_no_piece_could_hold() -> None:
     small = rec.parse([(0, _user("HEAD " + paste(3_000) + " TAIL"))])
     (pc,) = render_pieces(small, Budgets(max_chars=120_000))
     assert pc.elided == 0 and pc.text.count("processed batch") == paste(3_000).count("processed batch")
+
+
+# --------------------------------------------------------------------------- never pays twice
+
+
+def test_a_span_refused_again_and_again_is_tried_a_bounded_number_of_times_then_parked(
+        env: Env, capsys: Any) -> None:
+    from datetime import UTC, datetime
+
+    from memd import cli
+    from memd.clock import ManualClock
+    from memd.daemon import info
+    from memd.jobs import checkin
+    from memd.jobs.catchup import PARKED_WARNING
+
+    p = env.project("-home-dev-stuck")
+    env.memory(p, {"MEMORY.md": ""})
+    sess = _session(p, 7, [_user("remember: we deploy on Fridays")])
+    s = env.stub
+    s.fallback = Reply(body=s.message(s.text("I can't help with that."), stop_reason="refusal"))
+    clock = ManualClock(datetime.now(UTC))
+    calls: list[int] = []
+    outs = []
+    # every two hours for four days: 3 tries at the catch-up's pace, then one a day, then parked
+    for _ in range(4 * 12):
+        before = len(bodies(env))
+        outs.append(catchup_project(env.jc(clock=clock), p))
+        calls.append(len(bodies(env)) - before)
+        clock.advance(2 * 3600)
+    assert sum(calls) == env.config.catchup.max_tries == 5, calls  # was 48: one charge every run
+    assert [i for i, n in enumerate(calls) if n] == [0, 1, 2, 14, 26], calls  # a day after the last try
+    assert outs[0].outcome == "failed" and outs[0].details["tries_noted"] == 1
+    assert outs[-1].outcome == "skipped" and "parked after 5 tries" in outs[-1].message, outs[-1]
+    (w,) = [w for w in env.state.warnings(p.name) if w.kind == PARKED_WARNING]
+    assert "refus" in w.details["reason"] and "--retry" in w.details["reason"]
+    lines = info.warning_lines(info.daemon_status(env.state_dir, env.config)["warnings"])
+    assert any(PARKED_WARNING in x and "refus" in x for x in lines), lines  # what memd status prints
+    report = checkin.build_report(env.state, now=clock.time(), since=clock.time() - 86_400).markdown
+    assert PARKED_WARNING in report and "--retry" in report
+    t = env.state.transcript(sess)
+    assert t is not None and t.extract_offset == 0  # nothing saved: the span is kept, not dropped
+
+    # the user's retry: tried again at once, and a success clears the warning
+    s.fallback = Reply(body=s.message(s.text("nothing worth saving")))
+    cfg_file = env.state_dir.parent / "memd.toml"
+    cfg_file.write_text(f'[paths]\nstate_dir = "{env.state_dir}"\n[model]\nbase_url = "{s.base_url}"\n'
+                        "max_retries = 1\n")
+    before = len(bodies(env))
+    code = cli.main(["--config", str(cfg_file), "--claude-dir", str(env.claude), "catchup", "--retry", p.name])
+    out = capsys.readouterr().out
+    assert code == 0 and len(bodies(env)) == before + 1, out
+    t = env.state.transcript(sess)
+    assert t is not None and t.extract_offset == sess.stat().st_size
+    assert not [w for w in env.state.warnings(p.name) if w.kind == PARKED_WARNING]
+    assert env.state.span_tries(p.name) == {}

@@ -101,7 +101,8 @@ def build_report(state: StateStore, *, now: float, since: float) -> Report:
         for w in open_w:
             fig = ", ".join(f"{k} {w.details[k]}" for k in ("lines", "chars", "files", "hidden") if k in w.details)
             lines.append(f"- {w.project}: {w.kind} {w.level}" + (f" ({fig})" if fig else "")
-                         + f", since {_when(w.since)}")
+                         + f", since {_when(w.since)}" + (f": {_safe(str(w.details['reason']), 400)}"
+                                                          if w.details.get("reason") else ""))
     else:
         lines.append("None.")
     lines += ["", "## Runs that change nothing", ""]
