@@ -83,6 +83,10 @@ class DreamConfig(Record):
     max_tool_turns: int = key(25, "Model calls (tool turns) one dream may make.", min=1)
     max_searches: int = key(12, "Transcript searches one dream may run (each returns at most 50 short lines).",
                             min=0)
+    max_input_tokens: int = key(
+        400_000, "Input-token budget of one dream across all its calls (cache reads included), checked before "
+        "every call; a dream that would pass it stops (partial). Sized for a 200-file folder: its orientation "
+        "(~25K tokens) re-read by about 15 calls.", min=1000)
 
 
 class DaemonConfig(Record):

@@ -119,3 +119,25 @@ def test_a_span_refused_again_and_again_is_tried_a_bounded_number_of_times_then_
     assert t is not None and t.extract_offset == sess.stat().st_size
     assert not [w for w in env.state.warnings(p.name) if w.kind == PARKED_WARNING]
     assert env.state.span_tries(p.name) == {}
+
+
+# --------------------------------------------------------------------------- a dream with a token cap
+
+
+def test_a_dream_stops_before_a_call_would_pass_its_input_token_cap(env: Env) -> None:
+    from memd.jobs.dream import dream_project
+    from tests.test_model_jobs import dup_folder, topic
+
+    p = dup_folder(env)
+    env.memory(p, {"reference_big.md": topic("Big", "a big reference", "fact " * 4_000, "reference")})
+    s = env.stub
+    s.fallback = Reply(body=s.message(s.memory("view", path="/memories/reference_big.md")))  # a greedy model
+    cap = 40_000
+    out = dream_project(env.jc(config=cfg_with(env, dream={"max_tool_turns": 25, "max_input_tokens": cap}),
+                               force=True), p)
+    used = sum(r.usage["input_tokens"] + r.usage["cache_read_input_tokens"]
+               + r.usage["cache_creation_input_tokens"] for r in s.requests if r.usage)
+    assert out.outcome == "partial" and "input tokens" in out.message, out  # was: 25 calls, no token cap
+    assert used <= cap and len(bodies(env)) < 25, (used, len(bodies(env)))
+    assert "40,000 input tokens" in bodies(env)[0]["system"][0]["text"]  # the prompt states the cap
+    assert env.state.project(p.name).last_consolidation is None
