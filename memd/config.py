@@ -141,10 +141,15 @@ class ModelConfig(Record):
             "claude-haiku-4-5": {"input": 1.0, "output": 5.0, "cache_write": 1.25, "cache_read": 0.1},
             "claude-sonnet-4-5": {"input": 3.0, "output": 15.0, "cache_write": 3.75, "cache_read": 0.3},
             "claude-sonnet-4-6": {"input": 3.0, "output": 15.0, "cache_write": 3.75, "cache_read": 0.3},
-            "claude-sonnet-5-5": {"input": 2.0, "output": 10.0, "cache_write": 2.5, "cache_read": 0.2},
+            # cache reads cut from 0.20 to 0.10 on 2026-10-07
+            "claude-sonnet-5-5": {"input": 2.0, "output": 10.0, "cache_write": 2.5, "cache_read": 0.1},
+            # prompts up to 100K tokens (input + cache); a longer prompt is billed 5x (not modelled)
+            "claude-haiku-5-5": {"input": 0.1, "output": 0.5, "cache_write": 0.125, "cache_read": 0.01},
             "claude-opus-4-5": {"input": 5.0, "output": 25.0, "cache_write": 6.25, "cache_read": 0.5},
         },
-        "US dollars per million tokens, per model: input, output, cache_write, cache_read.")
+        "US dollars per million tokens, per model: input, output, cache_write (5-minute), cache_read; checked "
+        "against Anthropic's published prices on 2026-12-01. A model without a price has its runs' cost "
+        "unknown (never $0); config validate and the daemon's start warn about it.")
 
 
 class CatchupConfig(Record):

@@ -141,3 +141,54 @@ def test_a_dream_stops_before_a_call_would_pass_its_input_token_cap(env: Env) ->
     assert used <= cap and len(bodies(env)) < 25, (used, len(bodies(env)))
     assert "40,000 input tokens" in bodies(env)[0]["system"][0]["text"]  # the prompt states the cap
     assert env.state.project(p.name).last_consolidation is None
+
+
+# --------------------------------------------------------------------------- prices you can trust
+
+
+def test_a_model_without_a_price_is_warned_about_and_its_runs_cost_unknown_never_zero(
+        env: Env, capsys: Any, tmp_path: Path) -> None:
+    from memd import cli
+    from memd.jobs import checkin
+    from memd.jobs.runner import run_job
+    from memd.llm import client as llm
+
+    cfg = cfg_with(env, model={"extract_model": "claude-future-9"})
+    assert llm.unpriced_models(cfg) == ["claude-future-9"]
+    assert llm.unpriced_models(env.config) == []  # the defaults are priced
+    f = tmp_path / "c.toml"
+    f.write_text('[model]\nextract_model = "claude-future-9"\n')
+    code = cli.main(["config", "validate", str(f)])
+    cap = capsys.readouterr()
+    assert code == 0 and "claude-future-9" in cap.err and "no price" in cap.err, cap  # was: "valid", silent
+
+    p = env.project("-home-dev-unpriced")
+    env.memory(p, {"MEMORY.md": ""})
+    _session(p, 9, [_user("we deploy on Fridays")])
+    env.stub.fallback = Reply(body=env.stub.message(env.stub.text("nothing worth saving")))
+    (out,) = run_job("catchup", env.jc(config=cfg), [p]).outcomes
+    assert out.model_called and out.details.get("cost_unknown") is True, out.details
+    (row,) = env.state.runs(job="catchup", project=p.name)
+    assert row.cost_unknown, row  # was: $0, as if the run had been free
+    report = checkin.build_report(env.state, now=row.started + 60, since=row.started - 60).markdown
+    assert "cost unknown" in report, report
+
+
+def test_a_reply_rejected_as_malformed_still_has_its_usage_counted(env: Env) -> None:
+    from tests.test_llm_client import cfg as client_cfg
+
+    s = env.stub
+    s.script(Reply(raw=json.dumps({"type": "message", "role": "assistant", "content": "not a list",
+                                   "model": "claude-haiku-4-5", "stop_reason": "end_turn",
+                                   "usage": {"input_tokens": 1234, "output_tokens": 56}}).encode()))
+    from memd.llm import client as llm
+
+    c = llm.Client(client_cfg(s), api_key_value="test", sleep=lambda _: None)
+    try:
+        c.create(model="claude-haiku-4-5", messages=[{"role": "user", "content": "x"}])
+    except llm.ModelError as e:
+        assert "malformed" in e.reason
+    else:
+        raise AssertionError("a malformed reply was accepted")
+    assert (c.usage.calls, c.usage.input_tokens, c.usage.output_tokens) == (1, 1234, 56)  # was: 0, 0, 0
+    assert c.usage.cost_usd > 0

@@ -239,8 +239,10 @@ def add_usage(out: ProjectOutcome, usage: llm.Usage) -> None:
     out.cost_usd = round(usage.cost_usd, 6)
     out.details["model_calls"] = usage.calls
     out.details["tokens_total"] = usage.total
-    if usage.unpriced:
+    if usage.unpriced:  # the cost is unknown, not $0
         out.details["unpriced_models"] = sorted(usage.unpriced)
+        out.details["cost_unknown"] = True
+        out.cost_unknown = True
     if usage.rejected:
         out.details["usage_rejected"] = list(usage.rejected)
 
