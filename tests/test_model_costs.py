@@ -192,3 +192,41 @@ def test_a_reply_rejected_as_malformed_still_has_its_usage_counted(env: Env) -> 
         raise AssertionError("a malformed reply was accepted")
     assert (c.usage.calls, c.usage.input_tokens, c.usage.output_tokens) == (1, 1234, 56)  # was: 0, 0, 0
     assert c.usage.cost_usd > 0
+
+
+# --------------------------------------------------------------------------- caching that hits
+
+
+def test_a_turn_of_more_than_ten_tool_calls_still_reads_the_previous_turns_cache(env: Env) -> None:
+    from memd.jobs.dream import dream_project
+    from tests.test_model_jobs import dup_folder
+
+    p = dup_folder(env)
+    s = env.stub
+    views = [s.memory("view", path="/memories/feedback_tabs.md") for _ in range(12)]
+    s.script(s.message(*views), s.message(*[s.memory("view", path="/memories/feedback_tabs.md")
+                                           for _ in range(12)]), s.message(s.text("nothing to merge")))
+    out = dream_project(env.jc(force=True), p)
+    assert out.outcome in ("unchanged", "changed"), out
+    u = [r.usage for r in s.requests if r.usage]
+    assert len(u) == 3
+    # the third call's prefix holds all of the second call's request: read, not written again
+    assert u[2]["cache_read_input_tokens"] >= u[1]["cache_read_input_tokens"] + u[1]["cache_creation_input_tokens"], u
+    for body in bodies(env):  # at most 4 breakpoints, never on an assistant turn
+        marks = [b for m in body["messages"] for b in m["content"] if isinstance(b, dict) and "cache_control" in b]
+        assert len(marks) + sum(1 for b in body["system"] if "cache_control" in b) <= 4
+        assert all(m["role"] == "user" for m in body["messages"]
+                   if any(isinstance(b, dict) and "cache_control" in b for b in m["content"]))
+
+
+def test_the_last_call_a_conversation_may_make_carries_no_moving_breakpoint(env: Env) -> None:
+    p = env.project("-home-dev-lastcall")
+    env.memory(p, {"MEMORY.md": ""})
+    _session(p, 11, [_user("we deploy on Fridays")])
+    s = env.stub
+    s.script(s.message(s.memory("view", path="/memories/MEMORY.md")), s.message(s.text("nothing worth saving")))
+    catchup_project(env.jc(config=cfg_with(env, catchup={"max_tool_turns": 2})), p)
+    first, last = bodies(env)
+    assert any("cache_control" in b for m in first["messages"] for b in m["content"])
+    # no read can follow the conversation's last allowed call: a write there costs 1.25x for nothing
+    assert not any("cache_control" in b for m in last["messages"] for b in m["content"])

@@ -199,8 +199,8 @@ class StubAPI:
         h = hashlib.sha256()
         total = 0
         for i, block in enumerate(_blocks_in_order(body)):
-            total += _chars(block)
             plain = {k: v for k, v in block.items() if k != "cache_control"} if isinstance(block, dict) else block
+            total += _chars(plain)  # a breakpoint is not a token of the prompt
             h.update(json.dumps(plain, sort_keys=True, ensure_ascii=False).encode())
             sizes.append(total // 4)
             keys.append(h.copy().hexdigest())
