@@ -110,6 +110,7 @@ TABLE: dict[str, str] = {
     "memd/ccsettings:transcript_version.found#2": "_VERSION: fixed key, bounded digits",
     "memd/recall:_SAFE_ID": "anchored, bounded",
     "memd/transcripts/render:_BASE64": "a run from its start (lookbehind), then padding",
+    "memd/transcripts/render:_ELIDED": "a literal marker, then one run of digits and commas",
 }
 
 KNOWN_QUADRATIC: set[str] = set()  # none left; a pattern listed here is reported as xfail
