@@ -83,6 +83,10 @@ class DreamConfig(Record):
     max_tool_turns: int = key(25, "Model calls (tool turns) one dream may make.", min=1)
     max_searches: int = key(12, "Transcript searches one dream may run (each returns at most 50 short lines).",
                             min=0)
+    max_input_tokens: int = key(
+        400_000, "Input-token budget of one dream across all its calls (cache reads included), checked before "
+        "every call; a dream that would pass it stops (partial). Sized for a 200-file folder: its orientation "
+        "(~25K tokens) re-read by about 15 calls.", min=1000)
 
 
 class DaemonConfig(Record):
@@ -137,10 +141,15 @@ class ModelConfig(Record):
             "claude-haiku-4-5": {"input": 1.0, "output": 5.0, "cache_write": 1.25, "cache_read": 0.1},
             "claude-sonnet-4-5": {"input": 3.0, "output": 15.0, "cache_write": 3.75, "cache_read": 0.3},
             "claude-sonnet-4-6": {"input": 3.0, "output": 15.0, "cache_write": 3.75, "cache_read": 0.3},
-            "claude-sonnet-5-5": {"input": 2.0, "output": 10.0, "cache_write": 2.5, "cache_read": 0.2},
+            # cache reads cut from 0.20 to 0.10 on 2026-10-07
+            "claude-sonnet-5-5": {"input": 2.0, "output": 10.0, "cache_write": 2.5, "cache_read": 0.1},
+            # prompts up to 100K tokens (input + cache); a longer prompt is billed 5x (not modelled)
+            "claude-haiku-5-5": {"input": 0.1, "output": 0.5, "cache_write": 0.125, "cache_read": 0.01},
             "claude-opus-4-5": {"input": 5.0, "output": 25.0, "cache_write": 6.25, "cache_read": 0.5},
         },
-        "US dollars per million tokens, per model: input, output, cache_write, cache_read.")
+        "US dollars per million tokens, per model: input, output, cache_write (5-minute), cache_read; checked "
+        "against Anthropic's published prices on 2026-12-01. A model without a price has its runs' cost "
+        "unknown (never $0); config validate and the daemon's start warn about it.")
 
 
 class CatchupConfig(Record):
@@ -149,6 +158,12 @@ class CatchupConfig(Record):
     max_sessions: int = key(10, "Most sessions one catch-up run sends to the model.", min=0)
     max_input_tokens: int = key(200_000, "Input-token budget of one catch-up run across all calls.", min=1000)
     max_tool_turns: int = key(5, "Tool turns the model gets per session span.", min=1)
+    max_tries: int = key(
+        5, "Tries of a span whose run failed after a model call, was refused or stopped at a cap, before "
+        "it is parked (shown by memd status and memd report; `memd catchup --retry PROJECT` tries again).", min=1)
+    retry_hours: float = key(
+        24.0, "After a span's third try, hours between its further tries (the first three follow the "
+        "catch-up's schedule).", min=0)
 
 
 class HooksConfig(Record):

@@ -193,6 +193,25 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE transcripts ADD COLUMN dev INTEGER NOT NULL DEFAULT 0
     """,
+    # 5 -> 6: the catch-up's tries of a span that failed, was refused or stopped at a cap (issue 24):
+    # it was sent again in full every two hours without limit. ``start`` is the extract offset the
+    # tries are for (a row for another offset is stale); ``parked``: no automatic try until a user's retry.
+    """
+    CREATE TABLE span_tries (
+        path TEXT PRIMARY KEY,
+        project TEXT NOT NULL DEFAULT '',
+        start INTEGER NOT NULL DEFAULT 0,
+        tries INTEGER NOT NULL DEFAULT 0,
+        last_try REAL NOT NULL DEFAULT 0,
+        reason TEXT NOT NULL DEFAULT '',
+        parked REAL
+    );
+    CREATE INDEX span_tries_project ON span_tries(project)
+    """,
+    # 6 -> 7: a run that called a model memd has no price for: its cost is unknown, not $0 (issue 24)
+    """
+    ALTER TABLE runs ADD COLUMN cost_unknown INTEGER NOT NULL DEFAULT 0
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -259,6 +278,20 @@ class Run:
     error: str | None
     summary: str
     tokens_total: int = 0  # input + output + cache reads + cache writes
+    cost_unknown: bool = False  # a call's model had no price: cost_usd is only the priced part
+
+
+@dataclass(frozen=True)
+class SpanTry:
+    """The catch-up's tries of one transcript's span from ``start`` (its extract offset then)."""
+
+    path: Path
+    project: str
+    start: int
+    tries: int
+    last_try: float
+    reason: str
+    parked: float | None = None  # when it was parked (no automatic try until ``retry_spans``)
 
 
 @dataclass(frozen=True)
@@ -649,6 +682,31 @@ class StateStore:
                 extracted_at = excluded.extracted_at
             """,
             (str(path), inode, offset, inode, now))
+        self._exec("DELETE FROM span_tries WHERE path = ?", (str(path),))  # the span is done: its tries too
+
+    # ------------------------------------------------------------------ catch-up tries
+
+    def span_tries(self, project: str) -> dict[Path, SpanTry]:
+        """The tries of the project's spans that failed, were refused or stopped at a cap, by path."""
+        rows = self._exec("SELECT * FROM span_tries WHERE project = ?", (project,)).fetchall()
+        return {Path(r["path"]): SpanTry(Path(r["path"]), r["project"], r["start"], r["tries"], r["last_try"],
+                                         r["reason"], r["parked"]) for r in rows}
+
+    def note_try(self, path: Path, *, project: str, start: int, reason: str, when: float,
+                 park_after: int) -> SpanTry:
+        """One more try of the span from ``start`` (a row for another start begins again at 1); parked
+        once it reaches ``park_after`` tries."""
+        with self.batch():
+            row = self._exec("SELECT start, tries FROM span_tries WHERE path = ?", (str(path),)).fetchone()
+            tries = (row[1] if row is not None and row[0] == start else 0) + 1
+            parked = when if tries >= park_after else None
+            self._exec("INSERT OR REPLACE INTO span_tries (path, project, start, tries, last_try, reason, parked) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?)", (str(path), project, start, tries, when, reason[:500], parked))
+        return SpanTry(path, project, start, tries, when, reason[:500], parked)
+
+    def retry_spans(self, project: str) -> int:
+        """A user's retry: the project's tries start over (parked spans are tried at the next run)."""
+        return self._exec("DELETE FROM span_tries WHERE project = ?", (project,)).rowcount
 
     def move_transcript(self, old: Path, new: Path) -> None:
         """Key a transcript's row on another name of the same file (its resolved path), offsets and
@@ -672,6 +730,7 @@ class StateStore:
     def forget_transcript(self, path: Path) -> None:
         """A transcript that no longer exists (Claude Code cleans them up after 30 days)."""
         self._exec("DELETE FROM transcripts WHERE path = ?", (str(path),))
+        self._exec("DELETE FROM span_tries WHERE path = ?", (str(path),))
 
     # ------------------------------------------------------------------ projects
 
@@ -730,7 +789,7 @@ class StateStore:
     def finish_run(self, run_id: int, *, outcome: str, ended: float, added: int = 0, changed: int = 0,
                    deleted: int = 0, tokens_in: int = 0, tokens_out: int = 0, cache_read: int = 0,
                    cache_write: int = 0, cost_usd: float = 0.0, error: str | None = None,
-                   summary: str = "") -> None:
+                   summary: str = "", cost_unknown: bool = False) -> None:
         """Close a run row. The token counts are stored as sane integers (``_count``: a bad number is
         0, never an error) with their sum; a cost that is not a finite non-negative number is 0."""
         tin, tout, cr, cw = (_count(v) for v in (tokens_in, tokens_out, cache_read, cache_write))
@@ -739,11 +798,11 @@ class StateStore:
             """
             UPDATE runs SET outcome = ?, ended = ?, added = ?, changed = ?, deleted = ?, tokens_in = ?,
                             tokens_out = ?, cache_read = ?, cache_write = ?, tokens_total = ?, cost_usd = ?,
-                            error = ?, summary = ?
+                            error = ?, summary = ?, cost_unknown = ?
             WHERE id = ?
             """,
             (outcome, ended, added, changed, deleted, tin, tout, cr, cw, tin + tout + cr + cw,
-             max(0.0, cost), error, summary, run_id))
+             max(0.0, cost), error, summary, int(bool(cost_unknown)), run_id))
 
     def runs(self, *, job: str | None = None, project: str | None = None, since: float | None = None,
              limit: int = 100) -> list[Run]:
@@ -775,14 +834,15 @@ class StateStore:
         sums = self._exec(
             "SELECT COUNT(*), COALESCE(SUM(added + changed + deleted), 0), COALESCE(SUM(tokens_in), 0), "
             "COALESCE(SUM(tokens_out), 0), COALESCE(SUM(cache_read), 0), COALESCE(SUM(cache_write), 0), "
-            f"COALESCE(SUM(cost_usd), 0.0) FROM runs WHERE {where}", args).fetchone()
+            f"COALESCE(SUM(cost_usd), 0.0), COALESCE(SUM(cost_unknown), 0) FROM runs WHERE {where}",
+            args).fetchone()
         outcomes = {r[0]: int(r[1]) for r in self._exec(
             f"SELECT outcome, COUNT(*) FROM runs WHERE {where} GROUP BY outcome", args).fetchall()}
         projects = [r[0] for r in self._exec(
             f"SELECT DISTINCT project FROM runs WHERE {where} AND project IS NOT NULL", args).fetchall()]
         return {"runs": int(sums[0]), "changes": int(sums[1]), "tokens_in": int(sums[2]), "tokens_out": int(sums[3]),
                 "cache_read": int(sums[4]), "cache_write": int(sums[5]), "cost_usd": float(sums[6]),
-                "outcomes": outcomes, "projects": projects}
+                "cost_unknown_runs": int(sums[7]), "outcomes": outcomes, "projects": projects}
 
     def last_outcomes(self, project: str, jobs: tuple[str, ...], limit: int) -> list[str]:
         """The outcomes of ``project``'s newest ``limit`` runs of ``jobs`` that ran (not ``running``, not
@@ -984,4 +1044,4 @@ def _run(r: sqlite3.Row) -> Run:
                outcome=r["outcome"], added=r["added"], changed=r["changed"], deleted=r["deleted"],
                tokens_in=r["tokens_in"], tokens_out=r["tokens_out"], cache_read=r["cache_read"],
                cache_write=r["cache_write"], cost_usd=r["cost_usd"], error=r["error"], summary=r["summary"],
-               tokens_total=r["tokens_total"])
+               tokens_total=r["tokens_total"], cost_unknown=bool(r["cost_unknown"]))

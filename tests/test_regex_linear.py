@@ -117,6 +117,7 @@ TABLE: dict[str, str] = {
     "memd/transcripts/render:_BASE64": "a run from its start (lookbehind), then padding",
     "memd/sync/merge:_MODIFIED": "match: possessive indent, a fixed key, then .* to the line's end (the value is "
                                  "stripped in Python; was a lazy .*? before \\s*$, quadratic on inner spaces)",
+    "memd/transcripts/render:_ELIDED": "a literal marker, then one run of digits and commas",
 }
 
 KNOWN_QUADRATIC: set[str] = set()  # none left; a pattern listed here is reported as xfail

@@ -1,9 +1,11 @@
-"""`memd catchup [PROJECT] [--dry-run]`: extract what sessions missed, once, now, without the daemon."""
+"""`memd catchup [PROJECT] [--dry-run] [--retry]`: extract what sessions missed, once, now, without the
+daemon. ``--retry`` first lets the project's parked and deferred spans be tried again (their tries
+start over: ``memd.jobs.catchup.due_sessions``)."""
 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from memd.cli import Context
@@ -16,9 +18,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     project_args(p, many=False)
     p.add_argument("--dry-run", action="store_true", help="show what would be extracted; change nothing")
+    p.add_argument("--retry", action="store_true",
+                   help="try the spans parked after failed, refused or partial runs again, now")
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from memd.commands._jobrun import run_foreground
 
-    return run_foreground("catchup", args, ctx, force=False)
+    if not args.retry:
+        return run_foreground("catchup", args, ctx, force=False)
+
+    def work(jc: Any, projects: list[Any]) -> Any:
+        from memd.jobs.catchup import PARKED_WARNING
+        from memd.jobs.runner import run_job
+
+        if not jc.dry_run:
+            for p in projects:
+                if jc.state.retry_spans(p.name):
+                    jc.state.clear_warning(p.name, PARKED_WARNING)
+        return run_job("catchup", jc, projects)
+
+    return run_foreground("catchup", args, ctx, force=False, work=work)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from memd.cli import Context
@@ -33,9 +33,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         path = explicit or config.default_path()
         if not explicit and not path.exists():
             print(f"no config file at {path}: the defaults apply (valid)")
+            _warn_unpriced(config.Config())
             return 0
-        config.load(path)  # raises ConfigError (exit 2) listing every problem
+        cfg = config.load(path)  # raises ConfigError (exit 2) listing every problem
         print(f"{path}: valid")
+        _warn_unpriced(cfg)
         return 0
     explicit = getattr(args, "config", None)
     path = explicit or config.default_path()
@@ -45,3 +47,14 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
               if keys else f"# {path} sets nothing: every value is the default")
     print(config.render_toml(ctx.config, comments=not args.bare, from_file=keys, file_label=str(path)), end="")
     return 0
+
+
+def _warn_unpriced(cfg: Any) -> None:
+    """A model memd has no price for is valid but its cost would be unknown: said, not an error."""
+    import sys
+
+    from memd.llm.client import unpriced_models
+
+    for m in unpriced_models(cfg):
+        print(f"warning: model.prices has no price for {m!r}: its runs' cost will be unknown; add "
+              f'[model.prices."{m}"] with input, output, cache_write and cache_read', file=sys.stderr)

@@ -85,7 +85,8 @@ def daemon_status(state_dir: Path, config: Config, *, now: datetime | None = Non
                 last_run["ended"] = _stamp(last_run.get("ended"))
             jobs.setdefault(job, {})["last"] = last_run
         warnings = [{"project": w.project, "kind": w.kind, "level": w.level, "since": _stamp(w.since),
-                     **{k: w.details[k] for k in ("lines", "chars", "files", "hidden", "runs") if k in w.details}}
+                     **{k: w.details[k] for k in ("lines", "chars", "files", "hidden", "runs", "sessions", "reason")
+                        if k in w.details}}
                     for w in st.warnings()]
     info["jobs"] = jobs
     info["warnings"] = warnings
@@ -128,9 +129,9 @@ def warning_lines(ws: list[dict[str, Any]]) -> list[str]:
     """One indented line per warning the daemon recorded."""
     out: list[str] = []
     for w in ws:
-        fig = ", ".join(f"{k} {w[k]}" for k in ("lines", "chars", "files", "hidden", "runs") if k in w)
+        fig = ", ".join(f"{k} {w[k]}" for k in ("lines", "chars", "files", "hidden", "runs", "sessions") if k in w)
         out.append(f"  {w['project']}: {w['kind']} {w['level']}" + (f" ({fig})" if fig else "")
-                   + f" since {w['since']}")
+                   + f" since {w['since']}" + (f": {w['reason']}" if w.get("reason") else ""))
     return out
 
 

@@ -402,8 +402,9 @@ class Daemon:
         self._say_model_off()
 
     def _say_model_off(self) -> None:
-        """Say once (at start, and after a reload that changes it) that model work is off."""
-        from memd.llm.client import model_off_reason
+        """Say once (at start, and after a reload that changes it) that model work is off, and which
+        configured models have no price (their runs' cost is unknown, never $0)."""
+        from memd.llm.client import model_off_reason, unpriced_models
 
         reason = model_off_reason(self.config)
         if reason != getattr(self, "_model_off_said", None):
@@ -412,6 +413,12 @@ class Daemon:
                 self.log.warning("model.off", reason=reason)
             else:
                 self.log.info("model.on")
+        unpriced = unpriced_models(self.config)
+        if unpriced != getattr(self, "_unpriced_said", []):
+            self._unpriced_said = unpriced
+            for m in unpriced:
+                self.log.warning("model.unpriced", model=m,
+                                 reason="model.prices has no price for it: its runs' cost is unknown")
 
     # ------------------------------------------------------------------ watching
 

@@ -89,6 +89,7 @@ class ProjectOutcome:
     cache_read: int = 0
     cache_write: int = 0
     cost_usd: float = 0.0  # priced over all four kinds (model.prices)
+    cost_unknown: bool = False  # a call's model has no price: cost_usd is only the priced part (never "$0")
     error: str | None = None
     run_id: str | None = None  # history snapshot / run identifier, when one was made
     details: dict[str, Any] = field(default_factory=dict)

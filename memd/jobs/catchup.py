@@ -12,10 +12,12 @@ when a span had nothing to extract: no conversation, or none after the session's
 (the turns up to and including the turn of its last successful memory write are the session's
 own business, as Claude Code skips its extraction then; later turns are extracted). A span whose
 user turns alone exceed the render budget is sent in pieces, one conversation each, and the offset
-advances only over the pieces sent. What is sent is redacted (``memd.transcripts.render``); the
-outcome's ``redactions`` counts the secrets replaced. A rejected run, a review, a dry run, an
-API failure or a part dropped because Claude Code wrote the file meanwhile leave the offsets where
-they were, so the next run sees the span again.
+advances only over the pieces sent; a single user turn longer than the budget (a paste) is sent with
+its middle elided and marked, its start and end kept (``details["elided_chars"]`` counts what was
+left out), so no span waits forever for a budget it can never fit. What is sent is redacted
+(``memd.transcripts.render``); the outcome's ``redactions`` counts the secrets replaced. A rejected
+run, a review, a dry run, an API failure or a part dropped because Claude Code wrote the file
+meanwhile leave the offsets where they were, so the next run sees the span again.
 
 Batching: a session whose span renders whole within ``BATCH_SPAN_CHARS`` characters is short;
 consecutive short sessions go to the model together, in one conversation (one message, a
@@ -131,6 +133,16 @@ def catchup_project(jc: JobContext, project: Project) -> ProjectOutcome:
         return ProjectOutcome.without_model(project.name, "skipped", off,
                                             f"({len(pending)} session(s) wait for extraction)", sep=" ",
                                             details=out.details)
+    pending, held = due_sessions(jc.state.span_tries(project.name), pending, now, cfg)
+    parked = sum(1 for why in held.values() if why.startswith("parked"))
+    if parked:
+        out.details["parked_spans"] = parked
+    if len(held) > parked:
+        out.details["deferred_spans"] = len(held) - parked
+    if not pending:
+        out.outcome = "skipped"
+        out.message = "; ".join(dict.fromkeys(held.values()))
+        return out
 
     ex = _Extraction(jc, pending, out.details)
     try:
@@ -142,6 +154,8 @@ def catchup_project(jc: JobContext, project: Project) -> ProjectOutcome:
         out.error = e.reason
         out.message = f"model call failed: {e.reason}; nothing changed"
         ex.add_usage(out)
+        if out.model_called:  # a reply came (and was billed): a try; a call that never got one is not
+            _note_tries(jc, project, ex, out)
         return out
     finally:
         ex.close()
@@ -154,6 +168,7 @@ def catchup_project(jc: JobContext, project: Project) -> ProjectOutcome:
     if result.verdict is ap.Verdict.ABANDONED:
         if ex.half_done:  # a cap stopped the model half-way through a change: nothing applied
             mr.partial(out, ex.caps, why=ex.half_done)
+            _note_tries(jc, project, ex, out)
             return out
         out.outcome = "skipped"  # shutdown mid-run: a half-read span is not extracted
         out.message = "stopped by shutdown; nothing changed"
@@ -168,7 +183,61 @@ def catchup_project(jc: JobContext, project: Project) -> ProjectOutcome:
             and not result.dropped):
         _save(jc, ex.advance + ex.extracted)
         jc.state.mark_catchup(project.name, now)
+        if not parked:
+            jc.state.clear_warning(project.name, PARKED_WARNING)
+    elif out.outcome in ("refused", "partial"):
+        _note_tries(jc, project, ex, out)
     return out
+
+
+EAGER_TRIES = 3  # tries of a span at the catch-up's own pace; later ones wait ``catchup.retry_hours``
+PARKED_WARNING = "catchup_parked"
+
+
+def due_sessions(tries: dict[Path, Any], pending: list[TranscriptState], now: float,
+                 cfg: Any) -> tuple[list[TranscriptState], dict[Path, str]]:
+    """The pending sessions whose span may be sent now, and why each other one is held back (a pure
+    rule of the recorded tries): a span tried ``EAGER_TRIES`` times waits ``catchup.retry_hours``
+    between tries; one tried ``catchup.max_tries`` times is parked until a user's retry. A try row
+    for another start offset is stale (the span moved on)."""
+    due: list[TranscriptState] = []
+    held: dict[Path, str] = {}
+    for t in pending:
+        tr = tries.get(t.path)
+        if tr is None or tr.start != t.extract_offset:
+            due.append(t)
+        elif tr.parked is not None:
+            held[t.path] = (f"parked after {tr.tries} tries ({tr.reason[:160]}); "
+                            f"`memd catchup --retry` tries again")
+        elif tr.tries >= EAGER_TRIES and now - tr.last_try < cfg.catchup.retry_hours * 3600:
+            held[t.path] = f"tried {tr.tries} times; the next try waits until a day has passed"
+        else:
+            due.append(t)
+    return due, held
+
+
+def _note_tries(jc: JobContext, project: Project, ex: _Extraction, out: ProjectOutcome) -> None:
+    """One more try for each span the run sent (its run failed after a model call, was refused or
+    stopped at a cap); a span that reaches ``catchup.max_tries`` is parked, with a warning."""
+    if jc.dry_run or not ex.sent:
+        return
+    reason = out.error or out.message
+    now = jc.clock.time()
+    parked: list[str] = []
+    starts = {t.path: t.extract_offset for t in ex.pending}
+    with jc.state.batch():
+        for sp in dict.fromkeys(s.path for s in ex.sent):
+            tr = jc.state.note_try(sp, project=project.name, start=starts.get(sp, 0), reason=reason, when=now,
+                                   park_after=jc.config.catchup.max_tries)
+            if tr.parked is not None:
+                parked.append(sp.stem[:8])
+    out.details["tries_noted"] = len(dict.fromkeys(s.path for s in ex.sent))
+    if parked:
+        out.details["parked_now"] = parked
+        jc.state.set_warning(project.name, PARKED_WARNING, "warning", {
+            "sessions": len(parked), "reason": (f"session(s) {', '.join(parked[:5])} parked after "
+                                                f"{jc.config.catchup.max_tries} tries: {reason[:200]}; "
+                                                f"`memd catchup --retry {project.name}` tries again")})
 
 
 class _Extraction:
@@ -183,6 +252,7 @@ class _Extraction:
         self.details = details  # the outcome's: ``redactions`` counts the secrets replaced in what was sent
         self.advance: list[Span] = []  # nothing to extract: offsets move on unless the run fails
         self.extracted: list[Span] = []  # sent to the model: offsets move on if the run is applied whole
+        self.sent: list[Span] = []  # handed to a conversation (extracted or not): a failed run's tries
         self.waiting = 0  # spans (or their rest) left for the next run: they did not fit the token cap
         self.conversations = 0
         self.caps: list[str] = []  # caps a conversation hit: the run is partial
@@ -330,6 +400,9 @@ class _Extraction:
         for _, pc in parts:
             if pc.redactions:
                 self.details["redactions"] = self.details.get("redactions", 0) + pc.redacted
+            if pc.elided:  # a paste too long to send whole: its middle was left out (counted, marked)
+                self.details["elided_chars"] = self.details.get("elided_chars", 0) + pc.elided
+        self.sent.extend(sp for sp, _ in parts)
         res = mr.tool_loop(self.client, model=self.cfg.model.extract_model, system=self.system,
                            user=self._user(parts), tools=self.tools, handlers={"memory": self.tool.handle},
                            max_turns=self.cfg.catchup.max_tool_turns, stop=self.jc.stop,
@@ -385,6 +458,9 @@ def _user_message(parts: list[tuple[Span, Piece]], st: ap.Staging, claude_md: st
     if any(pc.level for _, pc in parts):
         head.append("A span was long: tool results, thinking and some of the assistant's words are cut; "
                     "the user's words are whole.")
+    if any(pc.elided for _, pc in parts):
+        head.append("A user message too long to send whole (a paste) has its middle elided where marked; "
+                    "its start and end are the user's own words.")
     if added:
         head.append("Memory files created earlier in this run (not in the manifest): "
                     + ", ".join(f"/memories/{r}" for r in added))

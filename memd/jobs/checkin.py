@@ -42,6 +42,13 @@ def _when(ts: float | None) -> str:
     return "-" if ts is None else datetime.fromtimestamp(ts).astimezone().strftime("%Y-%m-%d %H:%M")
 
 
+def _cost(r: Run) -> str:
+    """A run's cost as the report shows it: never "$0" for a run of a model memd has no price for."""
+    if r.cost_unknown:
+        return "cost unknown" + (f" (≥ ${r.cost_usd:.4f})" if r.cost_usd > 0 else "")
+    return f"${r.cost_usd:.4f}"
+
+
 def _safe(text: str, limit: int = 120) -> str:
     from memd.core import secrets
 
@@ -76,12 +83,15 @@ def build_report(state: StateStore, *, now: float, since: float) -> Report:
     tok_in, tok_out = totals["tokens_in"], totals["tokens_out"]
     cache_r, cache_w = totals["cache_read"], totals["cache_write"]
     cost, changes = totals["cost_usd"], totals["changes"]
+    unknown = int(totals.get("cost_unknown_runs", 0))
 
     lines = [f"# memd check-in, {_when(now)}", "",
              f"Since {_when(since)}: {n_runs} project runs"
              + (" (" + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())) + ")" if n_runs else "")
              + f"; {changes} changes; {tok_in + tok_out + cache_r + cache_w:,} tokens ({tok_in:,} uncached in,"
-             + f" {tok_out:,} out, cache {cache_r:,} read, {cache_w:,} written); ${cost:.4f}.", ""]
+             + f" {tok_out:,} out, cache {cache_r:,} read, {cache_w:,} written); ${cost:.4f}"
+             + (f" (and {unknown} run(s) whose cost is unknown: no price for their model in model.prices)"
+                if unknown else "") + ".", ""]
     lines += ["## Runs", ""]
     if runs:
         lines += ["| started | job | project | outcome | +added ~changed -deleted | tokens in/out | cost | note |",
@@ -95,7 +105,7 @@ def build_report(state: StateStore, *, now: float, since: float) -> Report:
             note = _safe("; ".join(said) if bad else (r.error or r.summary or ""), 400 if bad else 120)
             lines.append(f"| {_when(r.started)} | {r.job} | {r.project or '-'} | {r.outcome} | "
                          f"+{r.added} ~{r.changed} -{r.deleted} | {r.tokens_total - r.tokens_out}/{r.tokens_out} | "
-                         f"${r.cost_usd:.4f} | {note} |")
+                         f"{_cost(r)} | {note} |")
         if n_runs > len(runs):
             lines.append(f"\n… and {n_runs - len(runs)} more runs (`memd status`, the run log).")
     else:
@@ -106,7 +116,8 @@ def build_report(state: StateStore, *, now: float, since: float) -> Report:
         for w in open_w:
             fig = ", ".join(f"{k} {w.details[k]}" for k in ("lines", "chars", "files", "hidden") if k in w.details)
             lines.append(f"- {w.project}: {w.kind} {w.level}" + (f" ({fig})" if fig else "")
-                         + f", since {_when(w.since)}")
+                         + f", since {_when(w.since)}" + (f": {_safe(str(w.details['reason']), 400)}"
+                                                          if w.details.get("reason") else ""))
     else:
         lines.append("None.")
     lines += ["", "## Runs that change nothing", ""]
@@ -118,7 +129,7 @@ def build_report(state: StateStore, *, now: float, since: float) -> Report:
         lines.append("None.")
     summary = {"runs": n_runs, "outcomes": dict(outcomes), "changes": changes, "tokens_in": tok_in,
                "tokens_out": tok_out, "cache_read": cache_r, "cache_write": cache_w, "cost_usd": round(cost, 6),
-               "open_warnings": len(open_w), "idle_projects": idle}
+               "cost_unknown_runs": unknown, "open_warnings": len(open_w), "idle_projects": idle}
     return Report("\n".join(lines) + "\n", summary)
 
 

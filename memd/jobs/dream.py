@@ -15,7 +15,8 @@ The gates (hours, sessions, the consolidate lock) are the runner's (``memd.jobs.
   and the input stays bounded by the folder, not by the volume of transcripts.
 - The model's work is the edit step of ``memd.apply.run`` (stage, edit, rebuild, guard, apply or
   review); ``memd.jobs.modelrun.record`` turns its result into the outcome. A model stopped at a cap
-  (its calls, the run's tool calls, its searches) makes a ``partial`` run: applied only when the
+  (its calls, the run's tool calls, its searches, ``dream.max_input_tokens`` checked before every
+  call like the catch-up's token cap) makes a ``partial`` run: applied only when the
   staging copy is consistent and passes the guards, else nothing; never a consolidation.
 - The prompt states the budgets with the configured numbers; the CLAUDE.md files of the newest
   session's working folder are handed in (bounded, redacted) so the model does not duplicate them.
@@ -102,7 +103,8 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         # the deadline is sized to the call cap (one more call: a max_tokens retry)
         client = llm.Client(cfg, deadline_s=llm.run_deadline(cfg, cfg.dream.max_tool_turns + 1))
         res = mr.tool_loop(client, model=cfg.model.dream_model, system=system, user=_kickoff(now),
-                           tools=tools, handlers=handlers, max_turns=cfg.dream.max_tool_turns, stop=jc.stop)
+                           tools=tools, handlers=handlers, max_turns=cfg.dream.max_tool_turns, stop=jc.stop,
+                           token_cap=cfg.dream.max_input_tokens)
         out.details["tool_calls"] = res.tool_calls
         out.details["stop_reasons"] = res.stop_reasons
         out.details["refused"] = res.refused

@@ -8,9 +8,11 @@ not counted as a turn) and then fails; ``pause_turn`` sends the paused turn back
 ``refusal`` and any other reason fail (``llm.StopError``): the job's run then applies nothing and
 moves no lock, gate or offset. Thinking and ``max_tokens`` come from ``llm.thinking_params``.
 Prompt caching: a breakpoint on each of the two system blocks, the shared instructions (the same
-bytes for every project: tools + instructions are one prefix all projects read from the cache) and
-the project's material (manifest, CLAUDE.md); the newest user turn carries a third breakpoint that
-moves forward each turn, so a turn pays full price only for what it adds.
+bytes for every project: tools + instructions are one prefix all projects read from the cache where
+it reaches the model's minimum cacheable length) and the project's material (manifest, CLAUDE.md);
+the two newest user messages carry the other two, moving forward each turn, so a turn pays full
+price only for what it adds even after a turn of more than ten tool calls (the API's 20-block
+lookback); the conversation's last allowed call carries none (no read can follow it).
 
 Caps (``LoopResult.caps``): the conversation's model calls (``max_turns``), the run's tool calls
 (``MAX_TOOL_CALLS``), the dream's searches, and an input-token cap (``token_cap``) checked with
@@ -84,22 +86,29 @@ class LoopResult:
     caps: list[str] = field(default_factory=list)  # the caps the conversation hit (a partial run)
 
 
-def _mark_last(messages: list[dict[str, Any]]) -> None:
-    """Keep one moving cache breakpoint: on the last block of the newest user message only (never on
-    an assistant turn: a thinking block cannot carry one)."""
+def _mark_last(messages: list[dict[str, Any]], *, last_call: bool = False) -> None:
+    """The moving cache breakpoints, on user messages only (never on an assistant turn: a thinking
+    block cannot carry one): the last block of the newest user message, and of the one before it
+    (the API looks back at most 20 blocks from a breakpoint for a cached prefix: a turn of more than
+    ten tool calls adds over 20 blocks, so without the second one nothing of the previous turn is
+    read). With the two system blocks that is the API's four. ``last_call``: the conversation's last
+    allowed call, which no read can follow: no moving breakpoint (a write would cost 1.25x for nothing)."""
     for m in messages:
         content = m.get("content")
         if isinstance(content, list):
             for b in content:
                 if isinstance(b, dict):
                     b.pop("cache_control", None)
-    last = next(m for m in reversed(messages) if m.get("role") == "user")
-    content = last.get("content")
-    if isinstance(content, str):
-        last["content"] = [{"type": "text", "text": content}]
-        content = last["content"]
-    if isinstance(content, list) and content and isinstance(content[-1], dict):
-        content[-1]["cache_control"] = dict(llm.CACHE)
+    if last_call:
+        return
+    users = [m for m in messages if m.get("role") == "user"][-2:]
+    for m in users:
+        content = m.get("content")
+        if isinstance(content, str):
+            m["content"] = [{"type": "text", "text": content}]
+            content = m["content"]
+        if isinstance(content, list) and content and isinstance(content[-1], dict):
+            content[-1]["cache_control"] = dict(llm.CACHE)
 
 
 def tool_loop(client: llm.Client, *, model: str, system: list[dict[str, Any]], user: str,
@@ -122,7 +131,7 @@ def tool_loop(client: llm.Client, *, model: str, system: list[dict[str, Any]], u
                 res.notes.append(f"stopped before a call of about {need:,} tokens: the run's input-token cap "
                                  f"({token_cap:,}) would be passed")
                 return res
-        _mark_last(messages)
+        _mark_last(messages, last_call=res.turns - res.max_tokens_retries >= max_turns - 1)
         msg = client.create(model=model, system=system, messages=messages, tools=tools, betas=betas,
                             max_tokens=budget, **extra)
         res.turns += 1
@@ -239,8 +248,10 @@ def add_usage(out: ProjectOutcome, usage: llm.Usage) -> None:
     out.cost_usd = round(usage.cost_usd, 6)
     out.details["model_calls"] = usage.calls
     out.details["tokens_total"] = usage.total
-    if usage.unpriced:
+    if usage.unpriced:  # the cost is unknown, not $0
         out.details["unpriced_models"] = sorted(usage.unpriced)
+        out.details["cost_unknown"] = True
+        out.cost_unknown = True
     if usage.rejected:
         out.details["usage_rejected"] = list(usage.rejected)
 

@@ -193,7 +193,7 @@ def run_project(job: str, jc: JobContext, project: Project, work: ProjectJob,
         jc.state.finish_run(run_id, outcome=out.outcome, ended=ended, added=out.added, changed=out.changed,
                             deleted=out.deleted, tokens_in=out.tokens_in, tokens_out=out.tokens_out,
                             cache_read=out.cache_read, cache_write=out.cache_write, cost_usd=out.cost_usd,
-                            error=out.error, summary=out.message[:500])
+                            cost_unknown=out.cost_unknown, error=out.error, summary=out.message[:500])
         note_consolidation(jc, job, out)
     if run_id is not None:
         with _active_lock:
@@ -204,7 +204,9 @@ def run_project(job: str, jc: JobContext, project: Project, work: ProjectJob,
                         duration_s=round(duration, 3), added=out.added, changed=out.changed,
                         deleted=out.deleted, tokens_in=out.tokens_in, tokens_out=out.tokens_out,
                         cache_read=out.cache_read, cache_write=out.cache_write, tokens_total=out.tokens_total,
-                        cost_usd=round(out.cost_usd, 6), message=out.message, error=out.error)
+                        cost_usd=None if out.cost_unknown else round(out.cost_usd, 6),
+                        **({"cost_unknown": True, "cost_usd_priced": round(out.cost_usd, 6)} if out.cost_unknown
+                           else {}), message=out.message, error=out.error)
     return out
 
 

@@ -34,7 +34,9 @@ larger budget, continues ``pause_turn`` and fails on anything else (``StopError`
 
 Usage (``Usage.add``): the four token kinds of every reply are validated first (non-negative finite
 integers at most ``USAGE_CAP``); a bad number counts as 0 and its reason is kept in
-``Usage.rejected`` and logged, never a crash.
+``Usage.rejected`` and logged, never a crash. A reply rejected as malformed is counted before it is
+rejected (it was billed). A model without a price in ``model.prices`` makes the cost unknown
+(``Usage.unpriced``, ``Usage.cost_known``), never $0; ``unpriced_models`` names the configured ones.
 
 ``anthropic`` is imported lazily (it takes about a second): only ``Client()`` imports it.
 """
@@ -322,6 +324,14 @@ def price_for(config: Config, model: str) -> dict[str, float] | None:
     return prices[best] if best else None
 
 
+def unpriced_models(config: Config) -> list[str]:
+    """The configured models (``model.extract_model``, ``model.dream_model``) ``model.prices`` has no
+    price for: their runs' cost is unknown (never $0), and ``memd config validate`` and the daemon's
+    start warn about them."""
+    models = dict.fromkeys((config.model.extract_model, config.model.dream_model))
+    return [m for m in models if m and price_for(config, m) is None]
+
+
 def usage_count(value: Any, name: str, rejected: list[str] | None = None) -> int:
     """A token count from the API as a sane int: a non-negative finite number at most USAGE_CAP.
     Anything else counts as 0, with the reason appended to ``rejected`` and logged (never raised).
@@ -357,8 +367,13 @@ class Usage:
     cache_write: int = 0
     cache_read: int = 0
     cost_usd: float = 0.0
-    unpriced: set[str] = field(default_factory=set)  # models missing from model.prices
+    unpriced: set[str] = field(default_factory=set)  # models missing from model.prices: cost unknown
     rejected: list[str] = field(default_factory=list)  # usage numbers that failed validation (why)
+
+    @property
+    def cost_known(self) -> bool:
+        """False when a call's model has no price: ``cost_usd`` is then only the priced calls' part."""
+        return not self.unpriced
 
     @property
     def total_input(self) -> int:
@@ -558,8 +573,9 @@ class Client:
                 # a reply the SDK could not read (not JSON, wrong shape): not worth retrying
                 raise ModelError(f"malformed reply ({type(e).__name__})") from None
             else:
-                _validate(msg)
+                # a reply memd rejects as malformed was still billed: its usage counts first
                 self.usage.add(self.config, model, getattr(msg, "usage", None))
+                _validate(msg)
                 return msg
             if not retryable or attempt >= self.config.model.max_retries:
                 raise err

@@ -37,6 +37,7 @@ def budgets(config: Config) -> dict[str, int]:
             "catchup_max_input_tokens": config.catchup.max_input_tokens,
             "dream_max_tool_turns": config.dream.max_tool_turns,
             "dream_max_searches": config.dream.max_searches,
+            "dream_max_input_tokens": config.dream.max_input_tokens,
             "max_tool_calls": MAX_TOOL_CALLS,
             "max_topic_files": config.budget.max_topic_files,
             "max_index_lines": config.budget.max_lines,

@@ -72,6 +72,7 @@ class UserTurn:
     is_meta: bool = False  # injected by Claude Code (skill text, caveats), not typed by the user
     sidechain: bool = False
     cwd: str | None = None
+    tail: str = ""  # the end of a text cut when parsed (``text`` is then its start): a paste's last words
 
 
 @dataclass
@@ -277,9 +278,12 @@ class Parser:
         text = "\n".join(t for t in texts if t)
         if not text and not results and not images:
             return
-        t, n = _cut(text, self.text_cap)
+        # the user's words around a long paste matter: a text over the cap keeps its start and its end
+        n = len(text)
+        half = self.text_cap // 2
+        t, tail = (text, "") if n <= self.text_cap else (text[:half], text[n - half:])
         self.out.append(UserTurn(off, _str(obj.get("uuid")), ts, t, n, results, images,
-                                 obj.get("isMeta") is True, sidechain, cwd))
+                                 obj.get("isMeta") is True, sidechain, cwd, tail))
 
     def _assistant(self, off: int, obj: dict[str, Any], ts: float | None, sidechain: bool) -> None:
         msg = obj.get("message")

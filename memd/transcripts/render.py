@@ -6,7 +6,9 @@ Thinking and tool results are cut to budgets; images and base64 are dropped; eve
 absolute timestamp with the weekday, so "Thursday" in the text can become a date. Meta records
 (skill text, caveats Claude Code injects) and subagent (sidechain) records are left out.
 
-Over ``max_chars`` the user's words are never cut: tool results, thinking and the assistant's
+Over ``max_chars`` the user's words are never cut (but for one case: a single user message longer
+than the budget, a paste, has its middle elided and marked, ``ELIDED``; its start and end are kept,
+so the span can always be sent and advances): tool results, thinking and the assistant's
 narration are cut first (``levels``: each step cuts more); if the user's turns alone exceed the
 budget, the span is split into pieces (``render_pieces``), each sent in its own run, so the
 catch-up advances its offset only over the pieces it sent. Every piece is redacted with the hooks'
@@ -104,6 +106,41 @@ def _whole(text: str, full: int) -> str:
     return shown + f" […{full - len(text)} more chars]" if full > len(text) else shown
 
 
+USER_SLACK = 200  # room a user turn leaves in its piece (image note, separators)
+ELIDED = "[… {n:,} characters of this message elided by memd: too long to send whole; its start and end are kept …]"
+_ELIDED = re.compile(r"\[… ([\d,]+) characters of this message elided by memd")
+
+
+def _user_line(head: str, r: rec.UserTurn, limit: int) -> str:
+    """A user turn's words as rendered: whole, or, when they are longer than ``limit`` (a paste no piece
+    could hold, which would otherwise wait for a larger budget forever), with the middle elided and
+    marked: the user's own words before and after a paste are kept, so the span always advances."""
+    start, end = _clean(r.text), _clean(r.tail)
+    if not end and r.length > len(r.text):  # cut when parsed, its end not kept
+        return head + _whole(r.text, r.length).replace("\n", "\n  ")
+    whole = start.strip() if not end else ""
+    line = head + whole.replace("\n", "\n  ")
+    if whole and len(line) <= limit:
+        return line
+    last = end or start
+    full = r.length if end else len(start)
+    keep = limit - len(head) - len(ELIDED) - 16  # characters kept, start and end together
+    while keep > 0:
+        half = min(keep // 2, len(start), len(last))
+        short = (f"{start[:half].strip()}\n{ELIDED.format(n=max(0, full - 2 * half))}\n"
+                 f"{last[len(last) - half:].strip()}")
+        line = head + short.replace("\n", "\n  ")
+        if len(line) <= limit:
+            break
+        keep -= max(16, len(line) - limit)  # the indentation of the kept lines takes room too
+    return line
+
+
+def elided_chars(text: str) -> int:
+    """Characters of user messages elided in a rendered text (the markers ``_user_line`` leaves)."""
+    return sum(int(m.group(1).replace(",", "")) for m in _ELIDED.finditer(text))
+
+
 def _oneline(v: Any, n: int = _ARG_CHARS) -> str:
     s = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
     s = " ".join(_clean(s).split())
@@ -139,9 +176,9 @@ def _render_record(r: rec.Record, b: Budgets, tz: tzinfo, calls: dict[str, str])
         if r.text.strip() and not r.text.startswith(_CAVEAT):
             if r.text.lstrip().startswith(_COMMAND_OUTPUT):  # output of a local command, not words
                 text = _cut(r.text, b.tool_result_chars, r.length)
+                out.append(f"{_stamp(r.timestamp, tz)} USER: " + text.replace("\n", "\n  "))
             else:
-                text = _whole(r.text, r.length)
-            out.append(f"{_stamp(r.timestamp, tz)} USER: " + text.replace("\n", "\n  "))
+                out.append(_user_line(f"{_stamp(r.timestamp, tz)} USER: ", r, b.max_chars - USER_SLACK))
         if r.images:
             out.append(f"{_stamp(r.timestamp, tz)} USER: [{r.images} image(s) left out]" if not out
                        else f"  [{r.images} image(s) left out]")
@@ -204,6 +241,7 @@ class Piece:
     end: int  # index past the last one
     level: int  # 0: the budgets as configured; each level more cut (see ``levels``)
     redactions: dict[str, int] = field(default_factory=dict)  # secrets replaced, per kind
+    elided: int = 0  # characters of user messages too long to send whole, elided in the middle
 
     @property
     def redacted(self) -> int:
@@ -280,7 +318,7 @@ def _piece(part: list[str], start: int, end: int, level: int) -> Piece:
     """The rendered records ``part`` (those of ``records[start:end]``) joined and redacted."""
     # Consecutive API errors say one thing: keep the first and the count.
     text, counts = redact_sent("\n".join(_fold_repeats([t for t in part if t])))
-    return Piece(text + ("\n" if text else ""), start, end, level, counts)
+    return Piece(text + ("\n" if text else ""), start, end, level, counts, elided_chars(text))
 
 
 def _fold_repeats(blocks: list[str]) -> list[str]:

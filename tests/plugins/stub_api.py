@@ -111,10 +111,17 @@ class StubAPI:
         self.fallback: Reply | None = None
         self.responder: Callable[[dict[str, Any]], Reply | dict[str, Any] | None] | None = None
         self.min_cache_tokens = min_cache_tokens
+        # per model (matched as a prefix of the request's model), as Anthropic documents them; a model
+        # not listed uses ``min_cache_tokens`` (benchmarks set this table; tests keep the one number)
+        self.min_cache_by_model: dict[str, int] = {}
+        # the cache's lifetime: with a clock (seconds; a benchmark's virtual time) an entry not used
+        # for ``cache_ttl_s`` is gone (a read refreshes it); without one, entries never expire
+        self.clock: Callable[[], float] | None = None
+        self.cache_ttl_s = 300.0
         self._queue: list[Reply] = []
         self._lock = threading.Lock()
         self._closing = threading.Event()
-        self._cached: set[str] = set()
+        self._cached: dict[str, float] = {}  # prefix key -> when last written or read
         self._ids = itertools.count(1)
         stub = self
 
@@ -199,24 +206,33 @@ class StubAPI:
         h = hashlib.sha256()
         total = 0
         for i, block in enumerate(_blocks_in_order(body)):
-            total += _chars(block)
             plain = {k: v for k, v in block.items() if k != "cache_control"} if isinstance(block, dict) else block
+            total += _chars(plain)  # a breakpoint is not a token of the prompt
             h.update(json.dumps(plain, sort_keys=True, ensure_ascii=False).encode())
             sizes.append(total // 4)
             keys.append(h.copy().hexdigest())
             if isinstance(block, dict) and block.get("cache_control"):
                 marks.append(i)
         read = write = 0
+        model = str(body.get("model") or "")
+        least = next((n for k, n in sorted(self.min_cache_by_model.items(), key=lambda kv: -len(kv[0]))
+                      if model.startswith(k)), self.min_cache_tokens)
+        now = self.clock() if self.clock is not None else 0.0
         with self._lock:
+            if self.clock is not None:
+                for k in [k for k, t in self._cached.items() if now - t > self.cache_ttl_s]:
+                    del self._cached[k]
             for m in marks:
                 for j in range(m, max(-1, m - 21), -1):
-                    if keys[j] in self._cached and sizes[j] >= self.min_cache_tokens:
-                        read = max(read, sizes[j])
+                    if keys[j] in self._cached and sizes[j] >= least:
+                        if sizes[j] > read:
+                            read = sizes[j]
+                            self._cached[keys[j]] = now  # a read refreshes the entry's lifetime
                         break
             for m in marks:
-                if sizes[m] >= self.min_cache_tokens:
-                    self._cached.add(keys[m])
-        if marks and sizes[marks[-1]] >= self.min_cache_tokens and sizes[marks[-1]] > read:
+                if sizes[m] >= least:
+                    self._cached[keys[m]] = now
+        if marks and sizes[marks[-1]] >= least and sizes[marks[-1]] > read:
             write = sizes[marks[-1]] - read
         return {"input_tokens": max(0, total // 4 - read - write), "output_tokens": 0,
                 "cache_creation_input_tokens": write, "cache_read_input_tokens": read}
