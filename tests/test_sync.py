@@ -418,3 +418,16 @@ def test_a_file_without_frontmatter_stays_where_it_was_written(machines: Any) ->
     got = b.outcome("app")
     assert got.outcome == "changed", got  # not refused by b's guards
     assert b.read("ok.md") is not None and b.read("scratch.md") is None
+
+
+def test_a_project_whose_memory_claude_code_switched_off_is_not_synced(machines: Any) -> None:
+    """Issue 23 #3: autoMemoryEnabled false in the repository's own settings: sync leaves it alone."""
+    a: Machine = machines("ma")
+    a.write("deploy.md", topic("deploy", "Deploys go through the staging box first.\n"))
+    (a.repos["app"] / ".claude").mkdir()
+    (a.repos["app"] / ".claude" / "settings.local.json").write_text('{"autoMemoryEnabled": false}')
+    res = a.sync("app")
+    assert not res.outcomes and any("memory_off" in why and "auto memory is off" in why
+                                    for why in res.skipped.values()), res
+    (a.repos["app"] / ".claude" / "settings.local.json").write_text("{}")
+    assert "sent" in a.outcome("app").message
