@@ -395,6 +395,9 @@ def status_row(project: Project, config: Config, cache_dir: Path | None = None) 
         counts(res.findings), last_session(project))
     if not res.exists:
         return row
+    off = project_memory_off(project)
+    if off:
+        row.extra["memory_off"] = off
     # status measures the index itself (never only what the daemon recorded), as the hook does
     folder_problem = next((f.message for f in res.findings if f.code == "MEM071"), None)
     m = measure_index(project, b)
@@ -465,7 +468,24 @@ def measured_warnings(rows: list[StatusRow], config: Config) -> list[dict[str, A
         if r.has_memory and r.topic_files > limit:
             out.append({"project": r.project, "kind": "topic_files", "level": "over",
                         "text": f"{r.project}: {r.topic_files} topic files; recall reads only {limit}"})
+        off = r.extra.get("memory_off")
+        if off:
+            out.append({"project": r.project, "kind": "memory_off", "level": "info",
+                        "text": f"{r.project}: Claude Code's auto memory is off here ({off}); memd's jobs "
+                                "leave it alone"})
     return out
+
+
+def project_memory_off(project: Project) -> str | None:
+    """Why Claude Code's auto memory is off for the project (the environment, or any settings scope of
+    the repository its newest session ran in), or None. One transcript's head is read."""
+    from memd.layout import memory_off_for, session_files
+    from memd.transcripts.sessions import first_cwd
+
+    files = session_files(project.dir)
+    newest = max(files, key=_mtime, default=None)
+    cwd = first_cwd(newest, 32_768) if newest is not None else None  # the first records carry it
+    return memory_off_for(project.dir.parent.parent, [cwd] if cwd else [])
 
 
 def model_credential(config: Config, claude: Path | None = None) -> dict[str, Any]:

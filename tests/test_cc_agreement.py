@@ -180,3 +180,12 @@ def test_the_daemon_keeps_the_rules_current(tmp_path: Path, run_daemon: Callable
     assert ev["rules"] > 2
     assert str(moved).lstrip("/") in (dp.claude / "settings.json").read_text()
     assert dp.stop() == 0
+
+
+def test_status_reports_a_project_whose_memory_is_off(tmp_path: Path, claude_home: Path, memd_cli: Cli) -> None:
+    repo = _repo(tmp_path, {"autoMemoryEnabled": False})
+    folder = _project_with_session(claude_home, repo)
+    out = memd_cli("status", folder.name)
+    assert "auto memory is off here" in out.stdout and "settings.json" in out.stdout, out.stdout
+    doc = json.loads(memd_cli("status", folder.name, "--format", "json").stdout)
+    assert "autoMemoryEnabled is false" in doc["projects"][0]["memory_off"]

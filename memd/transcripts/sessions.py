@@ -130,13 +130,13 @@ class Writes:
 HEAD_BYTES = 256 * 1024  # a transcript is read this far for its first cwd (when the state has none)
 
 
-def first_cwd(path: Path) -> str | None:
-    """The first absolute ``cwd`` a transcript's records carry, from its head."""
+def first_cwd(path: Path, head_bytes: int = HEAD_BYTES) -> str | None:
+    """The first absolute ``cwd`` a transcript's records carry, from its head (``head_bytes`` of it)."""
     import json
 
     try:
         with open(path, "rb") as f:
-            head = f.read(HEAD_BYTES)
+            head = f.read(head_bytes)
     except OSError:
         return None
     for line in head.split(b"\n"):
