@@ -114,7 +114,8 @@ def _as_files(text: str, topics: dict[str, TopicInfo]) -> dict[str, bytes]:
     out = {"MEMORY.md": text.encode()}
     for rel, t in topics.items():
         desc = " ".join((t.description or "").split()).replace('"', "'")
-        out[rel] = f'---\nname: x\ndescription: "{desc}"\ntype: user\n---\n\nbody\n'.encode()
+        name = " ".join((t.name or "x").split()).replace('"', "'")  # the file says what TopicInfo read from it
+        out[rel] = f'---\nname: "{name}"\ndescription: "{desc}"\ntype: user\n---\n\nbody\n'.encode()
     return out
 
 

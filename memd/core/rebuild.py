@@ -192,10 +192,11 @@ def merge_entries(keep: index.Entry, later: index.Entry, limit: int) -> index.En
 
 
 def _has_words(hay: str, needle: str) -> bool:
-    """``needle`` in ``hay`` as whole words, any case (the guard's rule: "a" is not kept by "Xa")."""
+    """``needle`` in ``hay`` as whole words, case and all: the guard's rule (``core.guard._words_in``:
+    "a" is not kept by "Xa", nor "x" by "X"), so what the rebuild counts as kept the guard does too."""
     from memd.core.guard import _words_in
 
-    return _words_in(" ".join(needle.split()).casefold(), " ".join(hay.split()).casefold())
+    return _words_in(" ".join(needle.split()), " ".join(hay.split()))
 
 
 def _cut(text: str, room: int) -> str:
