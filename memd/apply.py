@@ -14,7 +14,9 @@ part, a callback that edits the staging copy (``edit(workspace) -> Edits``):
    when the callback first asks for the copy (``Workspace.get``; a callback that never asks stages
    nothing); what each file was (bytes and ``memfolder.read.Signature``) is kept as the baseline. The model
    edits the copy only (``memd.llm.memtool.StagedMemory``).
-2. ``finalize``: the deterministic index rebuild runs last, on the staged folder.
+2. ``finalize``: the deterministic index rebuild runs last, on the staged folder. When the index
+   would pass its budget, a topic file the run added is kept without its index line rather than the
+   run refused (``_without_new_lines`` says the rule and why).
 3. ``guard``: the pure rules of ``memd.core.guard`` (parse, budget, links, deletions, content,
    team/, secrets), given what only the live folder can tell: whether a file the run would write or
    delete lies, in the live folder, behind a symlink or outside it (staging skips symlinks, so the

@@ -24,6 +24,10 @@ consecutive short sessions go to the model together, in one conversation (one me
 ``<transcript>`` block each), up to ``BATCH_MAX_CHARS`` characters and ``BATCH_MAX_SESSIONS``
 sessions: the instructions and the manifest are sent once for them, not once per session.
 
+A full index (no room for one more line): the orientation says so (``index_full``), and the model is to
+put a new fact into the most related existing topic file; a new file whose line does not fit is kept
+unindexed by the final repair (``memd.apply.finalize``), so the run is not refused for it.
+
 Caps: ``catchup.max_sessions`` spans and ``catchup.max_input_tokens`` input tokens per run (cache
 reads included). The token cap is enforced before anything is sent: a conversation starts only if
 ``catchup.max_tool_turns`` requests the size of its first one (``llm.estimate_tokens``, an upper
