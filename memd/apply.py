@@ -14,7 +14,9 @@ part, a callback that edits the staging copy (``edit(workspace) -> Edits``):
    when the callback first asks for the copy (``Workspace.get``; a callback that never asks stages
    nothing); what each file was (bytes and ``memfolder.read.Signature``) is kept as the baseline. The model
    edits the copy only (``memd.llm.memtool.StagedMemory``).
-2. ``finalize``: the deterministic index rebuild runs last, on the staged folder.
+2. ``finalize``: the deterministic index rebuild runs last, on the staged folder. When the index
+   would pass its budget, a topic file the run added is kept without its index line rather than the
+   run refused (``_without_new_lines`` says the rule and why).
 3. ``guard``: the pure rules of ``memd.core.guard`` (parse, budget, links, deletions, content,
    team/, secrets), given what only the live folder can tell: whether a file the run would write or
    delete lies, in the live folder, behind a symlink or outside it (staging skips symlinks, so the
@@ -52,6 +54,7 @@ import enum
 import os
 import shutil
 import time
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -214,11 +217,79 @@ def finalize(st: Staging, config: Config) -> list[str]:
             topics[t] = TopicInfo(t, team=True)
     # only what the run left broken (a link to a file it deleted, a file it added unlinked): the
     # model's lines and the user's stay as they are (an unattended writer never normalises)
-    plan = plan_rebuild(old, topics, config.budget, mode=REPAIR, former=former_topics(st.baseline, topics))
+    former = former_topics(st.baseline, topics)
+    plan = plan_rebuild(old, topics, config.budget, mode=REPAIR, former=former)
+    notes: list[str] = []
+    base = st.baseline.get(INDEX)
+    if plan.text.strip() and core_guard.budget_reasons(plan.text, base.data if base else None, limits_of(config)):
+        roomy = _without_new_lines(st, old or "", topics, config, former)
+        if roomy is not None:
+            plan, notes = roomy
     if plan.text != (old or "") and plan.text.strip():
         (st.root / INDEX).write_text(plan.text, encoding="utf-8", newline="")
-        return list(plan.actions) or ["index rebuilt"]
-    return []
+        return [*notes, *plan.actions] or ["index rebuilt"]
+    return notes
+
+
+def _without_new_lines(st: Staging, text: str, topics: Mapping[str, Any], config: Config,
+                       former: Mapping[str, Any]) -> tuple[Any, list[str]] | None:
+    """The repair for a run whose index would pass its budget (which the guard refuses: an index may
+    not go past its budget, nor, when it was past it already, get longer), or None when it cannot help.
+
+    The rule: a topic file without a line in the index is kept without one when its line does not fit.
+    The index lines the run itself added that link a topic file the run added are withdrawn (they are
+    the model's words of this run, and the memory they point to is whole in its file), then the
+    unindexed files are indexed, in name order, only as far as the index stays within the guard's
+    rule. Why this rule: it is the only move that needs no judgement: nothing the index held before
+    the run is touched, so no word of the user's can go (and the guard's prose rule still checks
+    that), no file is dropped, and the memory is still found, as recall picks files by their
+    description; a line past the cut would be hidden from every session anyway. Condensing lines to
+    make room is left to the model (the catch-up is told the index is full) and to the dream."""
+    from memd.core.rebuild import REPAIR, plan_rebuild
+
+    base = st.baseline.get(INDEX)
+    before = base.data if base is not None else None
+    limits = limits_of(config)
+    added = {rel for rel in topics if rel not in st.baseline}
+    had = Counter((before or b"").decode("utf-8", "replace").splitlines())
+    entries = {e.line: e for e in mindex.parse(text).entries}
+    kept: list[str] = []
+    notes: list[str] = []
+    for n, raw in enumerate(text.splitlines(keepends=True), 1):
+        bare = raw.rstrip("\r\n")
+        e = entries.get(n)
+        target = link_target(e.target, "") if e is not None and had[bare] <= 0 else (None, True)
+        if target[0] is not None and not target[1] and target[0] in added:
+            notes.append(f"withdrew the index line the run added for {target[0]}: the index has no room for it")
+            continue
+        had[bare] -= 1
+        kept.append(raw)
+    text = "".join(kept)
+    linked = {t for e in mindex.parse(text).entries for t, leaves in [link_target(e.target, "")]
+              if t is not None and not leaves}
+    unindexed = [rel for rel, t in sorted(topics.items())
+                 if rel not in linked and not t.team and not t.not_memory and rel != INDEX]
+
+    def plan(k: int) -> Any:  # the repair with the first k unindexed files indexed
+        return plan_rebuild(text, topics, config.budget, mode=REPAIR, former=former, withhold=set(unindexed[k:]))
+
+    def fits(p: Any) -> bool:
+        return not core_guard.budget_reasons(p.text, before, limits)
+
+    best = plan(0)
+    if not fits(best):
+        return None
+    lo, hi = 0, len(unindexed)  # the most files whose lines fit (more files, more lines)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        p = plan(mid)
+        if fits(p):
+            lo, best = mid, p
+        else:
+            hi = mid - 1
+    if lo == len(unindexed) and not notes:
+        return None  # nothing held back: not this rule's case
+    return best, [*notes, *(r for r in best.reasons if r.startswith("left "))]
 
 
 def former_topics(files: Mapping[str, Base | bytes | None], now: Collection[str]) -> dict[str, Any]:

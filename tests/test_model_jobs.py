@@ -836,3 +836,88 @@ def test_a_dream_sends_no_secret_already_in_memory(env: Env) -> None:
     assert "[REDACTED:GitHub token]" in bodies[0]
     # counted: the index line and the viewed file (the manifest is redacted where it is built, uncounted)
     assert out.details["redactions"] >= 2
+
+
+# --------------------------------------------------------------------------- a full index
+
+
+def _full_index_project(env: Env, lines: int = 200) -> tuple[Project, Path]:
+    """An index at its budget (200 lines by default: one more line would pass the cut), and a session
+    with a new fact."""
+    p = env.project("-home-dev-full")
+    files = {"MEMORY.md": "".join(f"- [Note {i}](project_note_{i}.md) — note {i}\n" for i in range(lines - 1))
+             + "- [Deploy](project_deploy.md) — how and when we deploy\n",
+             "project_deploy.md": topic("Deploy", "how and when we deploy", "Deploys happen on Fridays.", "project")}
+    files |= {f"project_note_{i}.md": topic(f"Note {i}", f"note {i}", f"fact {i}", "project") for i in range(lines - 1)}
+    env.memory(p, files)
+    sess = p.dir / "11111111-2222-3333-4444-999999999999.jsonl"
+    _fake_session(sess, [_user("Deploys now need the VPN, remember that.")])
+    return p, sess
+
+
+def _within_budget(p: Project, env: Env) -> None:
+    from memd.core import index as mindex
+
+    b = env.config.budget
+    text = (p.memory_dir / "MEMORY.md").read_text()
+    assert mindex.measure(text, b.max_lines, b.max_chars, b.warn_ratio).level != "over"
+
+
+def test_a_catchup_into_a_full_index_appends_to_a_topic_file(env: Env) -> None:
+    """Issue 24: a catch-up into an index at its budget was refused every run. The model is told the
+    index is full and appends the fact to the related topic file: applied, the index within budget."""
+    p, sess = _full_index_project(env)
+    before = (p.memory_dir / "MEMORY.md").read_text()
+    s = env.stub
+    s.script(s.message(s.memory("str_replace", path="/memories/project_deploy.md", old_str="Deploys happen on Fridays.",
+                                new_str="Deploys happen on Fridays and need the VPN (since 2026-03-05).")),
+             s.message(s.text("appended to project_deploy.md")))
+    out = catchup_project(env.jc(), p)
+    assert out.outcome == "changed", out
+    assert "need the VPN" in (p.memory_dir / "project_deploy.md").read_text()
+    assert (p.memory_dir / "MEMORY.md").read_text() == before
+    _within_budget(p, env)
+    system = s.requests[0].body["system"][-1]["text"]
+    assert "The index is full" in system and "Add no line to it" in system
+    t = env.state.transcript(sess)
+    assert t is not None and t.extract_offset == sess.stat().st_size
+
+
+@pytest.mark.parametrize("own_line", [False, True])
+def test_a_new_file_into_a_full_index_is_kept_without_its_line(env: Env, own_line: bool) -> None:
+    """A new topic file whose index line would pass the budget does not refuse the run: the file is
+    kept unindexed (recall finds it by its description), the line the model added for it withdrawn."""
+    p, _ = _full_index_project(env)
+    before = (p.memory_dir / "MEMORY.md").read_text()
+    s = env.stub
+    calls = [s.memory("create", path="/memories/project_vpn.md",
+                      file_text=topic("VPN", "deploys need the VPN", "Deploys need the VPN.", "project"))]
+    if own_line:
+        calls.append(s.memory("insert", path="/memories/MEMORY.md", insert_line=200,
+                              insert_text="- [VPN](project_vpn.md) — deploys need the VPN\n"))
+    s.script(s.message(*calls), s.message(s.text("saved")))
+    out = catchup_project(env.jc(), p)
+    assert out.outcome == "changed", out
+    assert (p.memory_dir / "project_vpn.md").exists()
+    assert (p.memory_dir / "MEMORY.md").read_text() == before
+    _within_budget(p, env)
+    # the next run does not index it past the budget either: nothing to refuse
+    sess2 = p.dir / "11111111-2222-3333-4444-999999999998.jsonl"
+    _fake_session(sess2, [_user("Deploys go through the bastion host.")])
+    s.script(s.message(s.memory("str_replace", path="/memories/project_vpn.md", old_str="Deploys need the VPN.",
+                                new_str="Deploys need the VPN and the bastion host.")), s.message(s.text("saved")))
+    assert catchup_project(env.jc(), p).outcome == "changed"
+    _within_budget(p, env)
+
+
+def test_a_user_line_in_a_full_index_is_never_withdrawn(env: Env) -> None:
+    """Only lines the run added for files it added are withdrawn: a run whose index would still pass
+    its budget (here the model adds a line of its own prose) is refused, as before."""
+    p, _ = _full_index_project(env)
+    before = tree(p.memory_dir)
+    s = env.stub
+    s.script(s.message(s.memory("insert", path="/memories/MEMORY.md", insert_line=200,
+                                insert_text="Deploys need the VPN.\n")), s.message(s.text("saved")))
+    out = catchup_project(env.jc(), p)
+    assert out.outcome == "refused" and "over its budget" in out.message, out
+    assert tree(p.memory_dir) == before

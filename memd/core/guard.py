@@ -119,7 +119,7 @@ def check(before: Mapping[str, bytes], after: Mapping[str, bytes], limits: Guard
     idx = after.get(INDEX_NAME)
     if idx is not None:
         text = idx.decode("utf-8", "replace")
-        reasons += _budget_reasons(text, before.get(INDEX_NAME), limits)
+        reasons += budget_reasons(text, before.get(INDEX_NAME), limits)
         reasons += _link_reasons(before, after, text, live_exists)
     elif INDEX_NAME in before:
         reasons.append("MEMORY.md was deleted")
@@ -177,9 +177,10 @@ def _secret_kinds(data: bytes | None) -> dict[str, int]:
     return out
 
 
-def _budget_reasons(text: str, old: bytes | None, limits: GuardLimits) -> list[str]:
+def budget_reasons(text: str, old: bytes | None, limits: GuardLimits) -> list[str]:
     """An index that was over its budget before the run may stay over as long as the run does not
-    make it longer (nothing newly pushed past the cut); anything else over the budget is rejected."""
+    make it longer (nothing newly pushed past the cut); anything else over the budget is rejected.
+    (``memd.apply.finalize`` plans its index repair to pass this rule when it can.)"""
     b = limits
     budget = mindex.measure(text, b.max_lines, b.max_chars, b.warn_ratio)
     if budget.level != "over":

@@ -15,7 +15,7 @@ nothing (``plan_rebuild(plan.text, ...)`` has no actions).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from memd.core import index
@@ -243,7 +243,8 @@ MODES = (NORMALISE, REPAIR)
 
 
 def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo], budget: Limits | None = None, *,
-                 mode: str, drop_notes: bool = False, former: Mapping[str, TopicInfo] | None = None) -> RebuildPlan:
+                 mode: str, drop_notes: bool = False, former: Mapping[str, TopicInfo] | None = None,
+                 withhold: Collection[str] = ()) -> RebuildPlan:
     """Plan the rebuilt MEMORY.md for a folder whose topic files are ``topics`` (keyed by rel path).
 
     Where memd's writers meet (the rule of every one of them): the smallest edit that reaches the goal.
@@ -261,17 +262,22 @@ def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo], budget
     user's words, like prose): the line stays as plain text without the link. ``drop_notes`` (only
     ``memd rebuild --drop-notes``) drops those lines too, and the action quotes what went. ``former``:
     topic files that were there when the run began and that the run deleted (the apply pipeline knows
-    them): a hook that only repeats one of their descriptions is that file's, not the user's."""
+    them): a hook that only repeats one of their descriptions is that file's, not the user's.
+    ``withhold``: unindexed topic files not to index (``memd.apply.finalize``: files whose lines would
+    put the index past its budget); each is named in the plan's reasons, and no link to them is touched."""
     if mode not in MODES:
         raise ValueError(f"unknown rebuild mode {mode!r}")
     b = budget or Limits()
     if mode == NORMALISE:
-        return _plan(index_text, topics, b, merge=True, shorten_all=True, drop_notes=drop_notes, former=former)
-    plan = _plan(index_text, topics, b, merge=False, shorten_all=False, drop_notes=drop_notes, former=former)
+        return _plan(index_text, topics, b, merge=True, shorten_all=True, drop_notes=drop_notes, former=former,
+                     withhold=withhold)
+    plan = _plan(index_text, topics, b, merge=False, shorten_all=False, drop_notes=drop_notes, former=former,
+                 withhold=withhold)
     if plan.fits:
         return plan
     # over the budget: repeats merged (no word lost), then derived long lines cut until it fits
-    return _plan(index_text, topics, b, merge=True, shorten_all=False, drop_notes=drop_notes, former=former)
+    return _plan(index_text, topics, b, merge=True, shorten_all=False, drop_notes=drop_notes, former=former,
+                 withhold=withhold)
 
 
 def _fold(text: str) -> str:
@@ -337,7 +343,8 @@ def _common_prefix(a: str, b: str) -> str:
 
 
 def _plan(index_text: str | None, topics: Mapping[str, TopicInfo], b: Limits, *, merge: bool,
-          shorten_all: bool, drop_notes: bool, former: Mapping[str, TopicInfo] | None) -> RebuildPlan:
+          shorten_all: bool, drop_notes: bool, former: Mapping[str, TopicInfo] | None,
+          withhold: Collection[str] = ()) -> RebuildPlan:
     original = index_text
     text = index_text or ""
     nl = "\r\n" if "\r\n" in text else "\n"
@@ -393,8 +400,12 @@ def _plan(index_text: str | None, topics: Mapping[str, TopicInfo], b: Limits, *,
 
     orphans = [t for rel, t in sorted(topics.items())
                if not t.team and not t.not_memory and rel not in live_links and rel != INDEX_NAME]
+    held = [t.rel for t in orphans if t.rel in withhold]
+    orphans = [t for t in orphans if t.rel not in withhold]
     orphan_actions: list[str] = []
-    orphan_reasons = [f"{rel} is not indexed: {t.not_memory}, so it is no memory" for rel, t in sorted(topics.items())
+    orphan_reasons = [f"left {rel} unindexed: its line would put the index past its budget "
+                      "(recall still finds the file by its description)" for rel in held]
+    orphan_reasons += [f"{rel} is not indexed: {t.not_memory}, so it is no memory" for rel, t in sorted(topics.items())
                       if t.not_memory and not t.team and rel not in live_links and rel != INDEX_NAME]
     inserts = _place_orphans(lines, idx, orphans, b.max_index_line, nl, orphan_actions, orphan_reasons,
                              fresh=not text.strip())

@@ -24,6 +24,10 @@ consecutive short sessions go to the model together, in one conversation (one me
 ``<transcript>`` block each), up to ``BATCH_MAX_CHARS`` characters and ``BATCH_MAX_SESSIONS``
 sessions: the instructions and the manifest are sent once for them, not once per session.
 
+A full index (no room for one more line): the orientation says so (``index_full``), and the model is to
+put a new fact into the most related existing topic file; a new file whose line does not fit is kept
+unindexed by the final repair (``memd.apply.finalize``), so the run is not refused for it.
+
 Caps: ``catchup.max_sessions`` spans and ``catchup.max_input_tokens`` input tokens per run (cache
 reads included). The token cap is enforced before anything is sent: a conversation starts only if
 ``catchup.max_tool_turns`` requests the size of its first one (``llm.estimate_tokens``, an upper
@@ -325,6 +329,10 @@ class _Extraction:
             cfg, cfg.catchup.max_sessions * (cfg.catchup.max_tool_turns + 1)))
         self.tool = mr.memory_tool(st, cfg)
         material = "Existing memories (the manifest):\n" + mr.manifest(st.root, cfg, live=project.memory_dir)
+        full = index_full(st.root, cfg)
+        if full:
+            material += "\n\n" + full
+            self.details["index_full"] = True
         cmd = mr.claude_md(span.cwd, self.jc.claude_dir, self.details)
         if cmd:
             self.system_md = set(mr.claude_md_files(span.cwd, self.jc.claude_dir))
@@ -436,6 +444,31 @@ def _memory_tool_param() -> dict[str, Any]:
     from memd.llm.memtool import MEMORY_TOOL
 
     return dict(MEMORY_TOOL)
+
+
+def index_full(root: Path, cfg: Any) -> str:
+    """The note the model gets when the index has no room for one more line (one of the longest an
+    index line may be): it is to add no index line and put a new fact into the most related existing
+    topic file; "" when there is room. (A new file's line that does not fit is left out by the final
+    repair, ``memd.apply.finalize``, so such a run is not refused; this note keeps the fact where
+    recall and the index both find it.)"""
+    from memd.core import index as mindex
+
+    try:
+        text = (root / ap.INDEX).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    b = cfg.budget
+    now = mindex.measure(text, b.max_lines, b.max_chars, b.warn_ratio)
+    probe = text + ("" if text.endswith("\n") or not text else "\n") + "x" * b.max_index_line + "\n"
+    if mindex.measure(probe, b.max_lines, b.max_chars, b.warn_ratio).level != "over":
+        return ""
+    state = "past" if now.level == "over" else "at"
+    return (f"The index is full: /memories/MEMORY.md is {state} its budget ({now.lines} of {b.max_lines} lines, "
+            f"{now.chars:,} of {b.max_chars:,} characters). Add no line to it. Put a new fact into the existing "
+            "topic file it is most related to (and widen that file's description if it now covers more); "
+            "create a new file only when no existing file is related, and leave the index alone then: memd "
+            "keeps the file without an index line, and recall finds it by its description.")
 
 
 def _instructions(cfg: Any) -> str:
