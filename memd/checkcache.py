@@ -41,7 +41,7 @@ _MODULES = ("core/lint.py", "core/links.py", "core/dates.py", "core/fastscan.py"
             "core/secret_rules.py", "core/secret_views.py", "core/budget.py", "core/signature.py", "core/rebuild.py",
             "core/frontmatter.py", "core/index.py", "core/files.py", "core/findings.py", "core/paths.py",
             "memfolder/folder.py", "memfolder/walk.py", "memfolder/read.py", "store.py", "checkcache.py",
-            "inspect.py", "config.py", "record.py", "core/guard.py")
+            "inspect.py", "config.py", "record.py", "core/guard.py", "core/conflict.py")
 RACY_SECONDS = 2.0
 _CODE_KEY: str | None = None
 

@@ -398,6 +398,9 @@ def status_row(project: Project, config: Config, cache_dir: Path | None = None) 
     off = project_memory_off(project)
     if off:
         row.extra["memory_off"] = off
+    blocks = sum(1 for f in res.findings if f.code == "MEM090")
+    if blocks:  # issue 21: sync conflict blocks waiting for the user (or the dream)
+        row.extra["sync_conflicts"] = blocks
     # status measures the index itself (never only what the daemon recorded), as the hook does
     folder_problem = next((f.message for f in res.findings if f.code == "MEM071"), None)
     m = measure_index(project, b)
@@ -438,6 +441,16 @@ def _isolated_status_row(project: Project, config: Config, cache_dir: Path | Non
         b = config.budget
         return StatusRow(project.name, str(project.memory_dir), True, 0, 0, b.max_lines, 0, b.max_chars,
                          "error", 0, {}, None, problem=f"cannot be measured: {type(e).__name__}: {e}")
+
+
+def conflict_blocks_line(rows: list[StatusRow]) -> str:
+    """``memd status``'s line for unresolved sync conflict blocks, by project ("" when there are none)."""
+    found = {r.project: int(r.extra.get("sync_conflicts", 0)) for r in rows if r.extra.get("sync_conflicts")}
+    if not found:
+        return ""
+    listed = ", ".join(f"{n} ({k})" for n, k in found.items())
+    return (f"sync: {sum(found.values())} conflict block(s) in memory files to resolve (`memd check` shows "
+            f"where): {listed}\n")
 
 
 MEASURED_KINDS = ("budget", "topic_files")  # the daemon's warning kinds status measures itself

@@ -5,9 +5,11 @@ short campaign in CI) and bench/bench_sync.py (the long one).
 Edits insert a unique token line after one of a file's slot markers (two machines inserting after
 the same marker conflict; after different ones they merge), or add a new file. A dream reconciles
 the conflicts handed to it (``memd.sync.evidence.for_dream``/``settle``): it adds the other side's
-lines the file lacks. At the end every machine is online and syncs until quiet; then:
+lines the file lacks and resolves the conflict blocks (issue 21: their marker lines removed, the lines
+between kept). At the end every machine is online and syncs until quiet; then:
 - every machine holds the same topic files;
-- every token is in those files, or in a conflict's kept "other side" (nothing lost unseen);
+- every token is in those files, a conflict block's lines included (issue 21: a conflict keeps both
+  sides' words visible in the file; a conflict's record in memd's state no longer counts);
 - every conflict was surfaced exactly once (one record, one ``sync.conflict`` event, one machine).
 
 Issue 21 adds resets (a machine's memory folder removed: "nothing here yet", it takes the remote's
@@ -43,6 +45,8 @@ class FleetReport:
     conflict_events: int = 0
     duplicate_conflicts: int = 0
     lost: list[str] = field(default_factory=list)
+    in_blocks: int = 0  # tokens inside a conflict block at the end (visible, not yet resolved)
+    open_blocks: int = 0  # conflict blocks left in the final files
     resets: int = 0
     guard_breaches: list[str] = field(default_factory=list)  # pushes past the outgoing guard
     silent_holds: int = 0  # refused outcomes with no status line
@@ -60,6 +64,7 @@ def _body(name: str) -> str:
 def scripted_dream(m: Machine) -> bool:
     """A dream without a model: reconcile each open conflict by adding the other side's missing lines."""
     from memd import apply as ap
+    from memd.core import conflict as cblock
     from memd.sync import evidence
 
     project = m.project()
@@ -75,6 +80,9 @@ def scripted_dream(m: Machine) -> bool:
             if not path.exists():
                 continue
             text = path.read_text(encoding="utf-8")
+            if cblock.BEGIN in text:  # the block resolved: its words kept, its markers gone
+                text = "".join(ln for ln in text.splitlines(keepends=True) if not cblock.is_marker(ln))
+                path.write_text(text, encoding="utf-8")
             have = set(text.splitlines())
             extra = [ln for ln in c.remote.splitlines() if ln.strip() and ln not in have]
             if extra:
@@ -223,8 +231,17 @@ def run_fleet(root: Path, remote: str, ops: int, seed: int, *, machines: int = 3
     rep.conflict_events = sum(len(m.events.named("sync.conflict")) for m in fleet)
     ids = [c.id for _, c in rows]
     rep.duplicate_conflicts = len(ids) - len(set(ids))
-    kept = "".join(v.decode() for v in final[0].values()) + "".join(c.remote for _, c in rows)
+    from memd.core import conflict as cblock
+
+    kept = "".join(v.decode() for v in final[0].values())
     rep.lost = [t for t in tokens if t not in kept]
+    inside: set[str] = set()
+    for v in final[0].values():
+        lines = v.decode().split("\n")
+        for b in cblock.blocks(v.decode()):
+            inside.update(t for t in tokens if any(t in ln for ln in lines[b.line:(b.end or len(lines)) - 1]))
+    rep.in_blocks = len(inside)
+    rep.open_blocks = sum(cblock.count(v.decode()) for v in final[0].values())
     return rep
 
 
@@ -232,6 +249,7 @@ def summary(rep: FleetReport) -> dict[str, Any]:
     return {"ops": rep.ops, "edits": rep.edits, "syncs": rep.syncs, "failed_syncs": rep.failed_syncs,
             "dreams": rep.dreams, "offline_flips": rep.offline_flips, "conflicts": rep.conflicts,
             "conflict_events": rep.conflict_events, "duplicates": rep.duplicate_conflicts, "lost": len(rep.lost),
+            "in_blocks": rep.in_blocks, "open_blocks": rep.open_blocks,
             "converged": rep.converged, "quiet_rounds": rep.quiet_rounds, "outcomes": rep.outcomes,
             "resets": rep.resets, "guard_breaches": len(rep.guard_breaches), "silent_holds": rep.silent_holds,
             "lost_on_remote": len(rep.lost_on_remote)}

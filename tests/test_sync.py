@@ -121,7 +121,8 @@ def test_a_true_conflict_keeps_local_and_is_surfaced_once(machines: Any) -> None
     a, b = machines("ma"), machines("mb")
     out = conflict(a, b, "The database is Postgres 16.\n", "The database is MySQL now.\n")
     assert out.details["conflicts"] == ["db.md"], out
-    assert "MySQL" in (b.read("db.md") or "")  # local kept
+    text = b.read("db.md") or ""
+    assert "MySQL" in text and "Postgres 16" in text  # local kept, the other side's words in a block after it
     events = b.events.named("sync.conflict")
     assert [e["file"] for e in events] == ["db.md"] and events[0]["machine"] == "ma"
     rows = evidence.open_conflicts(b.state_dir, b.project().name)
@@ -138,6 +139,67 @@ def test_a_true_conflict_keeps_local_and_is_surfaced_once(machines: Any) -> None
     assert not a.events.named("sync.conflict") and len(b.events.named("sync.conflict")) == 1
     assert evidence.settle(b.state_dir, b.project().name, ids) == 1
     assert evidence.status_line(b.state_dir) == ""
+
+
+def test_a_conflict_keeps_both_sides_words_in_the_file_on_every_machine(machines: Any) -> None:
+    """Issue 21 #3: this machine's text, then a marked block with the other machine's differing lines
+    (its name, the date); the same file on both machines; `memd check` reports the block."""
+    from memd.core import conflict as cblock
+    from memd.core import frontmatter
+    from memd.core.files import FolderSnapshot
+    from memd.core.lint import lint
+
+    a, b = machines("ma"), machines("mb")
+    conflict(a, b, "The database is Postgres 16.\n", "The database is MySQL now.\n")
+    a.sync("app")  # a takes b's merged file: its own words come back to it inside the block
+    for m in (a, b):
+        text = m.read("db.md") or ""
+        lines = text.splitlines()
+        begin = next(i for i, ln in enumerate(lines) if cblock.is_begin(ln))
+        end = next(i for i, ln in enumerate(lines) if cblock.is_end(ln))
+        assert lines.index("The database is MySQL now.") < begin < lines.index("The database is Postgres 16.") < end
+        assert "from ma (" in lines[begin] and lines[end] == cblock.END, lines
+        assert frontmatter.parse(text).data.get("name") == "db"  # the frontmatter untouched
+        found = [f for f in lint(FolderSnapshot.from_texts({"db.md": text, "MEMORY.md": m.read("MEMORY.md") or ""}))
+                 if f.code == "MEM090"]
+        assert [(f.path, f.line, f.severity) for f in found] == [("db.md", begin + 1, "warning")], found
+        assert "ma's" in found[0].message
+    assert a.read("db.md") == b.read("db.md")
+    # resolved by hand on one machine: the resolution reaches the other, no block is left anywhere
+    b.write("db.md", topic("db", "The database is Postgres 16.\n"))
+    b.sync("app")
+    a.sync("app")
+    assert a.read("db.md") == b.read("db.md") and cblock.count(a.read("db.md") or "") == 0
+
+
+def test_a_frontmatter_conflict_keeps_this_sides_frontmatter_and_puts_the_block_after_it() -> None:
+    from memd.core import conflict as cblock
+    from memd.core import frontmatter
+    from memd.sync.merge import merge_file
+
+    def f(desc: str, date: str, body: str) -> bytes:
+        return (f"---\nname: db\ndescription: {desc}\nmetadata:\n  type: project\n  modified: {date}\n---\n\n"
+                f"{body}").encode()
+
+    base = f("Which database", "2026-11-01", LINES)
+    mine = f("The app's database", "2026-11-20", LINES.replace("line 5\n", "line 5 (mine)\n"))
+    theirs = f("Database and version", "2026-11-25", LINES.replace("line 5\n", "line 5 (theirs)\n"))
+    fm = merge_file("db.md", base, mine, theirs, machine="desk", date="2026-12-01")
+    assert fm.how == "conflict" and fm.local == mine and fm.remote == theirs
+    text = (fm.result or b"").decode()
+    parsed = frontmatter.parse(text)
+    assert parsed.data.get("description") == "The app's database" and parsed.yaml_error is None, text
+    lines = text.splitlines()
+    close = lines.index("---", 1)
+    assert cblock.is_begin(lines[close + 1]) and "desk (2026-12-01)" in lines[close + 1], text
+    assert lines[close + 2] == "description: Database and version" and cblock.is_end(lines[close + 3]), text
+    assert lines[:close].count("  modified: 2026-11-25") == 1  # the date: the later one, never in a block
+    assert "line 5 (mine)\n" + cblock.begin_line("desk", "2026-12-01") + "\nline 5 (theirs)\n" + cblock.END in text
+    assert [b.line for b in cblock.blocks(text)] == [close + 2, lines.index("line 5 (mine)") + 2]
+    # merged again with the block on one side (the other machine met it first): no markers nested
+    again = merge_file("db.md", base, mine.replace(b"line 9\n", b"line 9 (mine)\n"), fm.result or b"",
+                       machine="desk", date="2026-12-02")
+    assert cblock.count((again.result or b"").decode()) == cblock.count(text)
 
 
 def test_deleted_on_one_side_changed_on_the_other_is_kept(machines: Any) -> None:
@@ -407,6 +469,8 @@ def test_status_names_open_conflicts(machines: Any, tmp_path: Path, capsys: pyte
     assert main(["status", "--claude-dir", str(b.claude), "--config", str(conf)]) == 0
     out = capsys.readouterr().out
     assert f"sync: 1 conflict(s) between machines kept for the next dream: {b.project().name} (1)" in out, out
+    assert f"sync: 1 conflict block(s) in memory files to resolve (`memd check` shows where): {b.project().name} (1)" \
+        in out, out
 
 
 def test_a_file_without_frontmatter_stays_where_it_was_written(machines: Any) -> None:

@@ -221,7 +221,7 @@ def _selectors(values: Sequence[str], option: str) -> list[str]:
 
 def code_filter(select: Sequence[str], ignore: Sequence[str]) -> Callable[[str], bool]:
     """Whether a code is reported, as ruff decides: codes match selectors by prefix ("MEM0" takes
-    MEM001..MEM080, "ALL" every code); the longest matching selector decides, --ignore winning a tie;
+    MEM001..MEM090, "ALL" every code); the longest matching selector decides, --ignore winning a tie;
     without --select every code is selected."""
     sel = _selectors(select, "--select") or [""]
     ign = _selectors(ignore, "--ignore")

@@ -68,7 +68,7 @@ def _recorded(daemon: dict[str, Any] | None, names: set[str]) -> list[dict[str, 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from memd.commands._projects import config_warning, preamble, tolerant_config
     from memd.daemon import info
-    from memd.inspect import credential_line, measured_warnings, model_credential, status_rows
+    from memd.inspect import conflict_blocks_line, credential_line, measured_warnings, model_credential, status_rows
 
     bad_config = tolerant_config(ctx)
     if bad_config is not None:
@@ -116,6 +116,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from memd.sync.held import status_lines  # issue 21: what sync holds, why, and the command that resolves it
 
     sys.stdout.write(status_line(ctx.state_dir))
+    sys.stdout.write(conflict_blocks_line(rows))
     sys.stdout.write(status_lines(ctx.state_dir))
     return _exit_code(bad_config is not None, rows)
 

@@ -86,6 +86,8 @@ CODES: dict[str, Code] = {
                    "as frontmatter and never loads them."),
     "MEM080": Code(WARNING, "unclosed-comment",
                    "An HTML comment in MEMORY.md is never closed: sessions load it, and all after it, as text."),
+    "MEM090": Code(WARNING, "sync-conflict",
+                   "A sync conflict block (another machine's differing lines) is waiting to be resolved."),
 }
 
 

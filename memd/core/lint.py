@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Iterable
 from itertools import chain, combinations, filterfalse
 
+from memd.core import conflict as cblock
 from memd.core import fastscan, frontmatter, index, secrets
 from memd.core.budget import Limits, refdefs_kept
 from memd.core.dates import relative_dates
@@ -75,6 +76,8 @@ def check(snap: FolderSnapshot, budget: Limits | None = None, *, team_pii: bool 
     texts = [rec for rec in snap.files if rec.text is not None]
     for rec in texts:
         out.extend(relative_dates(rec, today))
+        if not rec.team and cblock.BEGIN in (rec.text or ""):
+            out.extend(_conflict_blocks(rec))
     for strict in (False, True):
         group = [rec for rec in texts if rec.team == strict]
         scanned = fastscan.scan_many([r.text or "" for r in group], strict=strict, pii=team_pii)
@@ -100,6 +103,16 @@ def _file_problems(rec: FileRecord) -> Iterable[Finding]:
         yield _f("MEM061", rec.rel, 1, f"{p}; keep memory files small")
     else:
         yield _f("MEM062", rec.rel, 1, f"cannot be read: {p}")
+
+
+def _conflict_blocks(rec: FileRecord) -> Iterable[Finding]:
+    """MEM090: each block sync left with another machine's differing lines (``memd.core.conflict``)."""
+    for b in cblock.blocks(rec.text or ""):
+        when = f" on {b.date}" if b.date else ""
+        span = f"lines {b.line}-{b.end}" if b.end is not None else f"from line {b.line}, never closed"
+        yield _f("MEM090", rec.rel, b.line, f"an unresolved sync conflict ({span}): the lines in the block are "
+                 f"{b.machine}'s{when} and differ from this machine's; keep what is right, then delete the block "
+                 "and its markers")
 
 
 # --------------------------------------------------------------------------- the index

@@ -13,8 +13,12 @@
    rebuilt deterministically, the guards run (a remote that would delete or empty too much of the
    folder is ``refused``), the live folder is snapshotted and written file by file without
    clobbering; ``memd undo`` reverts it like any run. A dry run keeps the diff (``proposed``).
-4. Conflicts: the local file is kept; the other side goes to memd's history (a ``theirs`` commit)
-   and to the dream's evidence (``memd.sync.evidence``), with one ``sync.conflict`` event each.
+4. Conflicts (issue 21): the file keeps this machine's text and, after it, a conflict block with the
+   other machine's differing lines, its name and the date (``memd.core.conflict``; never inside the
+   frontmatter), so both sides' words are in the file on every machine (the other machine takes the
+   merged file as an ordinary change); ``memd check`` reports the block (MEM090), ``memd status`` counts
+   it. The other side also goes to memd's history (a ``theirs`` commit) and to the dream's evidence
+   (``memd.sync.evidence``), with one ``sync.conflict`` event each.
    A refusal holds the files the guard's reasons are about (``culprits``), never the project: the merge
    is tried again with them kept as they are here (``MAX_HOLD_ROUNDS``), the rest is applied and sent,
    and what is held is recorded for ``memd status`` (``memd.sync.held``). A missing memory folder, or one
@@ -33,6 +37,7 @@
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -120,13 +125,14 @@ def _split(files: dict[str, bytes]) -> tuple[dict[str, bytes], str | None]:
 
 
 def plan(base: dict[str, bytes], local: dict[str, bytes], remote: gitremote.TreeFiles,
-         hold: frozenset[str] = frozenset()) -> Plan:
-    """The merge of the three sides; a file in ``hold`` keeps this machine's version (the index too)."""
+         hold: frozenset[str] = frozenset(), date: str = "") -> Plan:
+    """The merge of the three sides; a file in ``hold`` keeps this machine's version (the index too). A
+    conflict block names the other machine and ``date`` (the sync's day)."""
     local = {k: v for k, v in local.items() if gitremote.synced(k)}
     bt, bi = _split(base)
     lt, li = _split(local)
     rt, ri = _split(remote.files)
-    merged = mg.merge_folder(bt, lt, rt)
+    merged = mg.merge_folder(bt, lt, rt, machine=remote.machine or "another machine", date=date)
     for rel in hold - {INDEX_NAME}:
         if rel in lt:
             merged.files[rel] = lt[rel]
@@ -343,12 +349,13 @@ class Session:
         """The merge as ``apply.run``'s edit step; the plan it made lands in ``final``."""
 
         def edit(ws: ap.Workspace) -> ap.Edits:
-            first = plan(base, file_map(project.memory_dir, max_bytes), remote, hold)
+            day = time.strftime("%Y-%m-%d", time.localtime(self.jc.clock.time()))
+            first = plan(base, file_map(project.memory_dir, max_bytes), remote, hold, day)
             final.append(first)
             if not first.local_changes:
                 return ap.Edits(note=_note(first, remote.machine))
             st = ws.get()  # merged again from exactly what was staged (the folder may have moved)
-            p = plan(base, {rel: b.data for rel, b in st.baseline.items()}, remote, hold)
+            p = plan(base, {rel: b.data for rel, b in st.baseline.items()}, remote, hold, day)
             final[0] = p
             _write(st, p)
             # index lines the other machine's user removed or corrected: their removal sticks
@@ -422,8 +429,8 @@ class Session:
         if not p.merged.conflicts:
             return
         now = jc.clock.time()
-        rows = [evidence.Conflict(evidence.conflict_id(c.rel, c.result or b"", c.remote or b""), project.name, c.rel,
-                                  _text(c.result), _text(c.remote), _opt(p.base.get(c.rel)),
+        rows = [evidence.Conflict(evidence.conflict_id(c.rel, _mine(c), c.remote or b""), project.name, c.rel,
+                                  _text(_mine(c)), _text(c.remote), _opt(p.base.get(c.rel)),
                                   p.remote.machine or "another machine", remote_commit, now)
                 for c in p.merged.conflicts]
         fresh = evidence.record(jc.state_dir, project.name, rows)
@@ -434,12 +441,18 @@ class Session:
         try:
             history.commit_files(jc.state_dir, project.name, theirs,
                                  f"the other side of {len(fresh)} sync conflict(s) from {fresh[0].machine} "
-                                 f"(kept for the next dream; the folder kept its own)", kind="theirs", job="sync")
+                                 f"(kept for the next dream; the folder keeps its own text, then the other "
+                                 f"side's differing lines in a conflict block)", kind="theirs", job="sync")
         except MemdError as e:
             (jc.log or _silent).warning("history.failed", project=project.name, error=str(e))
         for c in fresh:
             (jc.log or _silent).warning("sync.conflict", project=project.name, file=c.file, machine=c.machine,
                                         conflict=c.id, run=run)
+
+
+def _mine(c: mg.FileMerge) -> bytes:
+    """This side of a conflict as it was before the merge added the other side's block."""
+    return c.local if c.local is not None else (c.result or b"")
 
 
 def _made_anew(project: Project, last: dict[str, Any], max_bytes: int) -> bool:
@@ -502,7 +515,7 @@ def _note(p: Plan, machine: str) -> str:
     if p.merged.taken:
         parts.append(f"{len(p.merged.taken)} file(s) from {machine or 'the remote'}")
     if p.merged.conflicts:
-        parts.append(f"{len(p.merged.conflicts)} conflict(s) kept local")
+        parts.append(f"{len(p.merged.conflicts)} conflict(s) kept with both sides in the file")
     return ", ".join(parts)
 
 
@@ -523,7 +536,8 @@ def _summary(res: ap.RunResult, p: Plan, sent: str, why_held: dict[str, dict[str
                     + "; ".join(f"{r} ({row.get('reason', '')})" for r, row in sorted(why_held.items())[:3])
                     + f" (`memd sync --keep-local {project}` sends this machine's version)")
     if p.merged.conflicts:
-        bits.append(f"{len(p.merged.conflicts)} conflict(s) kept local for the next dream: "
+        bits.append(f"{len(p.merged.conflicts)} conflict(s) kept with both sides in the file (a marked block; "
+                    "`memd check` shows where): "
                     + ", ".join(p.merged.conflict_files()[:5]))
     bits.append(sent)
     return "; ".join(bits)

@@ -2,8 +2,12 @@
 
 Per file, against the last commit both sides shared (``base``): a change on one side is taken;
 changes on both sides merge line-wise through ``merge3`` (the three-way merge library Breezy and
-dulwich use) when they do not overlap; a true conflict keeps the local file and reports the other
-side. A file deleted on one side and changed on the other is kept (the changed side). The one
+dulwich use) when they do not overlap; a true conflict (issue 21) keeps this machine's lines and, right
+after them, a conflict block (``memd.core.conflict``) with the other machine's differing lines, its name
+and the date, so both sides' words stay visible in the file on every machine; a conflict inside the
+frontmatter keeps this side's frontmatter and puts the block right after it, at the top of the body.
+The result is reported as a conflict (the other side kept as evidence too). A file deleted on one
+side and changed on the other is kept (the changed side). The one
 automatic resolution: a conflict that is only Claude Code's ``modified:`` frontmatter date (it is
 rewritten on every memory write, so two machines editing different parts of one file always
 disagree about it) takes the later date.
@@ -16,11 +20,13 @@ deletions on either side stick, a true conflict keeps both sides' lines; the run
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import merge3
 
+from memd.core import conflict as cblock
 from memd.core import index as mindex
 
 # Linear: a possessive indent, the key, then the rest of the line; the value is stripped in Python (a lazy
@@ -33,7 +39,8 @@ class FileMerge:
     rel: str
     result: bytes | None  # what the file becomes (None: absent)
     how: str  # same | local | remote | merged | conflict | kept
-    remote: bytes | None = None  # with how == "conflict": the other side, kept as evidence
+    remote: bytes | None = None  # with how == "conflict": the other side, kept as evidence (and in the block)
+    local: bytes | None = None  # with how == "conflict": this side as it was (the result adds the block)
 
 
 @dataclass
@@ -75,8 +82,62 @@ def merge_text(base: bytes | None, local: bytes, remote: bytes) -> bytes | None:
     return b"".join(out)
 
 
-def merge_file(rel: str, base: bytes | None, local: bytes | None, remote: bytes | None) -> FileMerge:
-    """One file (see the module doc)."""
+def _frontmatter_end(lines: Sequence[bytes]) -> int:
+    """The index of the first line after the frontmatter (0: none; an unclosed one runs to the end)."""
+    if not lines or lines[0].strip() != b"---":
+        return 0
+    for i in range(1, len(lines)):
+        if lines[i].strip() == b"---":
+            return i + 1
+    return len(lines)
+
+
+def merge_blocks(base: bytes | None, local: bytes, remote: bytes, machine: str, date: str) -> bytes:
+    """The three-way merge with every true conflict kept visibly: this side's lines, then a conflict block
+    with the other side's lines this side lacks (none: no block). Blocks never go inside the frontmatter:
+    one about it goes right after it. ``modified:`` dates and old markers are no words to keep."""
+    nl = b"\r\n" if b"\r\n" in local else b"\n"
+    m = merge3.Merge3(_lines(base or b""), _lines(local), _lines(remote))
+    out: list[bytes] = []
+    pending: list[tuple[int, list[bytes]]] = []  # (where in out, their differing lines)
+    for group in m.merge_groups():
+        if group[0] != "conflict":
+            out.extend(group[1])
+            continue
+        later = _date_only(group[2], group[3])
+        if later is not None:
+            out.extend(later)
+            continue
+        mine = list(group[2])
+        out.extend(mine)
+        have = {ln.strip() for ln in mine}
+        extra = [ln for ln in group[3] if ln.strip() not in have
+                 and not cblock.is_marker(ln.decode("utf-8", "replace"))
+                 and _MODIFIED.match(ln.decode("utf-8", "replace")) is None]
+        while extra and not extra[0].strip():
+            extra.pop(0)
+        while extra and not extra[-1].strip():
+            extra.pop()
+        if extra:
+            pending.append((len(out), extra))
+    if not pending:
+        return b"".join(out)
+    fm_end = _frontmatter_end(out)
+    at: dict[int, list[bytes]] = {}
+    for where, extra in pending:
+        at.setdefault(max(where, fm_end), []).extend(extra)
+    head = cblock.begin_line(machine, date).encode() + nl
+    for where in sorted(at, reverse=True):
+        body = [ln if ln.endswith(b"\n") else ln + nl for ln in at[where]]
+        if where > 0 and not out[where - 1].endswith(b"\n"):
+            out[where - 1] += nl
+        out[where:where] = [head, *body, cblock.END.encode() + nl]
+    return b"".join(out)
+
+
+def merge_file(rel: str, base: bytes | None, local: bytes | None, remote: bytes | None, *,
+               machine: str = "", date: str = "") -> FileMerge:
+    """One file (see the module doc); ``machine`` and ``date`` name the other side in a conflict block."""
     if local == remote:
         return FileMerge(rel, local, "same")
     if local == base:
@@ -89,15 +150,18 @@ def merge_file(rel: str, base: bytes | None, local: bytes | None, remote: bytes 
         return FileMerge(rel, local, "kept")
     merged = merge_text(base, local, remote)
     if merged is None:
-        return FileMerge(rel, local, "conflict", remote)
+        both = merge_blocks(base, local, remote, machine or "another machine",
+                            date or time.strftime("%Y-%m-%d"))
+        return FileMerge(rel, both, "conflict", remote, local)
     return FileMerge(rel, merged, "merged" if merged != local else "local")
 
 
-def merge_folder(base: Mapping[str, bytes], local: Mapping[str, bytes], remote: Mapping[str, bytes]) -> FolderMerge:
+def merge_folder(base: Mapping[str, bytes], local: Mapping[str, bytes], remote: Mapping[str, bytes], *,
+                 machine: str = "", date: str = "") -> FolderMerge:
     """Every topic file of the three sides (the caller leaves the index and team/ out)."""
     out = FolderMerge()
     for rel in sorted(set(base) | set(local) | set(remote)):
-        fm = merge_file(rel, base.get(rel), local.get(rel), remote.get(rel))
+        fm = merge_file(rel, base.get(rel), local.get(rel), remote.get(rel), machine=machine, date=date)
         if fm.result is not None:
             out.files[rel] = fm.result
         if fm.how == "conflict":
