@@ -45,3 +45,23 @@ def test_uninstall_lists_then_purges_and_leaves_claude_alone(claude_home: Path, 
     assert gone.returncode == 0, gone.stdout + gone.stderr
     assert not state.exists() and not config.parent.exists()
     assert _tree(mem) == memory_before and settings.read_bytes() == b'{\n  "theme": "dark"\n}\n'
+
+
+def test_trigger_sync_with_sync_off_says_so(claude_home: Path, memd_cli: Cli) -> None:
+    """Issue 25: it said "sync queued" when sync was off and nothing would happen."""
+    out = memd_cli("trigger", "sync")
+    assert out.returncode == 2 and "sync is off" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_logs_reads_into_the_rotated_file(claude_home: Path, memd_cli: Cli) -> None:
+    """Issue 25: right after a rotation `memd logs -n 5` showed only what the new file held."""
+    import json
+
+    state = claude_home.parent / ".local" / "state" / "memd"
+    state.mkdir(parents=True)
+    line = lambda i: json.dumps({"timestamp": "2026-12-01T10:00:00Z", "level": "info", "event": f"e{i}"})  # noqa: E731
+    (state / "memd.log.1").write_text("".join(line(i) + "\n" for i in range(10)))
+    (state / "memd.log").write_text(line(10) + "\n" + line(11) + "\n")
+    out = memd_cli("logs", "-n", "5", "--json")
+    assert out.returncode == 0, out.stderr
+    assert [json.loads(x)["event"] for x in out.stdout.splitlines()] == ["e7", "e8", "e9", "e10", "e11"]

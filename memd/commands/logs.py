@@ -56,8 +56,12 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     offset = 0
     inode = None
     if path.exists():
-        lines, offset = tail_lines(path, max(args.lines, 0))
+        want = max(args.lines, 0)
+        lines, offset = tail_lines(path, want)
         inode = os.stat(path).st_ino
+        older = path.with_name(path.name + ".1")  # just rotated: the last lines are in the previous file
+        if len(lines) < want and older.exists():
+            lines = tail_lines(older, want - len(lines))[0] + lines
         for line in lines:
             print(show(line))
     if not args.follow:

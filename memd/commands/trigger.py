@@ -28,6 +28,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         if args.what == "reload":
             raise UsageError("--project goes with dream, catchup or sync, not reload")
         projects = [layout.resolve_project(p, ctx.claude_dir).name for p in args.project]
+    if args.what == "sync" and not ctx.config.sync.remote.strip():
+        raise UsageError("sync is off: set `remote` under [sync] in the config (docs/sync.md); nothing was sent")
     pid = control.send(ctx.state_dir, args.what, projects)
     target = f" for {', '.join(projects)}" if projects else ""
     done = {"dream": "dream queued", "catchup": "catch-up queued", "sync": "sync queued",
