@@ -207,6 +207,7 @@ def setup(state_dir: Path | None, *, level: str = "info", console: bool | None =
         _add_level,
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _exception_text,
         _scrub,
     ]
     structlog.configure(
@@ -279,7 +280,30 @@ def _add_level(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any
     own = event.pop("level", None)
     if own is not None:
         event["event_level"] = own
-    event["level"] = "warning" if method == "warn" else ("critical" if method == "fatal" else method)
+    # log.exception() is an error with a traceback: "error", so the documented filter finds crashes too
+    event["level"] = {"warn": "warning", "fatal": "critical", "exception": "error"}.get(method, method)
+    return event
+
+
+MAX_TRACEBACK_CHARS = 8000
+
+
+def _exception_text(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+    """A crash's traceback as plain text (file, line, code: never the frames' local variables, which the
+    console renderer's rich traceback would print, memory text and keys included), bounded, and made
+    before ``_scrub`` so the scrubber sees it like any other field."""
+    exc = event.pop("exc_info", None)
+    if not exc:
+        return event
+    import traceback
+
+    if exc is True:
+        exc = sys.exc_info()
+    elif isinstance(exc, BaseException):
+        exc = (type(exc), exc, exc.__traceback__)
+    if isinstance(exc, tuple) and len(exc) == 3 and exc[0] is not None:
+        text = "".join(traceback.format_exception(*exc))
+        event["exception"] = text if len(text) <= MAX_TRACEBACK_CHARS else "…" + text[-MAX_TRACEBACK_CHARS:]
     return event
 
 

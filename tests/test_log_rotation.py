@@ -86,3 +86,33 @@ def test_launchds_out_file_is_kept_in_bounds(tmp_path: Path, append: bool) -> No
     assert data.endswith(b"the last line of stdout\n")
     assert (tmp_path / "launchd.out.log.1").exists() and (tmp_path / "launchd.out.log.2").exists()
     assert not (tmp_path / "launchd.out.log.3").exists()
+
+
+def test_a_crash_is_an_error_with_a_plain_scrubbed_traceback(tmp_path: Path) -> None:
+    """Issue 25: a crash was logged at level "exception" (the documented error filter missed it), with a
+    traceback outside the scrubber (and, on a console, rich's frames with their local variables)."""
+    import json
+
+    import structlog
+
+    from memd import logs
+
+    key = "AKIA" + "Q3EXAMPLEZ7Y4BQW"
+    logs.setup(tmp_path, level="info", console=False)
+    try:
+        def job(memory_text: str, why: str) -> None:
+            raise RuntimeError(f"boom: {why}")
+
+        private = "the user's " + "private memory text"  # a local variable of the frames, never in the source
+        for why in ("a plain failure", f"near {key}"):
+            try:
+                job(private, why)
+            except RuntimeError as e:
+                structlog.get_logger("memd.daemon").exception("job.crashed", error=str(e))
+    finally:
+        logs.reset()
+    plain, secret = [json.loads(x) for x in (tmp_path / "memd.log").read_text().splitlines() if "job.crashed" in x]
+    assert plain["level"] == secret["level"] == "error"
+    assert "Traceback" in plain["exception"] and "in job" in plain["exception"]
+    assert "the user's private memory text" not in json.dumps(plain)  # no local variables
+    assert key not in json.dumps(secret)  # the traceback is scrubbed like every field
