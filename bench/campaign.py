@@ -202,3 +202,27 @@ def forkserver() -> Any:
     ctx.set_forkserver_preload(["bench.campaign", "memd.jobs.dream", "memd.jobs.catchup", "memd.maintenance",
                                 "memd.projlock", "dulwich.repo", "anthropic"])
     return ctx
+
+
+def run_trials(campaign: Any, trials: int, t0: float, *, minutes: float = 0.0, progress: bool = False) -> int:
+    """Run ``campaign.trial(n)`` for n in range(trials) until the time budget (``minutes`` after ``t0``;
+    0: none) is spent; with ``progress``, each new violation and every 25 trials on stderr. Returns how
+    many trials ran (the figures say so when the budget cut them)."""
+    import sys
+    import time
+
+    done = 0
+    for n in range(trials):
+        if minutes and time.monotonic() - t0 > minutes * 60:
+            break
+        done += 1
+        seen = len(campaign.violations)
+        campaign.trial(n)
+        if progress:
+            for v in campaign.violations[seen:]:
+                print("violation:", v, file=sys.stderr, flush=True)
+            if (n + 1) % 25 == 0:
+                print(f"{n + 1} trials, {len(campaign.violations)} violations, {time.monotonic() - t0:.0f} s",
+                      file=sys.stderr, flush=True)
+    return done
+

@@ -195,19 +195,7 @@ def run(trials: int, seed: int = 1, folders: list[Path] | None = None, work: Pat
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="memd-crash-", dir=work) as tmp:
         c = Campaign(Path(tmp), stub, srcs, seed, scripts=scripts, points=points, named_share=named_share)
-        done = 0
-        for n in range(trials):
-            if minutes and time.monotonic() - t0 > minutes * 60:
-                break  # the time budget is spent: the figures say how many trials ran
-            done += 1
-            seen = len(c.violations)
-            c.trial(n)
-            if progress:
-                for v in c.violations[seen:]:
-                    print("violation:", v, file=sys.stderr, flush=True)
-            if progress and (n + 1) % 25 == 0:
-                print(f"{n + 1} trials, {len(c.violations)} violations, {time.monotonic() - t0:.0f} s",
-                      file=sys.stderr, flush=True)
+        done = C.run_trials(c, trials, t0, minutes=minutes, progress=progress)
     stub.close()
     return {"trials": done, "trials_asked": trials, "folders": [s.parent.name for s in srcs],
             "files_checked": c.files_checked,

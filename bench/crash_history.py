@@ -341,19 +341,7 @@ def run(trials: int, seed: int = 1, folders: list[Path] | None = None, work: Pat
     events: Counter[str] = Counter()
     with tempfile.TemporaryDirectory(prefix="memd-crash-history-", dir=work) as tmp, _counted_logs(events):
         c = Campaign(Path(tmp), stub, srcs, seed, scripts=scripts, named_share=named_share, fresh_share=fresh_share)
-        done = 0
-        for n in range(trials):
-            if minutes and time.monotonic() - t0 > minutes * 60:
-                break
-            done += 1
-            seen = len(c.violations)
-            c.trial(n)
-            if progress:
-                for v in c.violations[seen:]:
-                    print("violation:", v, file=sys.stderr, flush=True)
-                if (n + 1) % 25 == 0:
-                    print(f"{n + 1} trials, {len(c.violations)} violations, {time.monotonic() - t0:.0f} s",
-                          file=sys.stderr, flush=True)
+        done = C.run_trials(c, trials, t0, minutes=minutes, progress=progress)
     stub.close()
     c.stats.update({f"logged {k}": v for k, v in events.items() if k.startswith("history.")})
     killed = sum(v for k, v in c.kills.items() if k != "(not killed)")

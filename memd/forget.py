@@ -161,7 +161,8 @@ def _commits_with(state_dir: Path, project: str, find: Matcher) -> int:
     if repo is None:
         return 0
     try:
-        return sum(1 for c in _walk(repo) if _holds(repo, c, find))
+        seen: dict[bytes, bool] = {}  # blob id -> holds a match (a file unchanged between commits is one blob)
+        return sum(1 for c in _walk(repo) if _holds(repo, c, find, seen))
     finally:
         repo.close()
 
@@ -193,10 +194,15 @@ def _walk(repo: Any) -> list[Any]:
     return out[::-1]
 
 
-def _holds(repo: Any, commit: Any, find: Matcher) -> bool:
+def _holds(repo: Any, commit: Any, find: Matcher, seen: dict[bytes, bool]) -> bool:
     if _bytes(commit.message, find)[1]:
         return True
-    return any(_bytes(repo[sha].data, find)[1] for sha in _blobs(repo, commit.tree))
+    for sha in _blobs(repo, commit.tree):
+        if sha not in seen:
+            seen[sha] = bool(_bytes(repo[sha].data, find)[1])
+        if seen[sha]:
+            return True
+    return False
 
 
 def _blobs(repo: Any, tree_id: bytes) -> list[bytes]:

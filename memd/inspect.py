@@ -298,9 +298,15 @@ def _iso(t: float | None) -> str | None:
 
 
 def last_session(project: Project) -> float | None:
+    return newest_session(project)[1]
+
+
+def newest_session(project: Project) -> tuple[Path | None, float | None]:
+    """The project's newest main-session transcript and its mtime (one listing: status reads both the
+    time and, for whether memory is off, the transcript's working folder)."""
     from memd import layout
 
-    newest: float | None = None
+    newest: tuple[Path | None, float | None] = (None, None)
     for p in layout.session_files(project.dir):
         if not layout.is_uuid_session(p):
             continue
@@ -308,7 +314,8 @@ def last_session(project: Project) -> float | None:
             m = p.stat().st_mtime
         except OSError:
             continue
-        newest = m if newest is None or m > newest else newest
+        if newest[1] is None or m > newest[1]:
+            newest = (p, m)
     return newest
 
 
@@ -329,23 +336,14 @@ def project_limits(project: Project, budget: BudgetConfig, text: str | None) -> 
     if text is None or "<!--" not in text or "]:" not in text or version_tuple(budget.claude_code_version):
         return budget
     from memd.ccsettings import transcript_version
-    from memd.layout import session_files
 
-    files = session_files(project.dir)
-    newest = max(files, key=_mtime, default=None)
+    newest = newest_session(project)[0]
     version = transcript_version(str(newest)) if newest is not None else None
     if version is None:
         return budget
     from memd.record import replace
 
     return replace(budget, claude_code_version=".".join(map(str, version)))
-
-
-def _mtime(p: Path) -> float:
-    try:
-        return p.stat().st_mtime
-    except OSError:
-        return 0.0
 
 
 def measure_index(project: Project, budget: BudgetConfig) -> IndexMeasure:
@@ -389,13 +387,14 @@ def status_row(project: Project, config: Config, cache_dir: Path | None = None) 
 
     b = config.budget
     res = check_project(project, b, team_pii=config.hooks.team_pii, cache_dir=cache_dir)
+    session, session_time = newest_session(project)
     row = StatusRow(
         project.name, str(project.memory_dir), res.exists, res.topic_files, res.lines, b.max_lines,
         res.chars, b.max_chars, res.level if res.exists else "none", res.hidden_entries,
-        counts(res.findings), last_session(project))
+        counts(res.findings), session_time)
     if not res.exists:
         return row
-    off = project_memory_off(project)
+    off = project_memory_off(project, session)
     if off:
         row.extra["memory_off"] = off
     blocks = sum(1 for f in res.findings if f.code == "MEM090")
@@ -489,15 +488,13 @@ def measured_warnings(rows: list[StatusRow], config: Config) -> list[dict[str, A
     return out
 
 
-def project_memory_off(project: Project) -> str | None:
+def project_memory_off(project: Project, session: Path | None) -> str | None:
     """Why Claude Code's auto memory is off for the project (the environment, or any settings scope of
-    the repository its newest session ran in), or None. One transcript's head is read."""
-    from memd.layout import memory_off_for, session_files
+    the repository its newest ``session`` ran in), or None. Only that transcript's head is read."""
+    from memd.layout import memory_off_for
     from memd.transcripts.sessions import first_cwd
 
-    files = session_files(project.dir)
-    newest = max(files, key=_mtime, default=None)
-    cwd = first_cwd(newest, 32_768) if newest is not None else None  # the first records carry it
+    cwd = first_cwd(session, 32_768) if session is not None else None  # the first records carry it
     return memory_off_for(project.dir.parent.parent, [cwd] if cwd else [])
 
 

@@ -138,29 +138,25 @@ def run_project(job: str, jc: JobContext, project: Project, work: ProjectJob,
     the project when the lock stopped it, True when the lock could not be written)."""
     log = jc.log or _Silent()
     lock: G.ConsolidateLock | None = None
-    off = G.memory_off(jc, project)
-    if not off.passed:
-        log.info("job.skip", job=job, project=project.name, gate=off.gate, reason=off.reason)
-        if skips is not None:
-            skips[project.name] = f"{off.gate}: {off.reason}"
-        return None
-    if job == "dream":
+    # every job (dream, catch-up, sync): a project whose memory Claude Code switched off is left alone
+    gate = G.memory_off(jc, project)
+    if gate.passed and job == "dream":
         gate = G.check_dream(jc, project)
-        if not gate.passed:
-            log.info("job.skip", job=job, project=project.name, gate=gate.gate, reason=gate.reason)
+    if not gate.passed:
+        log.info("job.skip", job=job, project=project.name, gate=gate.gate, reason=gate.reason)
+        if skips is not None:
+            skips[project.name] = f"{gate.gate}: {gate.reason}"
+        return None
+    if job == "dream" and jc.config.dream.honour_lock and not jc.dry_run:
+        lock = G.ConsolidateLock(project.memory_dir, jc.config.dream.lock_stale_minutes, jc.clock)
+        ok, why = lock.acquire()
+        if not ok:
+            log.info("job.skip", job=job, project=project.name, gate="lock", reason=why)
             if skips is not None:
-                skips[project.name] = f"{gate.gate}: {gate.reason}"
+                skips[project.name] = f"lock: {why}"
+            if locked is not None and why.startswith((*_LOCK_HELD, _LOCK_UNWRITABLE)):
+                locked[project.name] = why.startswith(_LOCK_UNWRITABLE)
             return None
-        if jc.config.dream.honour_lock and not jc.dry_run:
-            lock = G.ConsolidateLock(project.memory_dir, jc.config.dream.lock_stale_minutes, jc.clock)
-            ok, why = lock.acquire()
-            if not ok:
-                log.info("job.skip", job=job, project=project.name, gate="lock", reason=why)
-                if skips is not None:
-                    skips[project.name] = f"lock: {why}"
-                if locked is not None and why.startswith((*_LOCK_HELD, _LOCK_UNWRITABLE)):
-                    locked[project.name] = why.startswith(_LOCK_UNWRITABLE)
-                return None
     started = jc.clock.time()
     t0 = jc.clock.monotonic()
     # a dry run changes nothing: it is in the JSON log (dry_run=true) but not in the run log, where it

@@ -215,11 +215,6 @@ class Session:
     # ------------------------------------------------------------------ one project
 
     def project(self, jc: JobContext, project: Project) -> ProjectOutcome:
-        from memd.jobs.gates import memory_off
-
-        off = memory_off(jc, project)
-        if not off.passed:
-            return ProjectOutcome(project.name, "skipped", off.reason)
         ident = self.identities.get(project.name) or identify(project, jc.config, jc.state)
         if ident.identity is None or ident.branch is None:
             return ProjectOutcome(project.name, "skipped", ident.source)
