@@ -147,7 +147,10 @@ def _ensure(state_dir: Path, project: str) -> None:
             _repair(path)
         else:
             _init_into(path)
-    _recover_locks(path)
+    from memd.projlock import first_in_hold
+
+    if first_in_hold(state_dir, project, "history.locks"):  # a walk of the repository: once per hold
+        _recover_locks(path)
 
 
 def _fresh(parent: Path) -> Path:

@@ -63,6 +63,7 @@ class _Held:
     fd: int = -1
     what: str = ""
     since: float = 0.0
+    done: set[str] = field(default_factory=set)  # work done once per hold (``first_in_hold``)
 
 
 _registry_lock = threading.Lock()
@@ -153,12 +154,24 @@ def project_lock(state_dir: Path, project: str, what: str, *, timeout_s: float |
         finally:
             h.depth -= 1
             if h.depth == 0:
+                h.done.clear()
                 fd, h.fd = h.fd, -1
                 with contextlib.suppress(OSError):
                     os.ftruncate(fd, 0)
                 os.close(fd)  # releases the flock
     finally:
         h.rlock.release()
+
+
+def first_in_hold(state_dir: Path, project: str, task: str) -> bool:
+    """True the first time ``task`` is asked for while this process holds the project's lock (held
+    again later: True again). What only a dead holder can have left behind (dulwich's lock files) is
+    looked for once per hold, not before every write inside it."""
+    h = _entry(str(lock_path(state_dir, project)))
+    if h.depth == 0 or task in h.done:
+        return h.depth == 0
+    h.done.add(task)
+    return True
 
 
 def _word(what: str) -> str:

@@ -381,3 +381,22 @@ def test_nothing_is_created_inside_a_memory_folder(claude_home: Path, state: Pat
     rebuild_project(p, Config(), state, dry_run=False, mode=NORMALISE)
     assert set(tree(p.memory_dir)) == before and not any(n.startswith(".") for n in os.listdir(p.memory_dir))
 
+
+
+def test_stale_locks_are_looked_for_once_per_hold_of_the_project_lock(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk of the repository for a dead writer's lock files runs once per hold of the project lock,
+    not before every commit inside it (a run makes three: before, planned, after)."""
+    from memd import history
+    from memd.projlock import project_lock
+
+    walks: list[Path] = []
+    real = history._recover_locks
+    monkeypatch.setattr(history, "_recover_locks", lambda path: (walks.append(path), real(path)))
+    state = tmp_path / "state"
+    with project_lock(state, "p", "test"):
+        for i in range(3):
+            history.commit_files(state, "p", {"a.md": f"{i}\n".encode()}, f"c{i}")
+    assert len(walks) == 1
+    history.commit_files(state, "p", {"a.md": b"again\n"}, "a commit on its own takes the lock anew")
+    assert len(walks) == 2
