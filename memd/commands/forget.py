@@ -36,8 +36,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         print(f"{n} match(es) {verb} {rel}")
     for rel, why in res.skipped:
         print(f"left {rel}: {why}")
-    what = "rewritten" if res.applied else "would be rewritten"
-    print(f"history: {res.commits} of {res.commits_total} commit(s) hold it; {what}")
+    if res.commits:
+        what = "rewritten" if res.applied else "would be rewritten"
+        print(f"history: {res.commits} of {res.commits_total} commit(s) hold it; {what}")
+    else:
+        print(f"history: none of its {res.commits_total} commit(s) holds it")
     if not res.applied:
         if res.files or res.commits:
             print("dry run: nothing changed (add --apply)")
