@@ -140,7 +140,11 @@ class DaemonProc:
     def write_memory(self, project: str, rel: str, text: str) -> Path:
         path = self.project(project) / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        # whole or not at all, as an editor's save: a truncate-then-write let a loaded machine's watcher
+        # read the index empty in between (a real "ok" then "over" again: a second warning)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
         return path
 
     def write_config(self, text: str) -> None:
