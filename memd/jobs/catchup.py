@@ -313,7 +313,8 @@ class _Extraction:
             self.half_done = mr.consistency(self.st) or ""
         usage = self.client.usage if self.client is not None else None
         return ap.Edits("; ".join(self.notes), model_called=usage is not None and usage.calls > 0, usage=usage,
-                        abandoned=jc.stop.is_set() or bool(self.half_done))
+                        abandoned=jc.stop.is_set() or bool(self.half_done),
+                        resolutions=())  # the catch-up resolves no conflict block: their words are kept
 
     def _start(self, ws: ap.Workspace, span: Span) -> None:
         """The staging copy, the client, the memory tool and the system prompt, at the first span

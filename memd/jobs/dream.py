@@ -85,11 +85,15 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         nonlocal client, half_done
         from memd.llm import prompts
         from memd.llm.memtool import MEMORY_TOOL, SEARCH_TOOL, SEARCH_TOOL_NAME
+        from memd.llm.resolvetool import RESOLVE_TOOL, RESOLVE_TOOL_NAME, Resolutions, found_blocks
 
         st = ws.get()
         tool = mr.memory_tool(st, cfg)
-        handlers: dict[str, mr.Handler] = {"memory": tool.handle}
-        tools: list[dict[str, Any]] = [dict(MEMORY_TOOL)]
+        found = found_blocks({rel: b.data for rel, b in st.baseline.items()})
+        decisions = Resolutions(found)
+        handlers: dict[str, mr.Handler] = {"memory": tool.handle, RESOLVE_TOOL_NAME: decisions.handle}
+        # offered in every run (tools are part of the prompt prefix every project reads from the cache)
+        tools: list[dict[str, Any]] = [dict(MEMORY_TOOL), dict(RESOLVE_TOOL)]
         if cfg.dream.max_searches > 0:
             from memd.llm.memtool import TranscriptSearch
 
@@ -97,7 +101,7 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
                                       max_line_bytes=min(cfg.transcripts.max_line_bytes, 2_000_000))
             handlers[SEARCH_TOOL_NAME] = search.handle
             tools.append(dict(SEARCH_TOOL))
-        material = mr.redacted(_orientation(jc, project, st, last), out.details)
+        material = mr.redacted(_conflicts(st, found) + _orientation(jc, project, st, last), out.details)
         cmd = mr.claude_md(_cwd(jc, project), jc.claude_dir, out.details)
         system = llm.cached_system(prompts.render("dream", cfg), material + ("\n\n" + cmd if cmd else ""))
         # the deadline is sized to the call cap (one more call: a max_tokens retry)
@@ -119,7 +123,7 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         if caps and not jc.stop.is_set():
             half_done = mr.consistency(st) or ""
         return ap.Edits(res.final_text, model_called=client.usage.calls > 0, usage=client.usage,
-                        abandoned=jc.stop.is_set() or bool(half_done))
+                        abandoned=jc.stop.is_set() or bool(half_done), resolutions=decisions.resolutions())
 
     try:
         result = ap.run(project, edit, state_dir=jc.state_dir, job="dream", run_id=ap.new_run_id("dream", now),
@@ -241,6 +245,38 @@ def _orientation(jc: JobContext, project: Project, st: ap.Staging, last: float |
     parts.append("")
     parts.append(f"Last consolidation: {last_s}.")
     return "\n".join(parts)
+
+
+CONFLICT_FILE_CHARS = 8_000  # one file holding conflict blocks, as handed in
+CONFLICT_CHARS = 24_000  # all of them
+
+
+def _conflicts(st: ap.Staging, found: dict[str, list[Any]]) -> str:
+    """The files holding sync conflict blocks, first in the material and whole (bounded), with line
+    numbers: a dream that reads little still sees both sides of every block ("" when there is none)."""
+    from memd.llm.memtool import LINE_NUMBER_WIDTH
+
+    if not found:
+        return ""
+    n = sum(len(bs) for bs in found.values())
+    parts = [f"## Sync conflict blocks to resolve first ({n} in {len(found)} file(s))",
+             "Each file holding a block, as it is now, with line numbers (`resolve_conflict` takes the "
+             "line of a block's opening marker). The lines above a block are this machine's; the block "
+             "holds the other machine's differing lines.", ""]
+    left = CONFLICT_CHARS
+    for rel in sorted(found):
+        where = "; ".join(f"line {b.line} (from {b.machine}, {b.date or 'date unknown'})" for b in found[rel])
+        if left <= 0:
+            parts.append(f'<file path="/memories/{rel}" blocks="{where}">(left out: view it)</file>')
+            continue
+        text = st.baseline[rel].data.decode("utf-8", "replace")
+        rows = "\n".join(f"{i:>{LINE_NUMBER_WIDTH}}\t{ln}" for i, ln in enumerate(text.split("\n"), 1))
+        cap = min(CONFLICT_FILE_CHARS, left)
+        if len(rows) > cap:
+            rows = rows[:cap] + "\n... (cut: view the rest)"
+        left -= len(rows)
+        parts.append(f'<file path="/memories/{rel}" blocks="{where}">\n{rows}\n</file>')
+    return "\n".join(parts) + "\n\n"
 
 
 def _mtime(p: Path) -> float:

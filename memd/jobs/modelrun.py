@@ -316,6 +316,32 @@ def _record(out: ProjectOutcome, res: ap.RunResult) -> None:
             out.message = res.summary
             if res.dropped:
                 out.message += f" ({len(res.dropped)} part(s) dropped: {ap.dropped_note(res.dropped)})"
+        _record_blocks(out, res)
+
+
+def _record_blocks(out: ProjectOutcome, res: ap.RunResult) -> None:
+    """Per conflict block the run found (``res.blocks``), what it decided: in the details whole (file,
+    line, machine, date, choice, the model's reason, redacted), in the message in short (no reason:
+    the message reaches the check-in report, which holds no memory content)."""
+    if not res.blocks:
+        return
+    from memd.core import secrets
+    from memd.core.conflict import CHOICES
+
+    out.details["conflict_blocks"] = [
+        {"file": b.file, "line": b.line, "machine": b.machine, "date": b.date,
+         "decision": b.choice or "open", "reason": secrets.redact(" ".join(b.reason.split()))[:300]}
+        for b in res.blocks]
+    done = [b for b in res.blocks if b.resolved]
+    left = len(res.blocks) - len(done)
+    verb = "proposed to resolve" if res.verdict is ap.Verdict.REVIEW else "resolved"
+    bits: list[str] = []
+    if done:
+        named = "; ".join(f"{b.file} from {b.machine}: {CHOICES.get(b.choice, b.choice)}" for b in done[:3])
+        bits.append(f"{len(done)} sync conflict block(s) {verb} ({named}{'; ...' if len(done) > 3 else ''})")
+    if left:
+        bits.append(f"{left} sync conflict block(s) left open")
+    out.message += "; " + ", ".join(bits)
 
 
 IDLE_WARNING = "model_runs_change_nothing"
