@@ -150,6 +150,10 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         out.message = "stopped by shutdown before applying; nothing changed"
         return out
     mr.record(out, result, caps)
+    if jc.log is not None and result.verdict is ap.Verdict.APPLIED:
+        for b in result.blocks:  # no reason in the log: the model's words may quote memory
+            jc.log.info("dream.conflict_block", project=project.name, file=b.file, line=b.line, machine=b.machine,
+                        decision=b.choice or "open")
     note_consolidation(jc, "dream", out)  # also when run outside the runner
     mr.note_idle(jc, "dream", out)
     return out
