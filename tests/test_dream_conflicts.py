@@ -234,3 +234,53 @@ def test_review_mode_proposes_the_resolution(env: Env) -> None:
     review = Path(out.details["review"]).read_text(encoding="utf-8")
     assert "# - project_db.md:7 (desktop, 2026-12-01): kept this machine's lines: MySQL is the newer fact" in review
     json.dumps(out.details)  # the run log stores it
+
+
+def test_a_dream_settles_the_conflicts_sync_kept_for_it(env: Env) -> None:
+    """Sync's hand-off (memd.sync.evidence): a dream that leaves the block open keeps the conflict open
+    (``memd status`` still shows it); the dream that resolves it settles it."""
+    from memd.sync import evidence
+
+    p = conflict_folder(env)
+    row = evidence.Conflict(evidence.conflict_id("project_db.md", MINE.encode(), THEIRS.encode()), p.name,
+                            "project_db.md", MINE, THEIRS, BASE, "desktop", "c0ffee", 0.0)
+    assert evidence.record(env.state_dir, p.name, [row]) == [row]
+    s = env.stub
+    s.script(s.message(s.text("left the conflict for the user")))
+    out = dream_project(env.jc(), p)
+    assert out.outcome == "unchanged" and "sync_conflicts_settled" not in out.details
+    assert [c.id for c in evidence.open_conflicts(env.state_dir, p.name)] == [row.id]
+    s.script(s.message(s.memory("str_replace", path="/memories/project_db.md", old_str=block_text(db_block()),
+                                new_str="The database is MySQL now.\n"),
+                       resolve(env, "/memories/project_db.md", 7, "this", "MySQL is the newer fact")),
+             s.message(s.text("kept MySQL")))
+    out = dream_project(env.jc(force=True), p)
+    assert out.outcome == "changed" and out.details["sync_conflicts_settled"] == 1, out
+    assert evidence.open_conflicts(env.state_dir, p.name) == [] and evidence.status_line(env.state_dir) == ""
+
+
+def test_a_catch_up_that_drops_a_block_is_refused(env: Env, claude_data: Path) -> None:
+    """The catch-up is told to leave blocks alone, and is held to it: it has no decisions to give."""
+    import os
+    import shutil
+
+    from memd.jobs.catchup import catchup_project
+    from tests.test_model_jobs import OLD, REAL_SESSION
+
+    p = conflict_folder(env)
+    dst = p.dir / Path(REAL_SESSION).name
+    shutil.copy(claude_data / "projects" / REAL_SESSION, dst)
+    os.utime(dst, (OLD, OLD))
+    s = env.stub
+    s.script(s.message(s.memory("str_replace", path="/memories/project_db.md",
+                                old_str=f"{START}\nThe database is Postgres 16.\n{cblock.END}\n", new_str="")),
+             s.message(s.text("tidied")))
+    before = tree(p.memory_dir)
+    out = catchup_project(env.jc(), p)
+    assert out.outcome == "refused", out
+    assert "project_db.md: the run removes 1 sync conflict block(s) (line 7, from desktop) without saying what " \
+           "it decided" in out.message
+    assert tree(p.memory_dir) == before
+    system = "".join(b["text"] for b in s.requests[0].body["system"])
+    assert "is the nightly dream's to resolve" in system
+    assert {t["name"] for t in s.requests[0].body["tools"]} == {"memory"}

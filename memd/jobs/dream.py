@@ -80,6 +80,7 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
     client: llm.Client | None = None  # made after the orientation: its run deadline starts then
     caps: list[str] = []  # the caps the model hit: a partial run
     half_done = ""  # why a capped run's staging copy may not be applied (``modelrun.consistency``)
+    blocked: set[str] = set()  # the files the run found holding a conflict block
 
     def edit(ws: ap.Workspace) -> ap.Edits:
         nonlocal client, half_done
@@ -90,6 +91,7 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         st = ws.get()
         tool = mr.memory_tool(st, cfg)
         found = found_blocks({rel: b.data for rel, b in st.baseline.items()})
+        blocked.update(found)
         decisions = Resolutions(found)
         handlers: dict[str, mr.Handler] = {"memory": tool.handle, RESOLVE_TOOL_NAME: decisions.handle}
         # offered in every run (tools are part of the prompt prefix every project reads from the cache)
@@ -150,10 +152,14 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         out.message = "stopped by shutdown before applying; nothing changed"
         return out
     mr.record(out, result, caps)
-    if jc.log is not None and result.verdict is ap.Verdict.APPLIED:
+    if result.verdict is ap.Verdict.APPLIED and jc.log is not None:
         for b in result.blocks:  # no reason in the log: the model's words may quote memory
-            jc.log.info("dream.conflict_block", project=project.name, file=b.file, line=b.line, machine=b.machine,
-                        decision=b.choice or "open")
+            jc.log.info("dream.conflict_block", project=project.name, file=b.file, line=b.line,
+                        machine=b.machine, decision=b.choice or "open")
+    if result.verdict in (ap.Verdict.APPLIED, ap.Verdict.UNCHANGED) and result.model_called and result.staged:
+        settled = _settle(jc, project, blocked, result.blocks)
+        if settled:
+            out.details["sync_conflicts_settled"] = settled
     note_consolidation(jc, "dream", out)  # also when run outside the runner
     mr.note_idle(jc, "dream", out)
     return out
@@ -249,6 +255,21 @@ def _orientation(jc: JobContext, project: Project, st: ap.Staging, last: float |
     parts.append("")
     parts.append(f"Last consolidation: {last_s}.")
     return "\n".join(parts)
+
+
+def _settle(jc: JobContext, project: Project, blocked: set[str], blocks: tuple[Any, ...]) -> int:
+    """The hand-off of sync's kept conflicts (``memd.sync.evidence``): a dream the model ran settles
+    those whose file holds no open block after it (resolved by this dream, by hand before it, or a
+    conflict that needed no block); a block left open keeps its conflict open. ``blocked``: the files
+    the run found holding blocks; ``blocks``: what the applied run did to each (none: nothing)."""
+    from memd.sync import evidence
+
+    rows = evidence.open_conflicts(jc.state_dir, project.name)
+    if not rows:
+        return 0
+    done = {b.file for b in blocks if b.resolved} - {b.file for b in blocks if not b.resolved}
+    still = blocked - done
+    return evidence.settle(jc.state_dir, project.name, [c.id for c in rows if c.file not in still])
 
 
 CONFLICT_FILE_CHARS = 8_000  # one file holding conflict blocks, as handed in
