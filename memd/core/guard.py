@@ -25,7 +25,8 @@ reason. A run is rejected whole when any rule fails:
   more than ``max_shrink_share`` (and more than ``min_shrink_chars``);
 - a change whose target lies, in the live folder, behind a symlink or outside it;
 - (a model run, ``resolved`` given: ``block_reasons``) a sync conflict block (``memd.core.conflict``)
-  left half-removed (a start marker without its end, or the reverse), removed without the run saying
+  left half-removed (a start marker without its end, or the reverse), kept with its lines edited
+  (or merged with another block), removed without the run saying
   what it decided, or whose lines are found after the run in no file while the run did not resolve
   it: a block's words may go only with the run's decision about that block. Conflict markers are
   memd's lines, never the user's prose; the lines of an index block the run resolved are released
@@ -40,6 +41,7 @@ paths that exist, confined, in the live folder: staging holds only ``*.md``). Go
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING
 
@@ -465,7 +467,20 @@ def block_reasons(before: Mapping[str, bytes], after: Mapping[str, bytes],
         found = cblock.spans(old)
         if not found:
             continue
-        heads = [s.head for s in cblock.spans(new)]
+        now = cblock.spans(new)
+        # a block the run keeps stays as it was: its lines are not edited, two blocks are not merged
+        was = Counter((s.head, s.inner) for s in found)
+        known = {s.head for s in found}
+        edited: list[int] = []
+        for s in now:
+            if s.head in known and was[(s.head, s.inner)] > 0:
+                was[(s.head, s.inner)] -= 1
+            elif s.head in known:
+                edited.append(s.block.line)
+        if edited:
+            out.append(f"{rel}: the run changes the lines of a sync conflict block it keeps (line "
+                       f"{', '.join(map(str, edited[:3]))}): a block goes whole, with a decision, or stays as it was")
+        heads = [s.head for s in now]
         for head in dict.fromkeys(s.head for s in found):
             mine = [s for s in found if s.head == head]
             gone = len(mine) - heads.count(head)
