@@ -21,7 +21,9 @@ part, a callback that edits the staging copy (``edit(workspace) -> Edits``):
    team/, secrets), given what only the live folder can tell: whether a file the run would write or
    delete lies, in the live folder, behind a symlink or outside it (staging skips symlinks, so the
    model may "create" a file where the live folder has a symlinked folder), and which non-markdown
-   link targets exist. Any failure rejects the run whole.
+   link targets exist; for a model run (``Edits.resolutions`` given), its treatment of sync's
+   conflict blocks with its decisions (``RunResult.blocks`` then says what became of each). Any
+   failure rejects the run whole.
 4. ``apply``: memd's own temp files left by a crash are swept (``store.sweep_temps``); the live
    folder is snapshotted (``memd.history``) first; then each file is written
    atomically (``store.atomic_write``) only if it still has the content it had when staged. A file

@@ -20,6 +20,12 @@ The gates (hours, sessions, the consolidate lock) are the runner's (``memd.jobs.
   staging copy is consistent and passes the guards, else nothing; never a consolidation.
 - The prompt states the budgets with the configured numbers; the CLAUDE.md files of the newest
   session's working folder are handed in (bounded, redacted) so the model does not duplicate them.
+- Sync's conflict blocks (``memd.core.conflict``, issue 21): the files holding one open the material,
+  whole, with line numbers; the model resolves a block with an ordinary edit and says what it
+  decided with ``resolve_conflict`` (``memd.llm.resolvetool``); the guard lets a block's words go
+  only with that decision (``memd.core.guard.block_reasons``); the outcome's details, message and
+  history say per block what was decided. A dream the model ran settles the conflicts sync kept for
+  it (``memd.sync.evidence``) whose file holds no open block after it.
 - Whether a dream counts as a consolidation is the runner's one rule
   (``memd.jobs.counts_as_consolidation``).
 """
