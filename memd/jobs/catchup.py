@@ -181,7 +181,7 @@ def catchup_project(jc: JobContext, project: Project) -> ProjectOutcome:
         _save(jc, ex.advance)
         out.message = f"{len(ex.advance)} span(s) had nothing to extract"
         return out
-    mr.record(out, result, ex.caps)
+    mr.record(out, result, ex.caps, blocks=False)  # it resolves no conflict block
     mr.note_idle(jc, "catchup", out)
     if (not jc.dry_run and not ex.caps and result.verdict in (ap.Verdict.UNCHANGED, ap.Verdict.APPLIED)
             and not result.dropped):

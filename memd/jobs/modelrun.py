@@ -256,11 +256,14 @@ def add_usage(out: ProjectOutcome, usage: llm.Usage) -> None:
         out.details["usage_rejected"] = list(usage.rejected)
 
 
-def record(out: ProjectOutcome, res: ap.RunResult, caps: list[str] | None = None) -> None:
+def record(out: ProjectOutcome, res: ap.RunResult, caps: list[str] | None = None, *, blocks: bool = True) -> None:
     """Fill ``out`` from a staged run's result (``memd.apply.run``): outcome, message, counts, usage,
     details. An abandoned run, or one that never staged, is the job's to describe. ``caps``: the caps
-    the run hit; the outcome is then ``partial`` whatever was applied (``partial``)."""
+    the run hit; the outcome is then ``partial`` whatever was applied (``partial``). ``blocks``: say
+    what became of sync's conflict blocks (a job whose model resolves them: the dream)."""
     _record(out, res)
+    if blocks and res.verdict in (ap.Verdict.APPLIED, ap.Verdict.REVIEW):
+        _record_blocks(out, res)
     if caps:
         partial(out, caps, applied=res.verdict is ap.Verdict.APPLIED)
 
@@ -316,7 +319,6 @@ def _record(out: ProjectOutcome, res: ap.RunResult) -> None:
             out.message = res.summary
             if res.dropped:
                 out.message += f" ({len(res.dropped)} part(s) dropped: {ap.dropped_note(res.dropped)})"
-        _record_blocks(out, res)
 
 
 def _record_blocks(out: ProjectOutcome, res: ap.RunResult) -> None:
