@@ -16,6 +16,7 @@ the shape memd's markers take. Observed on 2.1.328 and 2.1.332:
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,8 +63,7 @@ def _refdefs() -> bool:
     return keeps_refdefs(version_tuple(VERSION))
 
 
-def _index_run(binary: Path, stub: CliStub, cid: str) -> str | None:
-    base = Path(tempfile.mkdtemp(prefix="rcb"))
+def _index_run(binary: Path, stub: CliStub, cid: str, base: Path) -> str | None:
     sb = Sandbox(binary, stub, base)
     (sb.memory / "MEMORY.md").write_text(INDEXES[cid], encoding="utf-8")
     prompt = f"conflict case {cid}"
@@ -76,8 +76,13 @@ def _index_run(binary: Path, stub: CliStub, cid: str) -> str | None:
 
 @pytest.fixture(scope="module")
 def loaded(claude_cli: Path) -> Iterator[dict[str, str | None]]:
-    with CliStub() as stub:
-        yield {cid: _index_run(claude_cli, stub, cid) for cid in INDEXES}
+    bases = {cid: Path(tempfile.mkdtemp(prefix="rcb")) for cid in INDEXES}
+    try:
+        with CliStub() as stub:
+            yield {cid: _index_run(claude_cli, stub, cid, bases[cid]) for cid in INDEXES}
+    finally:
+        for b in bases.values():
+            shutil.rmtree(b, ignore_errors=True)
 
 
 @pytest.mark.parametrize("cid", sorted(INDEXES))
@@ -101,11 +106,12 @@ def test_an_index_with_a_block_loads_as_memd_measures_it(loaded: dict[str, str |
 
 
 @pytest.fixture(scope="module")
-def recalled(claude_cli: Path) -> Iterator[tuple[str, list[str]]]:
+def recalled(claude_cli: Path, request: pytest.FixtureRequest) -> Iterator[tuple[str, list[str]]]:
     """One session with recall on, whose side query picks the topic file holding blocks: the
     manifest line Claude Code made for it, and the texts of the main request after the pick."""
     base = Path(tempfile.mkdtemp(prefix="rcb"))
     with CliStub() as stub:
+        request.addfinalizer(lambda: shutil.rmtree(base, ignore_errors=True))
         sb = Sandbox(claude_cli, stub, base)
         (sb.memory / "MEMORY.md").write_text("- [Database](project_db.md) — which database\n", encoding="utf-8")
         (sb.memory / "project_db.md").write_text(db_file(), encoding="utf-8")
