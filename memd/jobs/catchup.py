@@ -181,7 +181,7 @@ def catchup_project(jc: JobContext, project: Project) -> ProjectOutcome:
         _save(jc, ex.advance)
         out.message = f"{len(ex.advance)} span(s) had nothing to extract"
         return out
-    mr.record(out, result, ex.caps)
+    mr.record(out, result, ex.caps, blocks=False)  # it resolves no conflict block
     mr.note_idle(jc, "catchup", out)
     if (not jc.dry_run and not ex.caps and result.verdict in (ap.Verdict.UNCHANGED, ap.Verdict.APPLIED)
             and not result.dropped):
@@ -313,7 +313,8 @@ class _Extraction:
             self.half_done = mr.consistency(self.st) or ""
         usage = self.client.usage if self.client is not None else None
         return ap.Edits("; ".join(self.notes), model_called=usage is not None and usage.calls > 0, usage=usage,
-                        abandoned=jc.stop.is_set() or bool(self.half_done))
+                        abandoned=jc.stop.is_set() or bool(self.half_done),
+                        resolutions=())  # the catch-up resolves no conflict block: their words are kept
 
     def _start(self, ws: ap.Workspace, span: Span) -> None:
         """The staging copy, the client, the memory tool and the system prompt, at the first span

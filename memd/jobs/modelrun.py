@@ -256,11 +256,14 @@ def add_usage(out: ProjectOutcome, usage: llm.Usage) -> None:
         out.details["usage_rejected"] = list(usage.rejected)
 
 
-def record(out: ProjectOutcome, res: ap.RunResult, caps: list[str] | None = None) -> None:
+def record(out: ProjectOutcome, res: ap.RunResult, caps: list[str] | None = None, *, blocks: bool = True) -> None:
     """Fill ``out`` from a staged run's result (``memd.apply.run``): outcome, message, counts, usage,
     details. An abandoned run, or one that never staged, is the job's to describe. ``caps``: the caps
-    the run hit; the outcome is then ``partial`` whatever was applied (``partial``)."""
+    the run hit; the outcome is then ``partial`` whatever was applied (``partial``). ``blocks``: say
+    what became of sync's conflict blocks (a job whose model resolves them: the dream)."""
     _record(out, res)
+    if blocks and res.verdict in (ap.Verdict.APPLIED, ap.Verdict.REVIEW):
+        _record_blocks(out, res)
     if caps:
         partial(out, caps, applied=res.verdict is ap.Verdict.APPLIED)
 
@@ -316,6 +319,31 @@ def _record(out: ProjectOutcome, res: ap.RunResult) -> None:
             out.message = res.summary
             if res.dropped:
                 out.message += f" ({len(res.dropped)} part(s) dropped: {ap.dropped_note(res.dropped)})"
+
+
+def _record_blocks(out: ProjectOutcome, res: ap.RunResult) -> None:
+    """Per conflict block the run found (``res.blocks``), what it decided: in the details whole (file,
+    line, machine, date, choice, the model's reason, redacted), in the message in short (no reason:
+    the message reaches the check-in report, which holds no memory content)."""
+    if not res.blocks:
+        return
+    from memd.core import secrets
+    from memd.core.conflict import CHOICES
+
+    out.details["conflict_blocks"] = [
+        {"file": b.file, "line": b.line, "machine": b.machine, "date": b.date,
+         "decision": b.choice or "open", "reason": secrets.redact(" ".join(b.reason.split()))[:300]}
+        for b in res.blocks]
+    done = [b for b in res.blocks if b.resolved]
+    left = len(res.blocks) - len(done)
+    verb = "proposed to resolve" if res.verdict is ap.Verdict.REVIEW else "resolved"
+    bits: list[str] = []
+    if done:
+        named = "; ".join(f"{b.file} from {b.machine}: {CHOICES.get(b.choice, b.choice)}" for b in done[:3])
+        bits.append(f"{len(done)} sync conflict block(s) {verb} ({named}{'; ...' if len(done) > 3 else ''})")
+    if left:
+        bits.append(f"{left} sync conflict block(s) left open")
+    out.message += "; " + ", ".join(bits)
 
 
 IDLE_WARNING = "model_runs_change_nothing"
