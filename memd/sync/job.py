@@ -53,7 +53,7 @@ from memd.memfolder.folder import file_map
 from memd.projlock import ProjectBusyError
 from memd.sync import evidence, gitremote, held
 from memd.sync import merge as mg
-from memd.sync.identity import Identity, identify
+from memd.sync.identity import Identity, identify_all, load_writers
 
 if TYPE_CHECKING:
     from memd.jobs.runner import JobResult
@@ -215,7 +215,11 @@ class Session:
     # ------------------------------------------------------------------ one project
 
     def project(self, jc: JobContext, project: Project) -> ProjectOutcome:
-        ident = self.identities.get(project.name) or identify(project, jc.config, jc.state)
+        ident = self.identities.get(project.name) or identities(jc, [project])[project.name]
+        if ident.held:  # one writer per branch (issue 21 #1): this folder's memory stays here, said in status
+            if not jc.dry_run:
+                held.hold_project(jc.state_dir, project.name, ident.why_held, ident.resolve, kind=held.WRITER)
+            return ProjectOutcome(project.name, "refused", f"{ident.why_held}; resolve: {ident.resolve}")
         if ident.identity is None or ident.branch is None:
             return ProjectOutcome(project.name, "skipped", ident.source)
         if self.fetch_error is None and not jc.dry_run:
@@ -264,7 +268,12 @@ class Session:
             remote = gitremote.files_of(repo, h.remote, max_bytes)
             base_commit = gitremote.merge_base(repo, h.mine, h.remote) if h.mine and h.remote else None
             base = gitremote.files_of(repo, base_commit, max_bytes).files
-            if not self.push_deletions and _made_anew(project, last or {}, max_bytes):
+            if (last is not None and last.get("branch") != branch) or (last is None and h.shared is not None):
+                # this folder never shared the branch (what was shared is another folder's: a second clone
+                # made the writer, a folder renamed): no common base, so nothing of the remote's counts as
+                # deleted here (issue 21 #1)
+                base = {}
+            elif not self.push_deletions and _made_anew(project, last or {}, max_bytes):
                 # a missing folder, or one removed and made again since the last sync (a reset, an rm -rf
                 # that Claude Code's next session undid by making it anew), is "nothing here yet", never
                 # "delete everything": merged with no common base, the remote's memory comes back and
@@ -559,9 +568,17 @@ def synced_projects(jc: JobContext, projects: list[Project], *,
                     named: bool) -> tuple[list[Project], dict[str, Identity]]:
     """The projects to sync and every project's identity: named projects are all run (an unsynced one
     ends ``skipped`` with the reason); of all projects, only those with an identity."""
-    idents = {p.name: identify(p, jc.config, jc.state) for p in projects}
+    idents = identities(jc, projects)
     chosen = projects if named else [p for p in projects if idents[p.name].identity is not None]
+    if not jc.dry_run:  # a folder no longer held as a second writer (resolved, excluded) is released
+        held.release_writers(jc.state_dir, [n for n, i in idents.items() if not i.held])
     return chosen, idents
+
+
+def identities(jc: JobContext, projects: list[Project]) -> dict[str, Identity]:
+    """The projects' identities, one writer per identity on this machine (``identify_all``)."""
+    return identify_all(projects, jc.config, jc.state, seen=gitremote.seen(jc.state_dir),
+                        writers=load_writers(jc.state_dir))
 
 
 def run_sync(jc: JobContext, projects: list[Project], *, named: bool = False, interactive: bool = False,
