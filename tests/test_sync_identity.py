@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,12 @@ from typing import Any
 import pytest
 
 from memd import layout
+from memd.config import Config
+from memd.jobs import JobContext
+from memd.state import StateStore
 from memd.sync import held
+from memd.sync.job import run_sync
+from memd.transcripts.scan import scan_project
 from tests.plugins.sync import Machine, topic
 from tests.test_sync_guards import _remote_names
 
@@ -119,13 +125,19 @@ def test_a_worktree_or_subfolder_folder_is_no_participant(kind: str, desk: Machi
     a.sync()
     desk.sync("app")
     assert topics(mem) == topics(desk.mem()) == remote_topics(a) == {"a1.md", "a2.md", "b1.md", "b2.md", "b3.md"}
-    # named on the command line, the worktree's folder says why it is not synced and where its memory is
-    from memd.state import StateStore
-    from memd.sync.job import run_sync
-
+    # catch-up's scan maps the worktree's/subfolder's transcripts to the main checkout's memory folder;
+    # identity read from that scanned state is the same
     with StateStore.open(a.state_dir) as state:
-        from memd.jobs import JobContext
+        for f in (own, mem.parent):
+            if f.is_dir():
+                scan_project(layout.project_for_folder(a.claude, f), state, Config(), now=time.time())
+        assert [t.path.parent for t in state.transcripts(mem.parent.name) if t.path.parent == own] == [own]
+        assert state.transcripts(own.name) == []
+        from memd.sync.identity import identify_all
 
+        idents = identify_all(layout.list_projects(a.claude), a.config, state)
+        assert idents[mem.parent.name].identity == "github.com/me/app" and idents[own.name].identity is None
+        # named on the command line, the worktree's folder says why it is not synced and where its memory is
         jc = JobContext(config=a.config, claude_dir=a.claude, state_dir=a.state_dir, state=state, log=a.events)
         res = run_sync(jc, [layout.project_for_folder(a.claude, own)], named=True)
     (o,) = res.outcomes

@@ -117,7 +117,9 @@ def _forget(projects: list[Project], ctx: Context) -> int:
                 ident = idents[p.name]
                 if held.forget(ctx.state_dir, ident.project):
                     print(f"{ident.project}: forgot what sync held (the next sync judges it anew)")
-                if ident.branch is None:
+                if ident.held:  # what the branch shared is the writer's: never forgotten for this folder
+                    print(f"{ident.project}: {ident.why_held}; the next sync holds it again; resolve: {ident.resolve}")
+                elif ident.branch is None:
                     print(f"{ident.project}: not synced ({ident.source})")
                 elif gitremote.forget(repo, ident.branch):
                     print(f"{ident.project}: forgot what was shared on {ident.branch}; the next sync merges "

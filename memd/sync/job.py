@@ -310,6 +310,12 @@ class Session:
                                  for r, w in new.items()})
                 hold = frozenset(why_held)
             p = final[0]
+
+            def guard(outgoing: dict[str, bytes]) -> list[str]:  # the outgoing guard, as _send applies it
+                if h.remote is None or self.push_deletions:
+                    return []
+                return core_guard.loss_reasons(remote.files, outgoing, ap.limits_of(cfg), subject="this push")
+
             out.details["identity"] = ident
             out.details["conflicts"] = p.merged.conflict_files()
             out.details["held"] = sorted(why_held)
@@ -324,7 +330,7 @@ class Session:
                 return _with(out, "skipped", "stopped before applying")
             if res.verdict == ap.Verdict.REVIEW:
                 out.details["diff"] = res.diff
-                return _with(out, "proposed", _dry_note(p, remote))
+                return _with(out, "proposed", _dry_note(p, remote, hold, guard))
             if res.verdict == ap.Verdict.APPLIED:
                 out.run_id = run_id
                 out.outcome = "changed"
@@ -334,7 +340,7 @@ class Session:
                 return _with(out, "partial", f"{len(res.dropped)} file(s) changed here while merging were left "
                              "as they are; nothing sent (the next sync merges them)")
             if jc.dry_run:
-                return _with(out, "unchanged" if not p.local_changes else "proposed", _dry_note(p, remote))
+                return _with(out, "unchanged" if not p.local_changes else "proposed", _dry_note(p, remote, hold, guard))
             held.save(jc.state_dir, project.name, held.Held(why_held, {}))
             try:
                 sent = self._send(jc, repo, project, branch, h, remote, max_bytes, hold)
@@ -376,28 +382,12 @@ class Session:
         file goes out as the remote has it (never this machine's version over the one held)."""
         mark = gitremote.folder_mark(project.memory_dir)  # before reading: a later write is seen next time
         now_files = {k: v for k, v in file_map(project.memory_dir, max_bytes).items() if gitremote.synced(k)}
-        outgoing: dict[str, bytes] = {}
-        withheld: dict[str, list[str]] = {}
-        for rel, data in now_files.items():
-            why = stays_here(rel, data)
-            if why is None:
-                outgoing[rel] = data
-                continue
-            withheld.setdefault(why, []).append(rel)
-            if rel in remote.files:  # the remote keeps its own version: never a deletion there
-                outgoing[rel] = remote.files[rel]
-        for rel in hold - {INDEX_NAME}:
-            if rel in remote.files:
-                outgoing[rel] = remote.files[rel]
-            else:
-                outgoing.pop(rel, None)
+        outgoing, withheld = outgoing_files(now_files, remote.files, hold)
         for why, files in withheld.items():
             (jc.log or _silent).warning("sync.withheld", project=project.name, files=files[:20], reason=why)
-        if INDEX_NAME not in outgoing and INDEX_NAME in remote.files:  # no index here: never a deletion there
-            outgoing[INDEX_NAME] = remote.files[INDEX_NAME]
         ot, oi = _split(outgoing)
         rt, ri = _split(remote.files)
-        note = "".join(f"; {len(files)} file(s) with {why} not sent" for why, files in withheld.items())
+        note = _withheld_note(withheld)
         if ot == rt and (oi is None or oi == ri) and (h.remote is not None or not outgoing):
             if h.remote is not None:
                 gitremote.remember(repo, branch, shared=h.remote, mine=h.remote)
@@ -452,6 +442,52 @@ class Session:
         for c in fresh:
             (jc.log or _silent).warning("sync.conflict", project=project.name, file=c.file, machine=c.machine,
                                         conflict=c.id, run=run)
+
+
+def outgoing_files(now_files: dict[str, bytes], remote: dict[str, bytes],
+                   hold: frozenset[str] = frozenset()) -> tuple[dict[str, bytes], dict[str, list[str]]]:
+    """What a push of the folder ``now_files`` carries over the remote's ``remote``, and what stays here
+    (why -> files): a file that ``stays_here`` or is held goes out as the remote has it (never a
+    deletion there), and so does the remote's index when there is none here."""
+    outgoing: dict[str, bytes] = {}
+    withheld: dict[str, list[str]] = {}
+    for rel, data in now_files.items():
+        why = stays_here(rel, data)
+        if why is None:
+            outgoing[rel] = data
+            continue
+        withheld.setdefault(why, []).append(rel)
+        if rel in remote:  # the remote keeps its own version: never a deletion there
+            outgoing[rel] = remote[rel]
+    for rel in hold - {INDEX_NAME}:
+        if rel in remote:
+            outgoing[rel] = remote[rel]
+        else:
+            outgoing.pop(rel, None)
+    if INDEX_NAME not in outgoing and INDEX_NAME in remote:  # no index here: never a deletion there
+        outgoing[INDEX_NAME] = remote[INDEX_NAME]
+    return outgoing, withheld
+
+
+def _withheld_note(withheld: dict[str, list[str]]) -> str:
+    return "".join(f"; {len(files)} file(s) with {why} not sent" for why, files in withheld.items())
+
+
+def _counts(before: dict[str, bytes], after: dict[str, bytes]) -> str:
+    """``2 new, 1 changed, 1 deleted (a.md, b.md, c.md; deleted: d.md)`` between two sets of topic files."""
+    new = sorted(set(after) - set(before))
+    changed = sorted(r for r in set(after) & set(before) if after[r] != before[r])
+    gone = sorted(set(before) - set(after))
+    if not (new or changed or gone):
+        return "nothing"
+
+    def names(rels: list[str]) -> str:
+        return ", ".join(rels[:5]) + (f" and {len(rels) - 5} more" if len(rels) > 5 else "")
+
+    shown = [names(new + changed)] if new or changed else []
+    if gone:
+        shown.append(f"deleted: {names(gone)}")
+    return f"{len(new)} new, {len(changed)} changed, {len(gone)} deleted ({'; '.join(shown)})"
 
 
 def _mine(c: mg.FileMerge) -> bytes:
@@ -523,11 +559,28 @@ def _note(p: Plan, machine: str) -> str:
     return ", ".join(parts)
 
 
-def _dry_note(p: Plan, remote: gitremote.TreeFiles) -> str:
-    bits = [_note(p, remote.machine) or "nothing to take from the remote"]
+def _dry_note(p: Plan, remote: gitremote.TreeFiles, hold: frozenset[str], outgoing_guard: Callable[
+        [dict[str, bytes]], list[str]]) -> str:
+    """Both directions of a dry run: what the merge would take into the folder, and what the push after
+    it would send (topic files, deletions counted; the index is rebuilt and sent with them), or why it
+    would be held."""
+    local_topics, local_index = _split(p.local)
+    bits = [f"would take from {remote.machine or 'the remote'}: {_counts(local_topics, p.merged.files)}"]
     if p.merged.conflicts:
-        bits.append("conflicts: " + ", ".join(p.merged.conflict_files()))
-    return "dry run: " + "; ".join(bits)
+        bits.append(f"{len(p.merged.conflicts)} conflict(s) kept with both sides in the file: "
+                    + ", ".join(p.merged.conflict_files()))
+    after = dict(p.merged.files)
+    index = p.index if p.index is not None else local_index
+    if index is not None:
+        after[INDEX_NAME] = index.encode("utf-8")
+    outgoing, withheld = outgoing_files(after, remote.files, hold)
+    sent = _counts(_split(remote.files)[0], _split(outgoing)[0])
+    lost = outgoing_guard(outgoing) if sent != "nothing" else []
+    if lost:
+        bits.append(f"would send nothing: held, {'; '.join(lost)} on the remote (`--push-deletions` sends it)")
+    else:
+        bits.append(f"would send: {sent}")
+    return "dry run: " + "; ".join(bits) + _withheld_note(withheld)
 
 
 def _summary(res: ap.RunResult, p: Plan, sent: str, why_held: dict[str, dict[str, Any]] | None = None,
