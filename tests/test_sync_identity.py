@@ -212,3 +212,22 @@ def test_memory_left_in_a_worktrees_own_folder_is_held_and_named(desk: Machine, 
     assert topics(stale) == {"old.md"} and remote_topics(a) == {"a1.md", "b1.md", "b2.md"}
     lines = held.status_lines(a.state_dir)
     assert f"sync: {own.name}: held, not synced: its sessions' memory is in {mem.parent.name}'s" in lines, lines
+
+
+def test_a_second_clone_with_no_memory_yet_is_quiet_until_it_has_some(desk: Machine, machines: Any) -> None:
+    """A fresh clone (Claude Code made its memory folder, empty) is no rival and no status line; the day
+    its sessions write a memory it is held and named."""
+    a: Machine = machines("ma", repos=())
+    one, two = repo(a.home / "src" / "app"), repo(a.home / "src" / "zz-fresh-clone")
+    session(a, one)
+    session(a, two)
+    mem1 = memory(a, one, {"a1.md": "clone one's memory\n"})
+    mem2 = memory(a, two, {})
+    out = outcomes(a)
+    assert set(out) == {mem1.parent.name} and "sent" in out[mem1.parent.name].message, out
+    assert topics(mem2) == set() and held.status_lines(a.state_dir) == ""
+    memory(a, two, {"c2.md": "now it has one\n"})
+    out = outcomes(a)
+    assert out[mem2.parent.name].outcome == "refused" and "held" in out[mem2.parent.name].message, out
+    assert mem2.parent.name in held.status_lines(a.state_dir)
+    assert remote_topics(a) == {"a1.md", "b1.md", "b2.md"}

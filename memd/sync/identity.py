@@ -235,6 +235,13 @@ def identify_all(projects: list[Project], config: Config, state: Any = None, *,
             if n == writer:
                 continue
             i = out[n]
+            row = seen.get(n)
+            if not _own_files(folders[n]) and not (isinstance(row, dict) and row.get("branch") == branch):
+                # nothing of its own to keep and never synced: a clone's memory folder still empty, a dead
+                # worktree's folder whose cwd is gone; no rival, nothing to say until it holds a memory
+                out[n] = Identity(n, None, f"not synced: {writer} syncs {identity} on this machine and this "
+                                  "folder holds no memory of its own", writer=writer)
+                continue
             out[n] = Identity(n, i.identity, i.source, writer=writer, why_held=(
                 f"held, not synced: {writer} syncs {identity} on this machine (two memory folders of one "
                 "repository, e.g. two clones of it; one writer per branch); this folder's memory stays here"),
