@@ -231,3 +231,25 @@ def test_a_second_clone_with_no_memory_yet_is_quiet_until_it_has_some(desk: Mach
     assert out[mem2.parent.name].outcome == "refused" and "held" in out[mem2.parent.name].message, out
     assert mem2.parent.name in held.status_lines(a.state_dir)
     assert remote_topics(a) == {"a1.md", "b1.md", "b2.md"}
+
+
+def test_a_writer_after_another_folder_synced_the_branch_deletes_nothing(desk: Machine, machines: Any) -> None:
+    """Two clones that both synced the branch (each in its turn, as before issue 21 #1, or the writer
+    switched back and forth): what this machine last shared is the other folder's, never a base for
+    this one; the other folder's files are not deleted from the remote."""
+    a: Machine = machines("ma", repos=())
+    one, two = repo(a.home / "src" / "app"), repo(a.home / "src" / "app-copy")
+    session(a, one)
+    session(a, two)
+    mem1 = memory(a, one, {"a1.md": "clone one's memory\n"})
+    mem2 = memory(a, two, {"c2.md": "clone two's memory\n"})
+    a.config.sync.exclude[:] = [mem2.parent.name]
+    a.sync()  # clone one syncs
+    a.config.sync.exclude[:] = [mem1.parent.name]
+    a.sync()  # then clone two
+    assert remote_topics(a) == {"a1.md", "b1.md", "b2.md", "c2.md"}
+    a.config.sync.exclude[:] = []
+    out = outcomes(a)  # clone one writes again (first by name), clone two is held
+    assert out[mem2.parent.name].outcome == "refused", out
+    assert remote_topics(a) == {"a1.md", "b1.md", "b2.md", "c2.md"}, out[mem1.parent.name]
+    assert topics(mem1) == {"a1.md", "b1.md", "b2.md", "c2.md"}

@@ -117,8 +117,9 @@ class Identity:
         return self.identity is not None and not self.held
 
 
-def _base(project: Project, config: Config, cwds: list[str]) -> Identity:
-    """The identity a folder's own settings and sessions give it (before the one-writer rule)."""
+def _base(project: Project, config: Config, cwds: list[str], roots: dict[str, Path | None] | None = None) -> Identity:
+    """The identity a folder's own settings and sessions give it (before the one-writer rule); ``roots``
+    caches each cwd's git root (a main checkout's and its worktrees' sessions share them)."""
     sc = config.sync
     if project.name in sc.exclude:
         return Identity(project.name, None, "opted out in sync.exclude", excluded=True)
@@ -126,8 +127,11 @@ def _base(project: Project, config: Config, cwds: list[str]) -> Identity:
     if mapped:
         return Identity(project.name, mapped.strip().lower(), "config")
     seen_root = False
+    roots = {} if roots is None else roots
     for cwd in cwds:
-        root = layout.git_root(Path(cwd))
+        if cwd not in roots:
+            roots[cwd] = layout.git_root(Path(cwd))
+        root = roots[cwd]
         if root is None:
             continue
         seen_root = True
@@ -189,6 +193,7 @@ def identify_all(projects: list[Project], config: Config, state: Any = None, *,
     seen = seen or {}
     writers = writers or {}
     cache: dict[str, str] = {}
+    roots: dict[str, Path | None] = {}
     cwds = {name: project_cwds(p, state) for name, p in folders.items()}
     homes = {name: _home(p, cwds[name], cache) for name, p in folders.items()}
     fed: dict[str, list[str]] = {}
@@ -204,7 +209,7 @@ def identify_all(projects: list[Project], config: Config, state: Any = None, *,
                 out[name] = Identity(name, None, f"not synced: its sessions' memory is in {home}'s memory folder "
                                      "(a git worktree or subfolder of that repository), which syncs it", home=home)
                 continue
-            base = _base(p, config, cwds[name] + fed.get(name, []))
+            base = _base(p, config, cwds[name] + fed.get(name, []), roots)
             if base.identity is None:
                 out[name] = base
                 continue
@@ -215,7 +220,7 @@ def identify_all(projects: list[Project], config: Config, state: Any = None, *,
                 f"move what you need into {home}'s memory folder, then remove {p.memory_dir}; or add "
                 f'"{name}" to sync.exclude'))
             continue
-        out[name] = _base(p, config, list(dict.fromkeys(cwds[name] + fed.get(name, []))))
+        out[name] = _base(p, config, list(dict.fromkeys(cwds[name] + fed.get(name, []))), roots)
     groups: dict[str, list[str]] = {}
     for name, ident in out.items():
         if ident.syncs and ident.identity is not None:

@@ -268,10 +268,12 @@ class Session:
             remote = gitremote.files_of(repo, h.remote, max_bytes)
             base_commit = gitremote.merge_base(repo, h.mine, h.remote) if h.mine and h.remote else None
             base = gitremote.files_of(repo, base_commit, max_bytes).files
-            if (last is not None and last.get("branch") != branch) or (last is None and h.shared is not None):
-                # this folder never shared the branch (what was shared is another folder's: a second clone
-                # made the writer, a folder renamed): no common base, so nothing of the remote's counts as
-                # deleted here (issue 21 #1)
+            if h.shared is not None and (last is None or last.get("branch") != branch
+                                         or last.get("remote") != h.shared):
+                # what this machine last shared on the branch is not what this folder last synced: another
+                # memory folder of this machine synced it (a second clone made the writer, two folders that
+                # both synced before issue 21 #1) or this folder never did. No common base, so nothing of the
+                # remote's counts as deleted here (issue 21 #1)
                 base = {}
             elif not self.push_deletions and _made_anew(project, last or {}, max_bytes):
                 # a missing folder, or one removed and made again since the last sync (a reset, an rm -rf
