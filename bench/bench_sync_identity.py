@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,13 +76,16 @@ def build(base: Path, n: int) -> Path:
     return claude
 
 
-def _ms(f: object, runs: int) -> float:
-    times = []
+def _interleaved(a: Callable[[], None], b: Callable[[], None], runs: int) -> tuple[float, float]:
+    """Median ms of a and of b, timed in turns (a load that comes and goes weighs on both alike)."""
+    ta: list[float] = []
+    tb: list[float] = []
     for _ in range(runs):
-        t = time.perf_counter()
-        f()  # type: ignore[operator]
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1000
+        for f, out in ((a, ta), (b, tb)):
+            t = time.perf_counter()
+            f()
+            out.append(time.perf_counter() - t)
+    return statistics.median(ta) * 1000, statistics.median(tb) * 1000
 
 
 def measure(n: int, runs: int) -> dict[str, float]:
@@ -99,7 +103,8 @@ def measure(n: int, runs: int) -> dict[str, float]:
 
         idents = identify_all(projects, cfg, None, everyone=projects)
         syncing = sum(1 for i in idents.values() if i.syncs)
-        old_ms, new_ms = _ms(old, runs), _ms(new, runs)
+        old()  # both with warm caches (the file system's, the imports')
+        old_ms, new_ms = _interleaved(old, new, runs)
     return {"folders": len(projects), "syncing": syncing, "old_ms": old_ms, "new_ms": new_ms,
             "ratio": new_ms / old_ms}
 
@@ -114,14 +119,16 @@ def main() -> int:
     print(json.dumps(rows, indent=2))
     if args.no_write:
         return 0
+    load = os.getloadavg()[0]
     lines = ["## Sync identity", "",
-             f"Command: `.venv/bin/python bench/bench_sync_identity.py --projects {args.projects} --runs {args.runs}` "
-             f"(median; in-process, no state: every folder's newest transcript read from its head). Run on "
-             f"{time.strftime('%Y-%m-%d')}, Python {platform.python_version()}, {os.cpu_count()} cores (shared "
-             "with other work). The identity of every folder under `projects/`, decided per memory folder among "
-             "all of them (issue 21 #1: worktrees, subfolders, one writer per identity) against the old rule "
-             "(each folder alone), measured in the same run; 80% plain repositories, 10% linked worktrees, 10% "
-             "monorepo subfolders.", "",
+             f"Command: `.venv/bin/python bench/bench_sync_identity.py --projects {args.projects} "
+             f"--runs {args.runs}` (median, the two rules timed in turns; in-process, no state: every "
+             f"folder's newest transcript read from its head). Run on {time.strftime('%Y-%m-%d')}, Python "
+             f"{platform.python_version()}, {os.cpu_count()} cores (shared with other work: load average "
+             f"{load:.0f}). The identity of every folder under `projects/`, decided per memory folder among "
+             "all of them (issue 21 #1: worktrees, subfolders, one writer per identity) against the old "
+             "rule (each folder alone), measured in the same run; 80% plain repositories, 10% linked "
+             "worktrees, 10% monorepo subfolders.", "",
              "| folders | synced (memory folders) | old rule | per memory folder | ratio |",
              "| --- | --- | --- | --- | --- |"]
     lines += [f"| {r['folders']:,.0f} | {r['syncing']:,.0f} | {r['old_ms']:.0f} ms | {r['new_ms']:.0f} ms | "
