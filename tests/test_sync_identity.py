@@ -253,3 +253,23 @@ def test_a_writer_after_another_folder_synced_the_branch_deletes_nothing(desk: M
     assert out[mem2.parent.name].outcome == "refused", out
     assert remote_topics(a) == {"a1.md", "b1.md", "b2.md", "c2.md"}, out[mem1.parent.name]
     assert topics(mem1) == {"a1.md", "b1.md", "b2.md", "c2.md"}
+
+
+def test_a_worktree_folder_under_a_moved_memory_folder_is_no_participant(desk: Machine, machines: Any) -> None:
+    """With autoMemoryDirectory every folder's memory is the same folder: a worktree's folder shares the
+    main checkout's memory, it holds none of its own, so it is neither synced nor held."""
+    a: Machine = machines("ma", repos=())
+    moved = a.home / "all-memory"
+    moved.mkdir(parents=True)
+    a.claude.mkdir(parents=True)
+    (a.claude / "settings.json").write_text(json.dumps({"autoMemoryDirectory": str(moved)}))
+    main = repo(a.home / "src" / "app")
+    wt = a.home / "src" / "app-feature"
+    git(main, "worktree", "add", "-q", "-b", "feature", str(wt))
+    session(a, main)
+    own = session(a, wt)
+    (moved / "a1.md").write_text(topic("a1", "in the moved folder\n"), encoding="utf-8")
+    out = outcomes(a)
+    assert set(out) == {folder(a, main).name} and "sent" in out[folder(a, main).name].message, out
+    assert held.status_lines(a.state_dir) == "" and not (own / "memory").exists()
+    assert remote_topics(a) == {"a1.md", "b1.md", "b2.md"}

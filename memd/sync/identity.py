@@ -26,6 +26,7 @@ folder of the repository's canonical git root (the main checkout). So ``identify
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,6 +158,13 @@ def _own_files(project: Project) -> int:
         return 0
 
 
+def _same_dir(a: Path, b: Path) -> bool:
+    try:
+        return a == b or os.path.realpath(a) == os.path.realpath(b)
+    except (OSError, ValueError):
+        return False
+
+
 def _synced(rel: str) -> bool:
     from memd.sync.gitremote import synced
 
@@ -204,7 +212,10 @@ def identify_all(projects: list[Project], config: Config, state: Any = None, *,
     for name, p in folders.items():
         home = homes[name]
         if home != name:
-            own = _own_files(p)
+            # a memory folder moved for every project (autoMemoryDirectory, the environment's overrides) is
+            # the home's too: nothing of the folder's own
+            shared = home in folders and _same_dir(folders[home].memory_dir, p.memory_dir)
+            own = 0 if shared else _own_files(p)
             if not own:
                 out[name] = Identity(name, None, f"not synced: its sessions' memory is in {home}'s memory folder "
                                      "(a git worktree or subfolder of that repository), which syncs it", home=home)
