@@ -6,8 +6,11 @@
    auth failure, a damaged remote: every project ends ``failed`` with the reason; nothing local is
    touched, and the next interval tries again.
 2. Per project, through ``memd.jobs.runner.run_job`` (the run log, the events): its identity
-   (``memd.sync.identity``); a remote branch that does not descend from what we last shared
-   (force-pushed, deleted) is ``refused`` with the reason, nothing applied.
+   (``memd.sync.identity.identify_all``: per memory folder Claude Code uses, one writer per identity on
+   this machine; a second folder of one identity is ``refused`` as held, with a status line); a remote
+   branch that does not descend from what we last shared (force-pushed, deleted) is ``refused`` with the
+   reason, nothing applied. A folder whose last sync is not what this machine last shared on the branch
+   (another local folder synced it) merges with no common base: nothing of the remote's counts as deleted.
 3. The merge (``memd.sync.merge``) against the last commit both sides shared, as the edit step of
    ``memd.apply.run``: the folder is staged, the merged files written into the copy, the index
    rebuilt deterministically, the guards run (a remote that would delete or empty too much of the
