@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.realcc.cli import Sandbox, cc_name, git, memory_block
 from tests.realcc.stub import tool_results
 
@@ -73,10 +75,11 @@ def test_a_second_clone_has_a_memory_folder_of_its_own(sandbox: Sandbox) -> None
     assert "MARK-MAIN" not in json.dumps(body, ensure_ascii=False)
 
 
-def test_a_worktree_sessions_memory_write_lands_in_the_main_checkouts_folder(sandbox: Sandbox) -> None:
-    """Pin: the folder the system prompt names is where a worktree session's memory goes: a Write
-    there is allowed without asking and lands in ``projects/<main checkout>/memory/``; Claude Code makes
-    no memory folder under the worktree's own (transcript) folder."""
+@pytest.mark.parametrize("key", ["wt", "sub"])
+def test_a_worktree_sessions_memory_write_lands_in_the_main_checkouts_folder(sandbox: Sandbox, key: str) -> None:
+    """Pin: the folder the system prompt names is where a worktree's (a subfolder's) session's memory
+    goes: a Write there is allowed without asking and lands in ``projects/<main checkout>/memory/``;
+    Claude Code makes no memory folder under the session's own (transcript) folder."""
     where = _layout(sandbox)
     main = sandbox.projects / cc_name(where["repo"]) / "memory"
     target = main / "feature_branch.md"
@@ -85,11 +88,11 @@ def test_a_worktree_sessions_memory_write_lands_in_the_main_checkouts_folder(san
                                               "content": "---\nname: feature\ndescription: d\ntype: project\n---\n"
                                                          "written from the worktree\n"})),
              st.message(st.text("done.")))
-    prompt = "write a memory from the worktree"
-    run = sandbox.run(prompt, cwd=where["wt"], env={"PWD": str(where["wt"])})
+    prompt = f"write a memory from {key}"
+    run = sandbox.run(prompt, cwd=where[key], env={"PWD": str(where[key])})
     assert run.rc == 0, run.stderr[-2000:]
     results = [r for req in sandbox.main_requests(prompt)[1:] for r in tool_results(req.body)]
     assert results and not any(r.get("is_error") for r in results), results
     assert "written from the worktree" in target.read_text(encoding="utf-8")
-    own = sandbox.projects / cc_name(where["wt"])
+    own = sandbox.projects / cc_name(where[key])
     assert list(own.glob("*.jsonl")) and not (own / "memory").exists()
