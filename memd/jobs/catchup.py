@@ -53,6 +53,7 @@ from memd.jobs import modelrun as mr
 
 if TYPE_CHECKING:
     from memd.layout import Project
+    from memd.llm.batch import BatchNote, BatchPlan
     from memd.llm.client import Client
     from memd.llm.memtool import StagedMemory
     from memd.state import TranscriptState
@@ -160,7 +161,7 @@ def catchup_project(jc: JobContext, project: Project) -> ProjectOutcome:
         ex.add_usage(out)
         if out.model_called:  # a reply came (and was billed): a try; a call that never got one is not
             _note_tries(jc, project, ex, out)
-        return out
+        return ex.note_batch(out)
     finally:
         ex.close()
     ex.add_usage(out)
@@ -173,14 +174,14 @@ def catchup_project(jc: JobContext, project: Project) -> ProjectOutcome:
         if ex.half_done:  # a cap stopped the model half-way through a change: nothing applied
             mr.partial(out, ex.caps, why=ex.half_done)
             _note_tries(jc, project, ex, out)
-            return out
+            return ex.note_batch(out)
         out.outcome = "skipped"  # shutdown mid-run: a half-read span is not extracted
         out.message = "stopped by shutdown; nothing changed"
-        return out
+        return ex.note_batch(out)
     if not result.staged:
         _save(jc, ex.advance)
         out.message = f"{len(ex.advance)} span(s) had nothing to extract"
-        return out
+        return ex.note_batch(out)
     mr.record(out, result, ex.caps)
     mr.note_idle(jc, "catchup", out)
     if (not jc.dry_run and not ex.caps and result.verdict in (ap.Verdict.UNCHANGED, ap.Verdict.APPLIED)
@@ -191,7 +192,7 @@ def catchup_project(jc: JobContext, project: Project) -> ProjectOutcome:
             jc.state.clear_warning(project.name, PARKED_WARNING)
     elif out.outcome in ("refused", "partial"):
         _note_tries(jc, project, ex, out)
-    return out
+    return ex.note_batch(out)
 
 
 EAGER_TRIES = 3  # tries of a span at the catch-up's own pace; later ones wait ``catchup.retry_hours``
@@ -269,6 +270,7 @@ class _Extraction:
         self.md_of: dict[str | None, str] = {}  # CLAUDE.md text of a session's cwd beyond the system prompt's
         self.tools = [_memory_tool_param()]
         self.st: ap.Staging | None = None
+        self.batch: tuple[BatchPlan, BatchNote] | None = None  # the run's first call, batched (memd.llm.batch)
 
     def edit(self, ws: ap.Workspace) -> ap.Edits:
         from memd.transcripts.scan import read_span
@@ -325,8 +327,9 @@ class _Extraction:
         cfg, project = self.cfg, ws.project
         self.st = st = ws.get()
         # the deadline is sized to the call cap: each span's turns plus a max_tokens retry
-        self.client = llm.Client(cfg, deadline_s=llm.run_deadline(
-            cfg, cfg.catchup.max_sessions * (cfg.catchup.max_tool_turns + 1)))
+        deadline = llm.run_deadline(cfg, cfg.catchup.max_sessions * (cfg.catchup.max_tool_turns + 1))
+        self.client = llm.Client(cfg, deadline_s=deadline)
+        self.batch = mr.batch_plan(self.jc, "catchup", project.name, self.client, deadline)
         self.tool = mr.memory_tool(st, cfg)
         material = "Existing memories (the manifest):\n" + mr.manifest(st.root, cfg, live=project.memory_dir)
         full = index_full(st.root, cfg)
@@ -414,7 +417,8 @@ class _Extraction:
         res = mr.tool_loop(self.client, model=self.cfg.model.extract_model, system=self.system,
                            user=self._user(parts), tools=self.tools, handlers={"memory": self.tool.handle},
                            max_turns=self.cfg.catchup.max_tool_turns, stop=self.jc.stop,
-                           token_cap=self.cfg.catchup.max_input_tokens)
+                           token_cap=self.cfg.catchup.max_input_tokens,
+                           batch=self.batch if self.conversations == 0 else None)
         self.conversations += 1
         self.extracted.extend(sp for sp, _ in parts)
         self.caps.extend(c for c in res.caps if c not in self.caps)
@@ -426,6 +430,10 @@ class _Extraction:
         if self.client is not None:
             mr.add_usage(out, self.client.usage)
             out.model_called = self.client.usage.calls > 0
+
+    def note_batch(self, out: ProjectOutcome) -> ProjectOutcome:
+        mr.note_batch(out, self.batch[1] if self.batch is not None else None)
+        return out
 
     def close(self) -> None:
         if self.client is not None:
