@@ -158,6 +158,7 @@ def first_call(client: Client, plan: BatchPlan, note: BatchNote, *, model: str, 
     note.batch_id = batch_id
     t0 = plan.clock()
     status = ""
+    late = ""  # memd cancelled it for taking too long (the reason of a fallback)
     while True:
         note.waited_s = plan.clock() - t0
         try:
@@ -175,6 +176,7 @@ def first_call(client: Client, plan: BatchPlan, note: BatchNote, *, model: str, 
             note.result = "shutdown"
             return None
         if note.waited_s >= plan.wait_s:
+            late = f"not done within {plan.wait_s:g} s (cancelled)"
             _cancel(client, plan, note, batch_id, keep=True)
             try:  # the batch may have ended meanwhile: a success is billed, so it is used
                 b = batches.retrieve(batch_id, timeout=_call_timeout(client))
@@ -184,18 +186,20 @@ def first_call(client: Client, plan: BatchPlan, note: BatchNote, *, model: str, 
             if status != "ended":
                 _drop(plan)
                 client.deadline += note.waited_s
-                return _fallback(client, note, "timeout",
-                                 f"not done within {plan.wait_s:g} s (cancelled)", model=model, betas=betas,
-                                 **request)
+                return _fallback(client, note, "timeout", late, model=model, betas=betas, **request)
             break
         _pause(plan, min(plan.poll_s, max(0.0, plan.wait_s - note.waited_s)))
     client.deadline += note.waited_s  # the synchronous calls keep the run's whole deadline
     result = None
     try:
-        for line in batches.results(batch_id, timeout=_call_timeout(client)):
-            if getattr(line, "custom_id", None) == custom_id:
-                result = line.result
-                break
+        stream = batches.results(batch_id, timeout=_call_timeout(client))
+        try:
+            for line in stream:
+                if getattr(line, "custom_id", None) == custom_id:
+                    result = line.result
+                    break
+        finally:
+            stream.close()
     except errors as e:
         _drop(plan)
         return _fallback(client, note, "failed", f"results unreadable ({_why(e)})", model=model, betas=betas,
@@ -203,6 +207,8 @@ def first_call(client: Client, plan: BatchPlan, note: BatchNote, *, model: str, 
     _drop(plan)
     kind = str(getattr(result, "type", "") or "") if result is not None else ""
     if kind != "succeeded":
+        if late:  # cancelled by memd (its requests canceled): it was the wait that ended it
+            return _fallback(client, note, "timeout", late, model=model, betas=betas, **request)
         why = {"errored": "errored", "expired": "expired", "canceled": "canceled"}.get(kind, "without a result")
         if kind == "errored":
             why += _error_type(result)
