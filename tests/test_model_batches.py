@@ -488,3 +488,33 @@ def test_history_is_untouched_by_a_shutdown_batch(env: Env) -> None:
     assert out.outcome == "skipped", out
     assert tree(p.memory_dir) == before and history.list_runs(env.state_dir, p.name) == []
     assert env.state.project(p.name).last_consolidation is None
+
+
+def test_each_conversation_of_a_catchup_batches_its_first_call_within_one_wait(env: Env) -> None:
+    """Two long sessions: two conversations, each first call a batch; the first one's wait uses the
+    run's whole wait, so the second is made at once (the run never waits longer than its bound)."""
+    p = env.project("-home-dev-two")
+    env.memory(p, {"MEMORY.md": ""})
+    for n in (1, 2):
+        _fake_session(p.dir / f"11111111-2222-3333-4444-00000000000{n}.jsonl",
+                      [_user(f"session {n}: " + "we talk about the deploy pipeline at length. " * 300)])
+    catchup_script(env.stub, 2)
+    out = catchup_project(env.jc(config=batched_cfg(env), unattended=True), p)
+    assert out.outcome == "changed" and out.details["conversations"] == 2, out
+    assert [r.batched for r in calls(env)] == [True, False, True, False]
+    assert out.details["batched_calls"] == 2 and "2 of 2 first calls batched" in out.message
+    assert len(out.details["batches"]) == 2
+    # the same day with the first batch late: its wait uses the run's whole wait, the second goes at once
+    env.stub.requests.clear()
+    q = env.project("-home-dev-two-late")
+    env.memory(q, {"MEMORY.md": ""})
+    for n in (1, 2):
+        _fake_session(q.dir / f"11111111-2222-3333-4444-00000000001{n}.jsonl",
+                      [_user(f"session {n}: " + "we talk about the deploy pipeline at length. " * 300)])
+    env.stub.batch_script(BatchScript(polls=10_000))
+    catchup_script(env.stub, 2)
+    creates = env.stub.creates
+    late = catchup_project(env.jc(config=batched_cfg(env), unattended=True), q)
+    assert late.outcome == "changed", late
+    assert env.stub.creates == creates + 1 and [r.batched for r in calls(env)] == [False] * 4
+    assert late.details["batch"]["result"] == "timeout" and "batches" not in late.details

@@ -270,7 +270,9 @@ class _Extraction:
         self.md_of: dict[str | None, str] = {}  # CLAUDE.md text of a session's cwd beyond the system prompt's
         self.tools = [_memory_tool_param()]
         self.st: ap.Staging | None = None
-        self.batch: tuple[BatchPlan, BatchNote] | None = None  # the run's first call, batched (memd.llm.batch)
+        # each conversation's first call through Message Batches, where model.batch allows (memd.llm.batch)
+        self.batch: BatchPlan | None = None
+        self.batch_notes: list[BatchNote] = []
 
     def edit(self, ws: ap.Workspace) -> ap.Edits:
         from memd.transcripts.scan import read_span
@@ -418,7 +420,7 @@ class _Extraction:
                            user=self._user(parts), tools=self.tools, handlers={"memory": self.tool.handle},
                            max_turns=self.cfg.catchup.max_tool_turns, stop=self.jc.stop,
                            token_cap=self.cfg.catchup.max_input_tokens,
-                           batch=self.batch if self.conversations == 0 else None)
+                           batch=self._batch_for_conversation())
         self.conversations += 1
         self.extracted.extend(sp for sp, _ in parts)
         self.caps.extend(c for c in res.caps if c not in self.caps)
@@ -431,8 +433,16 @@ class _Extraction:
             mr.add_usage(out, self.client.usage)
             out.model_called = self.client.usage.calls > 0
 
+    def _batch_for_conversation(self) -> tuple[BatchPlan, BatchNote] | None:
+        from memd.llm.batch import BatchNote
+
+        if self.batch is None:
+            return None
+        self.batch_notes.append(BatchNote())
+        return self.batch, self.batch_notes[-1]
+
     def note_batch(self, out: ProjectOutcome) -> ProjectOutcome:
-        mr.note_batch(out, self.batch[1] if self.batch is not None else None)
+        mr.note_batch(out, self.batch_notes)
         return out
 
     def close(self) -> None:

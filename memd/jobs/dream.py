@@ -36,6 +36,7 @@ from memd.jobs import modelrun as mr
 
 if TYPE_CHECKING:
     from memd.layout import Project
+    from memd.llm.batch import BatchNote
 
 MAX_INDEX_CHARS = 30_000  # the index as handed in (the budget is 25,000; an over-budget one is cut)
 
@@ -80,7 +81,7 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
     client: llm.Client | None = None  # made after the orientation: its run deadline starts then
     caps: list[str] = []  # the caps the model hit: a partial run
     half_done = ""  # why a capped run's staging copy may not be applied (``modelrun.consistency``)
-    batched: list[Any] = []  # the note of the run's batched first call (``memd.llm.batch``), if any
+    batched: list[BatchNote] = []  # what became of the run's batched first call (``memd.llm.batch``)
 
     def edit(ws: ap.Workspace) -> ap.Edits:
         nonlocal client, half_done
@@ -106,10 +107,13 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         client = llm.Client(cfg, deadline_s=deadline)
         plan = mr.batch_plan(jc, "dream", project.name, client, deadline)  # the night's first call: half price
         if plan is not None:
-            batched.append(plan[1])
+            from memd.llm.batch import BatchNote
+
+            batched.append(BatchNote())
         res = mr.tool_loop(client, model=cfg.model.dream_model, system=system, user=_kickoff(now),
                            tools=tools, handlers=handlers, max_turns=cfg.dream.max_tool_turns, stop=jc.stop,
-                           token_cap=cfg.dream.max_input_tokens, batch=plan)
+                           token_cap=cfg.dream.max_input_tokens,
+                           batch=(plan, batched[0]) if plan is not None else None)
         out.details["tool_calls"] = res.tool_calls
         out.details["stop_reasons"] = res.stop_reasons
         out.details["refused"] = res.refused
@@ -136,7 +140,7 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         out.outcome = "failed"
         out.error = e.reason
         out.message = f"model call failed: {e.reason}; nothing changed"
-        mr.note_batch(out, batched[0] if batched else None)
+        mr.note_batch(out, batched)
         return out
     finally:
         if client is not None:
@@ -147,14 +151,14 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         out.model_called = result.model_called
         if half_done:  # a cap stopped the model half-way through a change: nothing applied
             mr.partial(out, caps, why=half_done)
-            mr.note_batch(out, batched[0] if batched else None)
+            mr.note_batch(out, batched)
             return out
         out.outcome = "skipped"
         out.message = "stopped by shutdown before applying; nothing changed"
-        mr.note_batch(out, batched[0] if batched else None)
+        mr.note_batch(out, batched)
         return out
     mr.record(out, result, caps)
-    mr.note_batch(out, batched[0] if batched else None)
+    mr.note_batch(out, batched)
     note_consolidation(jc, "dream", out)  # also when run outside the runner
     mr.note_idle(jc, "dream", out)
     return out

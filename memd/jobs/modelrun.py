@@ -271,27 +271,33 @@ def add_usage(out: ProjectOutcome, usage: llm.Usage) -> None:
         out.details["batch_saved_usd"] = round(usage.batch_saved_usd, 6)
 
 
-def batch_plan(jc: JobContext, job: str, project: str, client: llm.Client,
-               run_deadline_s: float) -> tuple[BatchPlan, BatchNote] | None:
-    """The batch a run's first call goes through (``memd.llm.batch``), or None when ``model.batch``
-    does not allow it here (``memd.llm.batch.decide``)."""
+def batch_plan(jc: JobContext, job: str, project: str, client: llm.Client, run_deadline_s: float) -> BatchPlan | None:
+    """How a run's conversations send their first call through Message Batches (``memd.llm.batch``),
+    or None when ``model.batch`` does not allow it here (``memd.llm.batch.decide``)."""
     from memd.llm import batch as lb
 
     if lb.decide(jc.config, unattended=jc.unattended, source_kind=client.source.kind) is not None:
         return None
     # a dry run keeps no batch id: nothing of it is picked up later
-    plan = lb.BatchPlan(wait_s=lb.wait_limit(jc.config, run_deadline_s), poll_s=jc.config.model.batch_poll_s,
+    return lb.BatchPlan(wait_s=lb.wait_limit(jc.config, run_deadline_s), poll_s=jc.config.model.batch_poll_s,
                         key=lb.state_key(job, project), state=None if jc.dry_run else jc.state, stop=jc.stop)
-    return plan, lb.BatchNote()
 
 
-def note_batch(out: ProjectOutcome, note: BatchNote | None) -> None:
-    """What became of the run's batched first call: in its details, and a few words in its message
-    (the run log's summary, which `memd report` lists)."""
-    if note is None or not note.result:
+def note_batch(out: ProjectOutcome, notes: list[BatchNote]) -> None:
+    """What became of the run's batched first calls: in its details (``batch``: the run's first;
+    ``batches``: each, when there were several) and a few words in its message (the run log's
+    summary, which `memd report` lists)."""
+    notes = [n for n in notes if n.result]
+    if not notes:
         return
-    out.details["batch"] = note.as_dict()
-    words = note.summary()
+    out.details["batch"] = notes[0].as_dict()
+    if len(notes) > 1:
+        out.details["batches"] = [n.as_dict() for n in notes]
+        done = sum(1 for n in notes if n.result == "succeeded")
+        why = "; ".join(dict.fromkeys(n.reason for n in notes if n.fallback))
+        words = f"{done} of {len(notes)} first calls batched (half price)" + (f"; batch {why}" if why else "")
+    else:
+        words = notes[0].summary()
     if words and words not in out.message:
         out.message = f"{out.message}; {words}" if out.message else words
 

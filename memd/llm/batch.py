@@ -5,18 +5,21 @@ request is billed at 50% of the list price, prompt caching applies to it (best e
 within 24 hours (usually minutes), each request carries a ``custom_id``, and each result is one of
 ``succeeded``, ``errored``, ``canceled`` or ``expired`` (only a success is billed).
 
-What memd batches (``decide``): the first call of a catch-up or dream run, where ``model.batch``
-allows it: ``auto`` only in a run no one waits on (``JobContext.unattended``: the daemon's scheduled
-catch-ups and nightly dreams), ``on`` in every catch-up and dream run, ``off`` never; never through
-Bedrock or Vertex (the SDK's batches are Anthropic's API only). Each run is its own batch of one
-request: the jobs run one project at a time (its lock, its staging copy, in a child process), so
-projects do not share a batch.
+What memd batches (``decide``): the first call of each conversation of a catch-up run (one per long
+span piece or group of short sessions) and of a dream, where ``model.batch`` allows it: ``auto`` only
+in a run no one waits on (``JobContext.unattended``: the daemon's scheduled catch-ups and nightly
+dreams), ``on`` in every catch-up and dream run, ``off`` never; never through Bedrock or Vertex (the
+SDK's batches are Anthropic's API only). The later calls of a conversation need the reply to go on
+and are made at once. Each first call is its own batch of one request: the jobs run one project at
+a time (its lock, its staging copy, in a child process) and a conversation's first call is made only
+when the previous conversation has ended, so neither projects nor conversations share a batch.
 
-``first_call`` submits the request, polls it every ``model.batch_poll_s`` for at most ``wait_s``
-(``wait_limit``: ``model.batch_wait_minutes``, cut to what ``daemon.job_timeout_s`` leaves after the
-run's deadline), and returns the batched reply, counted at ``BATCH_RATE`` and validated as a
-synchronous reply is (``Client.account``); the run's tool loop goes on synchronously with it, under
-the same caps and stop-reason rules. A batch that could not be submitted, errored, expired, was
+``first_call`` submits the request, polls it every ``model.batch_poll_s`` for at most what is left
+of the run's wait (``wait_limit``: ``model.batch_wait_minutes``, cut to what ``daemon.job_timeout_s``
+leaves after the run's deadline; each wait comes out of it, and with none left a first call is made
+at once), and returns the batched reply, counted at ``BATCH_RATE`` and validated as a synchronous
+reply is (``Client.account``); the conversation's tool loop goes on synchronously with it, under the
+same caps and stop-reason rules. A batch that could not be submitted, errored, expired, was
 cancelled, is gone, or is not done in time (it is cancelled then; a success that lands meanwhile is
 used, it is billed anyway) falls back to the synchronous call at once, with the run's full deadline
 (the wait does not count toward it). ``BatchNote`` says what happened (the run's details).
@@ -132,9 +135,19 @@ def digest(params: dict[str, Any], betas: list[str]) -> str:
 
 def first_call(client: Client, plan: BatchPlan, note: BatchNote, *, model: str, betas: list[str],
                **request: Any) -> Any:
-    """The run's first call through a batch (see the module doc): the reply, counted at the batch
-    rate and validated; or the synchronous call's reply after a fallback; or None when a shutdown
-    came while waiting (the batch and its record are kept for the next run)."""
+    """A conversation's first call through a batch (see the module doc): the reply, counted at the
+    batch rate and validated; or the synchronous call's reply after a fallback; or None when a
+    shutdown came while waiting (the batch and its record are kept for the next run). The time
+    waited comes out of ``plan.wait_s``, the run's whole wait: with none left, the call is made at
+    once without a batch (``note`` stays empty)."""
+    try:
+        return _first_call(client, plan, note, model=model, betas=betas, **request)
+    finally:
+        plan.wait_s = max(0.0, plan.wait_s - note.waited_s)
+
+
+def _first_call(client: Client, plan: BatchPlan, note: BatchNote, *, model: str, betas: list[str],
+                **request: Any) -> Any:
     params = client.params(model=model, **request)
     key = digest(params, betas)
     custom_id = "memd-" + key[:32]
@@ -146,6 +159,8 @@ def first_call(client: Client, plan: BatchPlan, note: BatchNote, *, model: str, 
         batch_id, note.resumed = rec["id"], True
     elif rec is not None:
         _cancel(client, plan, note, str(rec.get("id") or ""))
+    if not batch_id and plan.wait_s <= 0:  # the run's wait is used up: no batch that could not be waited for
+        return client.create(model=model, betas=betas, **request)
     if not batch_id:
         try:
             made = batches.create(requests=[{"custom_id": custom_id, "params": params}],
