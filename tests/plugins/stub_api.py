@@ -37,7 +37,8 @@ queue, the responder or the fallback, with usage simulated, when the batch ends)
 ``expired`` or ``canceled``; a cancel before the end cancels its requests (``on_cancel="succeeded"``:
 it ended anyway). A succeeded request is recorded in ``requests`` as ``Recorded("BATCH", "/v1/messages",
 ..., body=its params, usage=...)`` (``batched`` True), so usage tallies see it; ``batches`` holds each
-batch's state (``creates``, ``cancels``: how many of each call came).
+batch's state (``creates``, ``cancels``: how many of each call came). ``batch_caches = False``: batched
+requests neither read nor write the simulated cache (Anthropic's caching of batches is best effort).
 
 Usage estimate (for scripted messages without ``usage``): tokens are estimated as characters / 4
 of the JSON text of tools, system and messages (an estimate, not Anthropic's tokenizer). Prompt
@@ -163,6 +164,9 @@ class StubAPI:
         self.batch_default = BatchScript()
         self._batch_queue: list[BatchScript] = []
         self.batches: dict[str, StubBatch] = {}
+        # Anthropic caches batched requests on a best-effort basis: False simulates the worst case (a
+        # batched request neither reads nor writes the cache; the calls after it write their own)
+        self.batch_caches = True
         self.creates = 0
         self.cancels = 0
         stub = self
@@ -316,8 +320,9 @@ class StubAPI:
         if reply is not None:
             self._send(h, reply)
 
-    def _answer(self, body: Any, rec: Recorded) -> Reply | None:
-        """The reply to one Messages request (None: the stub is closing)."""
+    def _answer(self, body: Any, rec: Recorded, *, cache: bool = True) -> Reply | None:
+        """The reply to one Messages request (None: the stub is closing). ``cache=False``: the request
+        neither reads nor writes the simulated cache (all its input uncached)."""
         with self._lock:
             reply = self._queue.pop(0) if self._queue else None
         if reply is None and self.responder is not None and isinstance(body, dict):
@@ -337,7 +342,9 @@ class StubAPI:
                 and reply.body.get("type") == "message"):
             out = dict(reply.body)
             if "usage" not in out:
-                usage = self.simulate_usage(body if isinstance(body, dict) else {})
+                usage = (self.simulate_usage(body if isinstance(body, dict) else {}) if cache else
+                         {"input_tokens": estimate_tokens(body if isinstance(body, dict) else {}), "output_tokens": 0,
+                          "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0})
                 usage["output_tokens"] = max(1, _chars(out.get("content")) // 4)
                 out["usage"] = usage
             if isinstance(body, dict) and body.get("model"):
@@ -397,7 +404,7 @@ class StubAPI:
             params = r["params"]
             if result == "succeeded":
                 rec = Recorded("BATCH", "/v1/messages", {}, {}, params, b"")
-                reply = self._answer(params, rec)
+                reply = self._answer(params, rec, cache=self.batch_caches)
                 if reply is None or reply.status != 200 or not isinstance(reply.body, dict):
                     status = reply.status if reply is not None else 500
                     res: dict[str, Any] = {"type": "errored", "error": {"type": "error", "error": {
