@@ -518,3 +518,52 @@ def test_each_conversation_of_a_catchup_batches_its_first_call_within_one_wait(e
     assert late.outcome == "changed", late
     assert env.stub.creates == creates + 1 and [r.batched for r in calls(env)] == [False] * 4
     assert late.details["batch"]["result"] == "timeout" and "batches" not in late.details
+
+
+# --------------------------------------------------------------------------- batching only where it pays
+
+
+def test_observe_judges_a_batched_call_by_the_next_calls_cache() -> None:
+    u = {"input_tokens": 10, "output_tokens": 5}
+    assert lb.observe({**u, "cache_creation_input_tokens": 5000}, {**u, "cache_read_input_tokens": 5000}) == "hit"
+    assert lb.observe({**u, "cache_read_input_tokens": 4000, "cache_creation_input_tokens": 1000},
+                      {**u, "cache_read_input_tokens": 5200, "cache_creation_input_tokens": 300}) == "hit"
+    # the batch left nothing in the cache: the next call had to write the prefix itself
+    assert lb.observe({**u, "input_tokens": 5000}, {**u, "cache_creation_input_tokens": 5300}) == "miss"
+    assert lb.observe({**u, "cache_creation_input_tokens": 5000},
+                      {**u, "cache_read_input_tokens": 1000, "cache_creation_input_tokens": 4300}) == "miss"
+    assert lb.observe({**u, "input_tokens": 900}, {**u, "input_tokens": 950}) is None  # nothing cacheable
+
+
+def test_auto_stops_batching_a_model_whose_batches_miss_the_cache_and_probes_once_a_day(env: Env) -> None:
+    from datetime import UTC, datetime
+
+    from memd.clock import ManualClock
+
+    clock = ManualClock(datetime(2026, 3, 10, 1, 0, tzinfo=UTC))
+    p = dup_folder(env)
+    s = env.stub
+    s.batch_caches = False  # Anthropic's best effort at its worst: batched requests are not cached
+
+    def night(mode: str = "auto") -> Any:
+        s.script(s.message(s.memory("view", path="/memories/MEMORY.md")), s.message(s.text("done")))
+        out = dream_project(env.jc(config=batched_cfg(env, batch=mode), force=True, unattended=True, clock=clock), p)
+        assert out.outcome in ("changed", "unchanged"), out
+        return out
+
+    for _ in range(lb.MISSES_TO_STOP):
+        assert night().details["batch"]["cache"] == "miss"
+    assert s.creates == lb.MISSES_TO_STOP
+    out = night()  # three misses in a row: a batch costs more than it saves here
+    assert s.creates == lb.MISSES_TO_STOP and "batch" not in out.details
+    clock.advance(lb.PROBE_EVERY_S + 1)
+    assert night().details["batch"]["cache"] == "miss"  # the day's probe
+    night()
+    assert s.creates == lb.MISSES_TO_STOP + 1  # then not again that day
+    assert night("on").details["batch"]["cache"] == "miss"  # model.batch = on batches regardless
+    # Anthropic caches batched requests again: the next day's probe sees it and batching resumes
+    s.batch_caches = True
+    clock.advance(lb.PROBE_EVERY_S + 1)
+    assert night().details["batch"]["cache"] == "hit"
+    assert night().details["batch"]["cache"] == "hit"
+    assert s.creates == lb.MISSES_TO_STOP + 4  # the probe, the `on` run, the next probe, and after it

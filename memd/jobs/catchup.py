@@ -331,7 +331,7 @@ class _Extraction:
         # the deadline is sized to the call cap: each span's turns plus a max_tokens retry
         deadline = llm.run_deadline(cfg, cfg.catchup.max_sessions * (cfg.catchup.max_tool_turns + 1))
         self.client = llm.Client(cfg, deadline_s=deadline)
-        self.batch = mr.batch_plan(self.jc, "catchup", project.name, self.client, deadline)
+        self.batch = mr.batch_plan(self.jc, "catchup", project.name, self.client, deadline, cfg.model.extract_model)
         self.tool = mr.memory_tool(st, cfg)
         material = "Existing memories (the manifest):\n" + mr.manifest(st.root, cfg, live=project.memory_dir)
         full = index_full(st.root, cfg)

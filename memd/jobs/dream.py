@@ -105,7 +105,8 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         # the deadline is sized to the call cap (one more call: a max_tokens retry)
         deadline = llm.run_deadline(cfg, cfg.dream.max_tool_turns + 1)
         client = llm.Client(cfg, deadline_s=deadline)
-        plan = mr.batch_plan(jc, "dream", project.name, client, deadline)  # the night's first call: half price
+        # the night's first call at half price, where model.batch allows it
+        plan = mr.batch_plan(jc, "dream", project.name, client, deadline, cfg.model.dream_model)
         if plan is not None:
             from memd.llm.batch import BatchNote
 

@@ -146,6 +146,10 @@ def tool_loop(client: llm.Client, *, model: str, system: list[dict[str, Any]], u
         else:
             msg = client.create(model=model, system=system, messages=messages, tools=tools, betas=betas,
                                 max_tokens=budget, **extra)
+            if batch is not None and res.turns == 1:  # did this call read what the batched first call cached?
+                from memd.llm import batch as lb
+
+                lb.learn(batch[0], batch[1], msg)
         res.turns += 1
         res.stop_reason = reason = llm.stop_reason(msg)
         res.stop_reasons.append(reason)
@@ -271,16 +275,25 @@ def add_usage(out: ProjectOutcome, usage: llm.Usage) -> None:
         out.details["batch_saved_usd"] = round(usage.batch_saved_usd, 6)
 
 
-def batch_plan(jc: JobContext, job: str, project: str, client: llm.Client, run_deadline_s: float) -> BatchPlan | None:
+def batch_plan(jc: JobContext, job: str, project: str, client: llm.Client, run_deadline_s: float,
+               model: str) -> BatchPlan | None:
     """How a run's conversations send their first call through Message Batches (``memd.llm.batch``),
-    or None when ``model.batch`` does not allow it here (``memd.llm.batch.decide``)."""
+    or None when ``model.batch`` does not allow it here (``memd.llm.batch.decide``: the mode, the
+    provider, and for ``auto`` whether the model's batches have been paying)."""
     from memd.llm import batch as lb
 
-    if lb.decide(jc.config, unattended=jc.unattended, source_kind=client.source.kind) is not None:
+    cache = lb.cache_record(jc.state, model)
+    now = jc.clock.time()
+    if lb.decide(jc.config, unattended=jc.unattended, source_kind=client.source.kind, cache=cache,
+                 now=now) is not None:
         return None
-    # a dry run keeps no batch id: nothing of it is picked up later
-    return lb.BatchPlan(wait_s=lb.wait_limit(jc.config, run_deadline_s), poll_s=jc.config.model.batch_poll_s,
-                        key=lb.state_key(job, project), state=None if jc.dry_run else jc.state, stop=jc.stop)
+    # a dry run keeps no batch id and learns nothing: nothing of it is picked up later
+    plan = lb.BatchPlan(wait_s=lb.wait_limit(jc.config, run_deadline_s), poll_s=jc.config.model.batch_poll_s,
+                        key=lb.state_key(job, project), state=None if jc.dry_run else jc.state, stop=jc.stop,
+                        wall=now)
+    if jc.config.model.batch == "auto" and lb.probing(cache):
+        lb.mark_probe(plan, model, now)
+    return plan
 
 
 def note_batch(out: ProjectOutcome, notes: list[BatchNote]) -> None:

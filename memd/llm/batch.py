@@ -24,6 +24,17 @@ cancelled, is gone, or is not done in time (it is cancelled then; a success that
 used, it is billed anyway) falls back to the synchronous call at once, with the run's full deadline
 (the wait does not count toward it). ``BatchNote`` says what happened (the run's details).
 
+Batching only where it pays (``auto``): a batched first call is cheaper only when the prefix it
+writes to the cache is read by its conversation's next call; Anthropic caches batched requests on a
+best-effort basis, and where they are not cached the next call writes the prefix itself (1.25x) instead
+of reading it (0.1x), which costs more than the batch saves (``docs/benchmarks.md``: 0.58x of the
+night's cost when batches are cached, 1.31x when not). So each batched first call that is followed by
+another call is judged (``observe``: ``hit`` when the next call read what it wrote, ``miss`` when the
+next call had to write it) and the model's last ``KEEP`` judgements are kept in the state
+(``batch.cache.<model>``). With the last ``MISSES_TO_STOP`` all misses, ``auto`` stops batching that
+model's calls, but for one probe a day (``PROBE_EVERY_S``), so a change on Anthropic's side is seen;
+``on`` batches regardless.
+
 Never paying twice: the batch id is recorded in the state store (``batch.<job>.<project>``) with a
 digest of the request before the first poll. A shutdown while waiting leaves the batch and its record
 (nothing of the run is applied; its span and gates stay); the project's next run that sends the
@@ -54,8 +65,16 @@ CALL_TIMEOUT_S = 60.0  # one batches API call (create, retrieve, results, cancel
 CHILD_MARGIN_S = 60.0  # left between a child's batch wait plus run deadline and its hard time limit
 
 
-def decide(config: Config, *, unattended: bool, source_kind: str) -> str | None:
-    """None when a run's first call may be batched; else why not (a short phrase)."""
+KEEP = 5  # cache judgements kept per model
+MISSES_TO_STOP = 3  # the last this many all misses: auto stops batching the model
+PROBE_EVERY_S = 86_400.0  # ... but for one probe a day
+CACHE_KEY = "batch.cache."
+
+
+def decide(config: Config, *, unattended: bool, source_kind: str, cache: dict[str, Any] | None = None,
+           now: float = 0.0) -> str | None:
+    """None when a run's first call may be batched; else why not (a short phrase). ``cache``: the
+    model's recorded cache judgements (``cache_record``); ``now``: wall time, for the daily probe."""
     mode = config.model.batch
     if mode == "off":
         return "model.batch is off"
@@ -63,7 +82,71 @@ def decide(config: Config, *, unattended: bool, source_kind: str) -> str | None:
         return "Message Batches are not offered through Bedrock or Vertex"
     if mode == "auto" and not unattended:
         return "someone waits on this run (model.batch = auto batches scheduled runs only)"
+    if mode == "auto" and cache is not None:
+        seen = [x for x in cache.get("seen", []) if x in ("hit", "miss")]
+        last = seen[-MISSES_TO_STOP:]
+        # the last batch judged, or the last probe: a day after the later of the two, one probe
+        since = max((v for v in (cache.get("probe"), cache.get("at")) if isinstance(v, (int, float))), default=0.0)
+        if len(last) == MISSES_TO_STOP and all(x == "miss" for x in last) and now - since < PROBE_EVERY_S:
+            return (f"the last {MISSES_TO_STOP} batched calls' cache writes were not read by the calls after them: "
+                    "a batch costs more than it saves here (one probe a day)")
     return None
+
+
+def probing(cache: dict[str, Any] | None) -> bool:
+    """Whether a batch allowed by ``decide`` is the daily probe of a model whose batches miss the cache."""
+    seen = (cache or {}).get("seen", [])
+    return len(seen) >= MISSES_TO_STOP and all(x == "miss" for x in seen[-MISSES_TO_STOP:])
+
+
+def observe(first: Any, second: Any) -> str | None:
+    """``hit``: the conversation's next call read from the cache what the batched first call wrote or
+    read (it was cached); ``miss``: the next call wrote a prefix the batch did not leave; None: nothing
+    cacheable to judge (a prefix under the model's minimum). ``first``, ``second``: the usages."""
+    from memd.llm.client import usage_count
+
+    def n(u: Any, name: str) -> int:
+        return usage_count(getattr(u, name, None) if not isinstance(u, dict) else u.get(name), name)
+
+    prefix = n(first, "cache_creation_input_tokens") + n(first, "cache_read_input_tokens")
+    read, wrote = n(second, "cache_read_input_tokens"), n(second, "cache_creation_input_tokens")
+    if prefix > 0 and read >= 0.9 * prefix:
+        return "hit"
+    if wrote > 0:
+        return "miss"
+    return None
+
+
+def cache_record(state: Any, model: str) -> dict[str, Any] | None:
+    """The model's recorded cache judgements (``{"seen": [...], "probe": wall time}``), or None."""
+    if state is None:
+        return None
+    raw = state.get(CACHE_KEY + model)
+    try:
+        rec = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+def learn(plan: BatchPlan, note: BatchNote, second: Any) -> None:
+    """Judge the batched first call by its conversation's next call (``observe``) and record it."""
+    if plan.state is None or note.result != "succeeded" or note.usage is None or not note.model:
+        return
+    verdict = observe(note.usage, getattr(second, "usage", None))
+    note.cache = verdict or ""
+    if verdict is None:
+        return
+    rec = cache_record(plan.state, note.model) or {}
+    kept = [x for x in rec.get("seen", []) if x in ("hit", "miss")][-(KEEP - 1):]
+    seen = [*kept, verdict]
+    plan.state.set(CACHE_KEY + note.model, json.dumps({**rec, "seen": seen, "at": plan.wall}))
+
+
+def mark_probe(plan: BatchPlan, model: str, now: float) -> None:
+    if plan.state is not None:
+        rec = cache_record(plan.state, model) or {}
+        plan.state.set(CACHE_KEY + model, json.dumps({**rec, "probe": now}))
 
 
 def wait_limit(config: Config, run_deadline_s: float) -> float:
@@ -93,6 +176,7 @@ class BatchPlan:
     stop: threading.Event | None = None
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] | None = None  # default: the stop event's wait (a shutdown wakes it)
+    wall: float = 0.0  # the run's wall time (JobContext.clock): when a cache judgement was made
 
 
 @dataclass
@@ -106,6 +190,9 @@ class BatchNote:
     cancelled: list[str] = field(default_factory=list)  # batch ids memd cancelled
     fallback: bool = False  # the call was made synchronously after all
     reason: str = ""  # why it fell back (short, safe to log)
+    model: str = ""
+    usage: Any = None  # the batched reply's usage (judged by the next call: ``learn``)
+    cache: str = ""  # hit | miss: the next call read what the batch cached, or had to write it
 
     def as_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"id": self.batch_id, "result": self.result, "waited_s": round(self.waited_s, 1)}
@@ -116,6 +203,8 @@ class BatchNote:
         if self.fallback:
             d["fallback"] = True
             d["reason"] = self.reason
+        if self.cache:
+            d["cache"] = self.cache
         return d
 
     def summary(self) -> str:
@@ -229,6 +318,8 @@ def _first_call(client: Client, plan: BatchPlan, note: BatchNote, *, model: str,
             why += _error_type(result)
         return _fallback(client, note, kind or "missing", why, model=model, betas=betas, **request)
     note.result = "succeeded"
+    note.model = model
+    note.usage = getattr(getattr(result, "message", None), "usage", None)
     from memd.llm import client as llm
 
     msg = getattr(result, "message", None)
