@@ -296,7 +296,11 @@ def batch_section(off: dict[str, Any], auto: dict[str, Any], cold: dict[str, Any
         "so the saving is half of what those first calls cost: in a catch-up, the call that writes the "
         "manifest and the span to the cache; in the dream, the one that writes its orientation. Uncached, a "
         "first call pays 0.5x the input price instead of 1.25x, and the next call writes the prefix at 1.25x "
-        "instead of reading it at 0.1x.",
+        "instead of reading it at 0.1x: a loss, which `auto` sees (it judges each batched call by whether the "
+        "next call read its cache) and stops after three misses in a row per model, but for one probe a week "
+        "(`memd/llm/batch.py`). The uncached row is the first day from a fresh state (three catch-up misses in "
+        "the first runs, the dream's one); from then on an uncached world costs the `off` night, plus one "
+        "probe a week per model.",
         "",
     ])
 

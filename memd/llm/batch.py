@@ -32,8 +32,9 @@ night's cost when batches are cached, 1.31x when not). So each batched first cal
 another call is judged (``observe``: ``hit`` when the next call read what it wrote, ``miss`` when the
 next call had to write it) and the model's last ``KEEP`` judgements are kept in the state
 (``batch.cache.<model>``). With the last ``MISSES_TO_STOP`` all misses, ``auto`` stops batching that
-model's calls, but for one probe a day (``PROBE_EVERY_S``), so a change on Anthropic's side is seen;
-``on`` batches regardless.
+model's calls, but for one probe a week after the last judgement (``PROBE_EVERY_S``: a dream runs
+once a night, so a daily probe would be every dream), so a change on Anthropic's side is seen; ``on``
+batches regardless. The decision is made once per run.
 
 Never paying twice: the batch id is recorded in the state store (``batch.<job>.<project>``) with a
 digest of the request before the first poll. A shutdown while waiting leaves the batch and its record
@@ -67,7 +68,7 @@ CHILD_MARGIN_S = 60.0  # left between a child's batch wait plus run deadline and
 
 KEEP = 5  # cache judgements kept per model
 MISSES_TO_STOP = 3  # the last this many all misses: auto stops batching the model
-PROBE_EVERY_S = 86_400.0  # ... but for one probe a day
+PROBE_EVERY_S = 7 * 86_400.0  # ... but for one probe a week (a dream runs once a night)
 CACHE_KEY = "batch.cache."
 
 
@@ -89,7 +90,7 @@ def decide(config: Config, *, unattended: bool, source_kind: str, cache: dict[st
         since = max((v for v in (cache.get("probe"), cache.get("at")) if isinstance(v, (int, float))), default=0.0)
         if len(last) == MISSES_TO_STOP and all(x == "miss" for x in last) and now - since < PROBE_EVERY_S:
             return (f"the last {MISSES_TO_STOP} batched calls' cache writes were not read by the calls after them: "
-                    "a batch costs more than it saves here (one probe a day)")
+                    "a batch costs more than it saves here (one probe a week)")
     return None
 
 
