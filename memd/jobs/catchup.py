@@ -24,6 +24,11 @@ consecutive short sessions go to the model together, in one conversation (one me
 ``<transcript>`` block each), up to ``BATCH_MAX_CHARS`` characters and ``BATCH_MAX_SESSIONS``
 sessions: the instructions and the manifest are sent once for them, not once per session.
 
+Message Batches (not the batching above): where ``model.batch`` allows (``auto``: the daemon's
+scheduled runs), each conversation's first call goes through the Message Batches API at half price,
+with a bounded wait and the call made at once when the batch fails or is late (``memd.llm.batch``);
+a shutdown while it waits leaves the batch for the next run to pick up, and the offsets unmoved.
+
 A full index (no room for one more line): the orientation says so (``index_full``), and the model is to
 put a new fact into the most related existing topic file; a new file whose line does not fit is kept
 unindexed by the final repair (``memd.apply.finalize``), so the run is not refused for it.

@@ -21,6 +21,11 @@ Caps (``LoopResult.caps``): the conversation's model calls (``max_turns``), the 
 may have stopped half-way through a change), ``record`` says ``partial`` whatever the guards say,
 and the jobs move no lock, gate or offset for it.
 
+Message Batches (``batch``, ``batch_plan``, ``memd.llm.batch``): where ``model.batch`` allows, a
+conversation's first call is submitted as a batch at half price and waited for (bounded); the loop
+goes on synchronously with its reply, read exactly as a synchronous reply is, and falls back to the
+call at once when the batch fails or is late. ``note_batch`` puts what happened in the outcome.
+
 ``record`` turns the result of ``memd.apply.run`` (which owns stage, rebuild, guard, apply) into
 the ProjectOutcome (added, changed, deleted, rejected reasons, usage, cost).
 """
