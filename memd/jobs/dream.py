@@ -42,6 +42,7 @@ from memd.jobs import modelrun as mr
 
 if TYPE_CHECKING:
     from memd.layout import Project
+    from memd.llm.batch import BatchNote
 
 MAX_INDEX_CHARS = 30_000  # the index as handed in (the budget is 25,000; an over-budget one is cut)
 
@@ -87,6 +88,7 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
     caps: list[str] = []  # the caps the model hit: a partial run
     half_done = ""  # why a capped run's staging copy may not be applied (``modelrun.consistency``)
     blocked: set[str] = set()  # the files the run found holding a conflict block
+    batched: list[BatchNote] = []  # what became of the run's batched first call (``memd.llm.batch``)
 
     def edit(ws: ap.Workspace) -> ap.Edits:
         nonlocal client, half_done
@@ -113,10 +115,18 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         cmd = mr.claude_md(_cwd(jc, project), jc.claude_dir, out.details)
         system = llm.cached_system(prompts.render("dream", cfg), material + ("\n\n" + cmd if cmd else ""))
         # the deadline is sized to the call cap (one more call: a max_tokens retry)
-        client = llm.Client(cfg, deadline_s=llm.run_deadline(cfg, cfg.dream.max_tool_turns + 1))
+        deadline = llm.run_deadline(cfg, cfg.dream.max_tool_turns + 1)
+        client = llm.Client(cfg, deadline_s=deadline)
+        # the night's first call at half price, where model.batch allows it
+        plan = mr.batch_plan(jc, "dream", project.name, client, deadline, cfg.model.dream_model)
+        if plan is not None:
+            from memd.llm.batch import BatchNote
+
+            batched.append(BatchNote())
         res = mr.tool_loop(client, model=cfg.model.dream_model, system=system, user=_kickoff(now),
                            tools=tools, handlers=handlers, max_turns=cfg.dream.max_tool_turns, stop=jc.stop,
-                           token_cap=cfg.dream.max_input_tokens)
+                           token_cap=cfg.dream.max_input_tokens,
+                           batch=(plan, batched[0]) if plan is not None else None)
         out.details["tool_calls"] = res.tool_calls
         out.details["stop_reasons"] = res.stop_reasons
         out.details["refused"] = res.refused
@@ -143,6 +153,7 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         out.outcome = "failed"
         out.error = e.reason
         out.message = f"model call failed: {e.reason}; nothing changed"
+        mr.note_batch(out, batched)
         return out
     finally:
         if client is not None:
@@ -153,9 +164,11 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         out.model_called = result.model_called
         if half_done:  # a cap stopped the model half-way through a change: nothing applied
             mr.partial(out, caps, why=half_done)
+            mr.note_batch(out, batched)
             return out
         out.outcome = "skipped"
         out.message = "stopped by shutdown before applying; nothing changed"
+        mr.note_batch(out, batched)
         return out
     mr.record(out, result, caps)
     if result.verdict is ap.Verdict.APPLIED and jc.log is not None:
@@ -166,6 +179,7 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         settled = _settle(jc, project, blocked, result.blocks)
         if settled:
             out.details["sync_conflicts_settled"] = settled
+    mr.note_batch(out, batched)
     note_consolidation(jc, "dream", out)  # also when run outside the runner
     mr.note_idle(jc, "dream", out)
     return out
