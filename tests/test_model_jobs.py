@@ -571,11 +571,13 @@ def test_shutdown_while_the_model_works_changes_nothing(env: Env, claude_data: P
 
 
 def test_dream_orientation_names_files_written_since_the_last_dream(env: Env) -> None:
+    """``dream.scope = "all"``: the old dream (names only; tests/test_dream_changed.py has the default)."""
     p = dup_folder(env)
     env.state.mark_consolidated(p.name, OLD + 10)
     (p.memory_dir / "user_role.md").write_text(topic("Role", "staff engineer", "Now a staff engineer.", "user"))
     env.stub.script(env.stub.message(env.stub.text("nothing to merge")))
-    out = dream_project(env.jc(), p)
+    cfg = replace(env.config, dream=replace(env.config.dream, scope="all"))
+    out = dream_project(env.jc(config=cfg), p)
     assert out.outcome == "unchanged" and "user_role.md changed" in out.details["why"]
     system = env.stub.requests[0].body["system"][-1]["text"]
     section = system.split("written since the last dream", 1)[1].split("##", 1)[0]
