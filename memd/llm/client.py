@@ -66,6 +66,20 @@ MODEL_OFF = ("model work is off: no API key or other credential (set ANTHROPIC_A
              "in the config); only the deterministic parts run")
 
 
+# The shortest prefix each model caches (tokens), as Anthropic documents it: a shorter one is neither
+# written nor read, with no error. Matched as prefixes of the model id; the longest match wins. Haiku 5.5's
+# and Sonnet 5.5's own figures were not found (checked 2026-12-02): taken as Haiku 4.5's and Sonnet 5's.
+MIN_CACHE_TOKENS = {"claude-haiku-4-5": 4096, "claude-haiku-5": 4096, "claude-opus-4-5": 4096,
+                    "claude-opus-4-6": 4096, "claude-sonnet-4-6": 2048, "claude-sonnet-4-5": 1024,
+                    "claude-sonnet-5": 1024}
+MIN_CACHE_DEFAULT = 1024
+
+
+def min_cache_tokens(model: str) -> int:
+    best = max((k for k in MIN_CACHE_TOKENS if model.startswith(k)), key=len, default=None)
+    return MIN_CACHE_TOKENS[best] if best else MIN_CACHE_DEFAULT
+
+
 # Models that think when no ``thinking`` is sent (facts.md section 7); matched as prefixes (dated ids).
 THINKS_BY_DEFAULT = ("claude-sonnet-5-5", "claude-haiku-5-5")
 MAX_TOKENS_CEILING = 128_000  # a retry after max_tokens doubles the budget up to this
