@@ -218,7 +218,9 @@ def finalize(st: Staging, config: Config) -> list[str]:
     # only what the run left broken (a link to a file it deleted, a file it added unlinked): the
     # model's lines and the user's stay as they are (an unattended writer never normalises)
     former = former_topics(st.baseline, topics)
-    plan = plan_rebuild(old, topics, config.budget, mode=REPAIR, former=former)
+    # condense: an index over its budget in characters makes room by cutting hooks that only repeat
+    # their file's description (no word lost) before any file is kept without its line
+    plan = plan_rebuild(old, topics, config.budget, mode=REPAIR, former=former, condense=True)
     notes: list[str] = []
     base = st.baseline.get(INDEX)
     if plan.text.strip() and core_guard.budget_reasons(plan.text, base.data if base else None, limits_of(config)):
@@ -271,7 +273,8 @@ def _without_new_lines(st: Staging, text: str, topics: Mapping[str, Any], config
                  if rel not in linked and not t.team and not t.not_memory and rel != INDEX]
 
     def plan(k: int) -> Any:  # the repair with the first k unindexed files indexed
-        return plan_rebuild(text, topics, config.budget, mode=REPAIR, former=former, withhold=set(unindexed[k:]))
+        return plan_rebuild(text, topics, config.budget, mode=REPAIR, former=former, withhold=set(unindexed[k:]),
+                            condense=True)
 
     def fits(p: Any) -> bool:
         return not core_guard.budget_reasons(p.text, before, limits)

@@ -183,6 +183,7 @@ def catchup_project(jc: JobContext, project: Project) -> ProjectOutcome:
         return out
     mr.record(out, result, ex.caps)
     mr.note_idle(jc, "catchup", out)
+    mr.note_held_back(jc, out, result)
     if (not jc.dry_run and not ex.caps and result.verdict in (ap.Verdict.UNCHANGED, ap.Verdict.APPLIED)
             and not result.dropped):
         _save(jc, ex.advance + ex.extracted)

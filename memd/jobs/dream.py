@@ -165,6 +165,7 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
     mr.record(out, result, caps)
     note_consolidation(jc, "dream", out)  # also when run outside the runner
     mr.note_idle(jc, "dream", out)
+    mr.note_held_back(jc, out, result)
     return out
 
 

@@ -346,6 +346,28 @@ def _record(out: ProjectOutcome, res: ap.RunResult) -> None:
                 out.message += f" ({len(res.dropped)} part(s) dropped: {ap.dropped_note(res.dropped)})"
 
 
+HELD_BACK_WARNING = "index_held_back"
+
+
+def note_held_back(jc: JobContext, out: ProjectOutcome, res: ap.RunResult) -> None:
+    """Topic files the run's final repair kept without an index line (the index had no room even after
+    condensing): a warning that ``memd status`` shows and ``memd report`` lists, with the files, and
+    ``details["held_back"]``. An applied run whose repair held nothing back closes it (every file is
+    indexed); a run that changed nothing ran no repair and says nothing either way."""
+    if jc.state is None or jc.dry_run or res.verdict is not ap.Verdict.APPLIED:
+        return
+    held = [a.split()[1] for a in res.rebuild if a.startswith("left ") and " unindexed" in a]
+    if not held:
+        jc.state.clear_warning(out.project, HELD_BACK_WARNING)
+        return
+    out.details["held_back"] = held
+    jc.state.set_warning(out.project, HELD_BACK_WARNING, "warning", {
+        "files": len(held),
+        "reason": (f"{', '.join(held[:5])}{' ...' if len(held) > 5 else ''} kept without an index line: "
+                   "MEMORY.md has no room for it (recall still finds it by its description; condense the "
+                   "index, or let the dream merge files)")})
+
+
 IDLE_WARNING = "model_runs_change_nothing"
 IDLE_STREAK = 3
 
