@@ -245,8 +245,9 @@ def _without_new_lines(st: Staging, text: str, topics: Mapping[str, Any], config
     rule. Why this rule: it is the only move that needs no judgement: nothing the index held before
     the run is touched, so no word of the user's can go (and the guard's prose rule still checks
     that), no file is dropped, and the memory is still found, as recall picks files by their
-    description; a line past the cut would be hidden from every session anyway. Condensing lines to
-    make room is left to the model (the catch-up is told the index is full) and to the dream."""
+    description; a line past the cut would be hidden from every session anyway. Before this, the
+    repair has condensed what it safely can (``plan_rebuild(..., condense=True)``: hooks that only
+    repeat their file's description, in an index over in characters); merging files is the dream's."""
     from memd.core.rebuild import REPAIR, plan_rebuild
 
     base = st.baseline.get(INDEX)

@@ -154,7 +154,7 @@ class ModelConfig(Record):
             "claude-sonnet-4-6": {"input": 3.0, "output": 15.0, "cache_write": 3.75, "cache_read": 0.3},
             # cache reads cut from 0.20 to 0.10 on 2026-10-07
             "claude-sonnet-5-5": {"input": 2.0, "output": 10.0, "cache_write": 2.5, "cache_read": 0.1},
-            # prompts up to 100K tokens (input + cache); a longer prompt is billed 5x (not modelled)
+            # prompts up to 100K tokens (input + cache); a longer prompt is billed 5x (llm.LONG_PROMPT)
             "claude-haiku-5-5": {"input": 0.1, "output": 0.5, "cache_write": 0.125, "cache_read": 0.01},
             "claude-opus-4-5": {"input": 5.0, "output": 25.0, "cache_write": 6.25, "cache_read": 0.5},
         },

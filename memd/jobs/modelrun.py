@@ -12,7 +12,9 @@ bytes for every project: tools + instructions are one prefix all projects read f
 it reaches the model's minimum cacheable length) and the project's material (manifest, CLAUDE.md);
 the two newest user messages carry the other two, moving forward each turn, so a turn pays full
 price only for what it adds even after a turn of more than ten tool calls (the API's 20-block
-lookback); the conversation's last allowed call carries none (no read can follow it).
+lookback). Only where a read can follow (``system_marks``): no system breakpoint under the model's
+minimum cacheable length, none on a one-call run; the conversation's last allowed call carries one
+moving breakpoint, where the previous call wrote (a read, nothing written).
 
 Caps (``LoopResult.caps``): the conversation's model calls (``max_turns``), the run's tool calls
 (``MAX_TOOL_CALLS``), the dream's searches, and an input-token cap (``token_cap``) checked with

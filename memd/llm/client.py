@@ -80,6 +80,20 @@ def min_cache_tokens(model: str) -> int:
     return MIN_CACHE_TOKENS[best] if best else MIN_CACHE_DEFAULT
 
 
+# Prompt-length price bands: a request whose prompt (input, cache writes and cache reads) passes the
+# threshold is billed at the factor times every rate of ``model.prices``, output included (Anthropic's
+# Claude Haiku 5.5 page: $0.50 / $2.50 over 100,000 tokens; checked 2026-12-02). Prefixes of the model id.
+LONG_PROMPT = {"claude-haiku-5-5": (100_000, 5.0)}
+
+
+def long_prompt_factor(model: str, prompt_tokens: int) -> float:
+    best = max((k for k in LONG_PROMPT if model.startswith(k)), key=len, default=None)
+    if best is None:
+        return 1.0
+    threshold, factor = LONG_PROMPT[best]
+    return factor if prompt_tokens > threshold else 1.0
+
+
 # Models that think when no ``thinking`` is sent (facts.md section 7); matched as prefixes (dated ids).
 THINKS_BY_DEFAULT = ("claude-sonnet-5-5", "claude-haiku-5-5")
 MAX_TOKENS_CEILING = 128_000  # a retry after max_tokens doubles the budget up to this
@@ -413,7 +427,8 @@ class Usage:
         if p is None:
             self.unpriced.add(model)
             return
-        self.cost_usd += (i * p["input"] + o * p["output"] + w * p["cache_write"] + r * p["cache_read"]) / 1e6
+        cost = (i * p["input"] + o * p["output"] + w * p["cache_write"] + r * p["cache_read"]) / 1e6
+        self.cost_usd += cost * long_prompt_factor(model, i + w + r)
 
     def as_dict(self) -> dict[str, Any]:
         return {"calls": self.calls, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
