@@ -220,12 +220,9 @@ def section(before: dict[str, Any] | None, after: dict[str, Any], also: dict[str
     c, d = after["catch-up"], after["dream"]
     alt = ""
     if also is not None:
-        alt = (f"- With `model.extract_model = \"{also['models']['catch-up']}\"` (and "
-               f"{also['models']['dream']} for the dream) the same night costs **${also['night']['usd']:.4f}** "
-               f"(catch-ups ${also['catch-up']['usd']:.4f}, dream ${also['dream']['usd']:.4f}): its list price is a "
-               "tenth of Haiku 4.5's. Not made the default here: a model change needs the eval's real tier "
-               "(`bench/eval_quality.py --real`), which needs a key; its minimum cacheable length was not found "
-               "and is taken as Haiku 4.5's.")
+        alt = (f"- With `model.dream_model = \"{also['models']['dream']}\"` (and {also['models']['catch-up']} for "
+               f"catch-ups) the same night costs **${also['night']['usd']:.4f}** (catch-ups "
+               f"${also['catch-up']['usd']:.4f}, dream ${also['dream']['usd']:.4f}): over the target.")
     lines = [
         "## Cost per active project per night", "",
         "Command: `.venv/bin/python bench/bench_cost.py --before before.json --write-docs` (before: the same "
@@ -244,22 +241,24 @@ def section(before: dict[str, Any] | None, after: dict[str, Any], also: dict[str
         f"- Where it goes: the catch-ups ${c['usd']:.4f} ({c['calls']} calls: each 100 KB session is one "
         "conversation whose first call writes the manifest and the span to the cache at 1.25x and whose second "
         f"reads it at 0.1x), the dream ${d['usd']:.4f} (its orientation of a 200-file folder, index and "
-        "manifest, written once at Sonnet's 1.25x and read by its later calls). Every input token is "
+        "manifest, written once at 1.25x and read by its later calls). Every input token is "
         "written or read: nothing is sent uncached.",
-        "- What this branch changes here is small (the second trailing breakpoint pays when a turn makes more "
-        "than ten tool calls; no write on a conversation's last allowed call); the savings it brings are in the "
-        "cases this night does not have: a span that is refused or fails is sent at most 5 times, not 12 "
-        "times a day for ever; a dream is capped at `dream.max_input_tokens`.",
+        "- What changed it: the default models (Haiku 5.5 for catch-ups and dreams, `docs/model-jobs.md`, "
+        "\"Default models\"): the same tokens at a tenth of Haiku 4.5's price for the catch-ups and a twentieth "
+        "of Sonnet 5.5's for the dream. The other changes of this branch do not show in this night: a dream is "
+        "handed the text of the files changed since the last dream (here five small files; the scripted dreamer "
+        "views its four files anyway), a dream with nothing changed and a healthy index calls no model, and a "
+        "conversation's last allowed call or a one-call run writes nothing to the cache (every conversation "
+        "here makes two calls of five allowed).",
+        "- Not measured here: thinking. Haiku 5.5 thinks by default (adaptive, output price $0.50 per million "
+        "tokens); the scripted model returns none. A real catch-up thinking 1,000 tokens a call adds $0.01 to "
+        "this night. Haiku 5.5's tokenizer counts about 30% more tokens than Haiku 4.5's for the same text "
+        "(Anthropic's model page); the stand-in counts characters / 4 for every model.",
         *([alt] if alt else []),
         *([f"- A stuck project (`--stuck`: every catch-up that saves a new file is refused by the full index), "
            f"the same day: before **${stuck[0]['catch-up']['usd']:.4f}** in catch-ups ({stuck[0]['catch-up']['calls']}"
-           f" calls: every refused span sent again by every later run, and so again every day), after "
-           f"**${stuck[1]['catch-up']['usd']:.4f}** ({stuck[1]['catch-up']['calls']} calls: three tries at the "
-           "catch-up's pace, then one a day, parked after five). The refusal itself (a new file into an index "
-           "at its 200 lines) is not fixed here."] if stuck else []),
-        "- Still to reach $0.05 on the default models (issue 24, not done): a dream that reads what changed "
-        "instead of the whole folder's manifest. Message Batches (`model.batch`, half price for each run's first "
-        "calls) are measured in \"Cost per night with Message Batches\" (`--batch both`).",
+           f" calls), after **${stuck[1]['catch-up']['usd']:.4f}** ({stuck[1]['catch-up']['calls']} calls)."]
+          if stuck else []),
         "",
     ]
     return "\n".join(lines)

@@ -221,7 +221,9 @@ def finalize(st: Staging, config: Config) -> list[str]:
     # only what the run left broken (a link to a file it deleted, a file it added unlinked): the
     # model's lines and the user's stay as they are (an unattended writer never normalises)
     former = former_topics(st.baseline, topics)
-    plan = plan_rebuild(old, topics, config.budget, mode=REPAIR, former=former)
+    # condense: an index over its budget in characters makes room by cutting hooks that only repeat
+    # their file's description (no word lost) before any file is kept without its line
+    plan = plan_rebuild(old, topics, config.budget, mode=REPAIR, former=former, condense=True)
     notes: list[str] = []
     base = st.baseline.get(INDEX)
     if plan.text.strip() and core_guard.budget_reasons(plan.text, base.data if base else None, limits_of(config)):
@@ -246,8 +248,9 @@ def _without_new_lines(st: Staging, text: str, topics: Mapping[str, Any], config
     rule. Why this rule: it is the only move that needs no judgement: nothing the index held before
     the run is touched, so no word of the user's can go (and the guard's prose rule still checks
     that), no file is dropped, and the memory is still found, as recall picks files by their
-    description; a line past the cut would be hidden from every session anyway. Condensing lines to
-    make room is left to the model (the catch-up is told the index is full) and to the dream."""
+    description; a line past the cut would be hidden from every session anyway. Before this, the
+    repair has condensed what it safely can (``plan_rebuild(..., condense=True)``: hooks that only
+    repeat their file's description, in an index over in characters); merging files is the dream's."""
     from memd.core.rebuild import REPAIR, plan_rebuild
 
     base = st.baseline.get(INDEX)
@@ -274,7 +277,8 @@ def _without_new_lines(st: Staging, text: str, topics: Mapping[str, Any], config
                  if rel not in linked and not t.team and not t.not_memory and rel != INDEX]
 
     def plan(k: int) -> Any:  # the repair with the first k unindexed files indexed
-        return plan_rebuild(text, topics, config.budget, mode=REPAIR, former=former, withhold=set(unindexed[k:]))
+        return plan_rebuild(text, topics, config.budget, mode=REPAIR, former=former, withhold=set(unindexed[k:]),
+                            condense=True)
 
     def fits(p: Any) -> bool:
         return not core_guard.budget_reasons(p.text, before, limits)

@@ -87,6 +87,14 @@ class DreamConfig(Record):
         400_000, "Input-token budget of one dream across all its calls (cache reads included), checked before "
         "every call; a dream that would pass it stops (partial). Sized for a 200-file folder: its orientation "
         "(~25K tokens) re-read by about 15 calls.", min=1000)
+    scope: str = key(
+        "changed", "What a dream is handed: 'changed' gives the index, the manifest and the text of the files "
+        "changed since the last dream (known from memd's history; none of them and a healthy index: the "
+        "model is not called); 'all' is the old dream: index and manifest, every file read on request.",
+        choices=("changed", "all"))
+    changed_max_chars: int = key(
+        60_000, "Characters of changed files' text one dream is handed up front (about 15,000 tokens); the "
+        "rest are named and read on request.", min=0)
 
 
 class DaemonConfig(Record):
@@ -114,9 +122,12 @@ class ModelConfig(Record):
 
     api_key_file: str = key("", "File holding the API key (default: the ANTHROPIC_API_KEY variable).")
     base_url: str = key("", "Messages API endpoint (default: ANTHROPIC_BASE_URL, else Anthropic's).")
-    extract_model: str = key("claude-haiku-4-5", "Cheap model for catch-up extraction and recall selection.")
+    # Both defaults are Haiku 5.5 (docs/model-jobs.md, "Default models"): a tenth of Haiku 4.5's list
+    # price, a twentieth of Sonnet 5.5's; the guards bound what any model's run can do to a folder.
+    extract_model: str = key("claude-haiku-5-5", "Cheap model for catch-up extraction and recall selection.")
     # claude-sonnet-4-5 reaches end-of-life on 2026-11-30 (the SDK's deprecation table).
-    dream_model: str = key("claude-sonnet-5-5", "Stronger model for nightly dreams.")
+    dream_model: str = key("claude-haiku-5-5", "Model for nightly dreams (claude-sonnet-5-5 for a stronger, "
+                           "about twenty times dearer one).")
     max_tokens: int = key(4096, "max_tokens of one model call without thinking.", min=64)
     thinking: str = key(
         "auto", "Thinking in catch-up and dream calls: 'auto' sends adaptive thinking (with "
@@ -154,7 +165,7 @@ class ModelConfig(Record):
             "claude-sonnet-4-6": {"input": 3.0, "output": 15.0, "cache_write": 3.75, "cache_read": 0.3},
             # cache reads cut from 0.20 to 0.10 on 2026-10-07
             "claude-sonnet-5-5": {"input": 2.0, "output": 10.0, "cache_write": 2.5, "cache_read": 0.1},
-            # prompts up to 100K tokens (input + cache); a longer prompt is billed 5x (not modelled)
+            # prompts up to 100K tokens (input + cache); a longer prompt is billed 5x (llm.LONG_PROMPT)
             "claude-haiku-5-5": {"input": 0.1, "output": 0.5, "cache_write": 0.125, "cache_read": 0.01},
             "claude-opus-4-5": {"input": 5.0, "output": 25.0, "cache_write": 6.25, "cache_read": 0.5},
         },

@@ -263,7 +263,10 @@ def test_the_shared_instructions_are_byte_identical_across_projects_with_their_o
                        f"user_r{n}.md": topic(f"R{n}", f"role {n}", f"Role {n}.", "user")})
         session(p, 10 + n, f"project {n}: we deploy on Tuesdays")
         env.stub.enqueue(env.stub.message(env.stub.text("nothing")))
-        catchup_project(env.jc(), p)
+        # a model whose minimum cacheable length (1,024 tokens) the shared instructions reach alone (on
+        # Haiku, 4,096, they do not: tests/test_cache_layout.py)
+        catchup_project(env.jc(config=replace(env.config, model=replace(env.config.model,
+                                                                        extract_model="claude-sonnet-5-5"))), p)
         body = bodies(env)[-1]
         assert len(body["system"]) == 2
         assert all(b["cache_control"] == {"type": "ephemeral"} for b in body["system"])  # two breakpoints

@@ -164,7 +164,7 @@ def test_run_log_records_four_token_kinds_their_sum_and_the_cost_of_all_four(env
         want["cache_read_input_tokens"])
     assert row.cache_read > 0 and row.cache_write > 0
     assert row.tokens_total == sum(want.values()) == out.tokens_total == out.details["tokens_total"]
-    price = env.config.model.prices["claude-sonnet-5-5"]
+    price = env.config.model.prices[env.config.model.dream_model]
     cost = (want["input_tokens"] * price["input"] + want["output_tokens"] * price["output"]
             + want["cache_creation_input_tokens"] * price["cache_write"]
             + want["cache_read_input_tokens"] * price["cache_read"]) / 1e6

@@ -112,7 +112,7 @@ def test_recall_asks_with_structured_output_and_injects_chosen_files(
     assert '<memory file="user_role.md">\n---' in res.text  # under a day: no age line
     assert "Use pytest." in res.text and "Data scientist." in res.text
     body = stub_api.requests[0].body
-    assert body["model"] == "claude-haiku-4-5" and body["max_tokens"] == 256
+    assert body["model"] == "claude-haiku-5-5" and body["max_tokens"] == 256
     assert body["thinking"] == {"type": "disabled"}
     fmt = body["output_config"]["format"]
     assert fmt["type"] == "json_schema" and fmt["schema"]["required"] == ["files"]

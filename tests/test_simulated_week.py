@@ -137,6 +137,10 @@ def test_a_simulated_week(week: Week) -> None:
         for name, hours in SESSION_HOURS.items():
             if now.minute == 0 and now.hour in hours:
                 w.session(name)
+        if (now.hour, now.minute) == (16, 0):  # Claude Code saves a memory of A's day: the night's dream has
+            mem = w.claude / "projects" / A / "memory" / f"project_day_{now.date().isoformat()}.md"  # work
+            mem.write_text(topic(f"day {now.date().isoformat()}"))
+            w.at(mem, w.clock.time())
         if (now.hour, now.minute) == (2, 45):
             night += 1
             # A's dream of this night writes one memory (the model's tool call), then says it is done

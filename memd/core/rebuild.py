@@ -15,7 +15,7 @@ nothing (``plan_rebuild(plan.text, ...)`` has no actions).
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from memd.core import index
@@ -242,9 +242,12 @@ REPAIR = "repair"  # unattended (a dream without a model, auto relief, a run's f
 MODES = (NORMALISE, REPAIR)
 
 
+CONDENSE_TO = 100  # characters an entry line is condensed to when a repair makes room (``condense``)
+
+
 def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo], budget: Limits | None = None, *,
                  mode: str, drop_notes: bool = False, former: Mapping[str, TopicInfo] | None = None,
-                 withhold: Collection[str] = ()) -> RebuildPlan:
+                 withhold: Collection[str] = (), condense: bool = False) -> RebuildPlan:
     """Plan the rebuilt MEMORY.md for a folder whose topic files are ``topics`` (keyed by rel path).
 
     Where memd's writers meet (the rule of every one of them): the smallest edit that reaches the goal.
@@ -264,7 +267,11 @@ def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo], budget
     topic files that were there when the run began and that the run deleted (the apply pipeline knows
     them): a hook that only repeats one of their descriptions is that file's, not the user's.
     ``withhold``: unindexed topic files not to index (``memd.apply.finalize``: files whose lines would
-    put the index past its budget); each is named in the plan's reasons, and no link to them is touched."""
+    put the index past its budget); each is named in the plan's reasons, and no link to them is touched.
+    ``condense`` (a model run's final repair, ``memd.apply.finalize``): in a REPAIR still over the budget
+    in characters (not in lines), entry lines whose hook only repeats their file's description are also
+    cut to ``CONDENSE_TO`` characters, longest first, until the index fits: room for the run's new
+    files' lines, no word lost (the description holds it; the link stays)."""
     if mode not in MODES:
         raise ValueError(f"unknown rebuild mode {mode!r}")
     b = budget or Limits()
@@ -277,7 +284,7 @@ def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo], budget
         return plan
     # over the budget: repeats merged (no word lost), then derived long lines cut until it fits
     return _plan(index_text, topics, b, merge=True, shorten_all=False, drop_notes=drop_notes, former=former,
-                 withhold=withhold)
+                 withhold=withhold, condense=condense)
 
 
 def _fold(text: str) -> str:
@@ -344,7 +351,7 @@ def _common_prefix(a: str, b: str) -> str:
 
 def _plan(index_text: str | None, topics: Mapping[str, TopicInfo], b: Limits, *, merge: bool,
           shorten_all: bool, drop_notes: bool, former: Mapping[str, TopicInfo] | None,
-          withhold: Collection[str] = ()) -> RebuildPlan:
+          withhold: Collection[str] = (), condense: bool = False) -> RebuildPlan:
     original = index_text
     text = index_text or ""
     nl = "\r\n" if "\r\n" in text else "\n"
@@ -457,6 +464,8 @@ def _plan(index_text: str | None, topics: Mapping[str, TopicInfo], b: Limits, *,
                        f"{index.line_length(short)} characters, leaving out \"{_cut_words(cur, short)}\"")
         if not shorten_all and index.measure(render(), b.max_lines, b.max_chars, b.warn_ratio).level != "over":
             break
+    if condense and not shorten_all:
+        _condense(lines, idx, topics, folded, b, drop | plain, render, actions)
     actions.extend(orphan_actions)  # in the order a reader meets them: fixes first, additions last
     reasons.extend(orphan_reasons)
 
@@ -470,6 +479,33 @@ def _plan(index_text: str | None, topics: Mapping[str, TopicInfo], b: Limits, *,
                               "were kept as plain text for the words after the link (`memd rebuild --drop-notes` "
                               "drops them, and says which words go)")
     return RebuildPlan(new_text, original, fits, reasons, actions, before, after)
+
+
+def _condense(lines: list[_Line], idx: index.Index, topics: Mapping[str, TopicInfo], folded: Mapping[str, str],
+              b: Limits, skip: set[int], render: Callable[[], str], actions: list[str]) -> None:
+    """Make room in an index over its budget in characters: entry lines whose hook only repeats their
+    file's description (``_derived``), longer than ``CONDENSE_TO``, cut to it, longest first, until it
+    fits. Nothing when the index is over in lines (a shorter line is still a line)."""
+    now = index.measure(render(), b.max_lines, b.max_chars, b.warn_ratio)
+    if now.level != "over" or now.lines > b.max_lines:
+        return
+    cands = []
+    for e in idx.entries:
+        cur = lines[e.line - 1].text
+        length = index.line_length(cur)
+        if e.line not in skip and length > CONDENSE_TO and _derived(e, _linked(e, topics, folded)):
+            cands.append((length, e))
+    for length, e in sorted(cands, key=lambda le: (-le[0], le[1].line)):
+        cur = lines[e.line - 1].text
+        short = shorten(cur, CONDENSE_TO - (length - len(cur)))
+        if short is None or short == cur:
+            continue
+        lines[e.line - 1].text = short
+        actions.append(f"condensed entry {e.title!r} at line {e.line} from {length} to {index.line_length(short)} "
+                       f"characters to make room, leaving out \"{_cut_words(cur, short)}\" (its file's "
+                       "description holds it)")
+        if index.measure(render(), b.max_lines, b.max_chars, b.warn_ratio).level != "over":
+            return
 
 
 def _linked(e: index.Entry, topics: Mapping[str, TopicInfo], folded: Mapping[str, str]) -> TopicInfo | None:

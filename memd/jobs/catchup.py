@@ -189,6 +189,7 @@ def catchup_project(jc: JobContext, project: Project) -> ProjectOutcome:
         return ex.note_batch(out)
     mr.record(out, result, ex.caps, blocks=False)  # it resolves no conflict block
     mr.note_idle(jc, "catchup", out)
+    mr.note_held_back(jc, out, result)
     if (not jc.dry_run and not ex.caps and result.verdict in (ap.Verdict.UNCHANGED, ap.Verdict.APPLIED)
             and not result.dropped):
         _save(jc, ex.advance + ex.extracted)
@@ -285,7 +286,9 @@ class _Extraction:
         jc, cfg, project = self.jc, self.cfg, ws.project
         tz = jc.clock.now().tzinfo or UTC
         batch: list[tuple[Span, Piece]] = []
-        for t in self.pending[: cfg.catchup.max_sessions]:
+        todo = self.pending[: cfg.catchup.max_sessions]
+        for i, t in enumerate(todo):
+            last = i == len(todo) - 1  # no later session: no later conversation shares the system prefix
             if jc.stop.is_set():
                 self.notes.append("stopped (shutdown)")
                 break
@@ -305,17 +308,17 @@ class _Extraction:
                 if batch and (len(batch) >= BATCH_MAX_SESSIONS
                               or sum(len(p.text) for _, p in batch) + len(pcs[0][1].text) > BATCH_MAX_CHARS
                               or not self._fits(self._user(batch + pcs))):
-                    self._send_batch(batch)
+                    self._send_batch(batch, more=True)
                     batch = []
                 batch.extend(pcs)
                 continue
             if batch:  # in order: the short spans before this one go first
-                self._send_batch(batch)
+                self._send_batch(batch, more=True)
                 batch = []
             if not self.caps and not jc.stop.is_set():
-                self._send_span(span, pcs, tz)
+                self._send_span(span, pcs, tz, more=not last)
         if batch and not self.caps and not jc.stop.is_set():
-            self._send_batch(batch)
+            self._send_batch(batch, more=False)
         if self.tool is not None and self.tool.redactions:
             self.details["redactions"] = self.details.get("redactions", 0) + self.tool.redactions
         if self.caps and self.st is not None and not jc.stop.is_set():
@@ -372,15 +375,15 @@ class _Extraction:
         need = first * self.cfg.catchup.max_tool_turns
         return self.client.usage.total_input + need <= self.cfg.catchup.max_input_tokens
 
-    def _send_batch(self, batch: list[tuple[Span, Piece]]) -> None:
+    def _send_batch(self, batch: list[tuple[Span, Piece]], *, more: bool) -> None:
         """Short spans in one conversation; those at the end that do not fit the token cap wait."""
         while batch and not self._fits(self._user(batch)):
             batch = batch[:-1]
             self.waiting += 1
         if batch:
-            self._converse(batch)
+            self._converse(batch, more=more)
 
-    def _send_span(self, span: Span, pcs: list[tuple[Span, Piece]], tz: tzinfo) -> None:
+    def _send_span(self, span: Span, pcs: list[tuple[Span, Piece]], tz: tzinfo, *, more: bool) -> None:
         """A long span, piece by piece; a piece that does not fit the token cap is rendered smaller
         (not below MIN_PIECE_CHARS); what still does not fit waits for the next run."""
         from memd.llm import client as llm
@@ -410,11 +413,12 @@ class _Extraction:
                 self.notes.append(f"{'the rest of ' if sent else ''}session {span.session_id[:8]} waits: "
                                   "it does not fit the run's token cap")
                 return
-            self._converse([(part, pc)])
+            self._converse([(part, pc)], more=more or len(pcs) > 1)
             sent = True
             pcs = pcs[1:]
 
-    def _converse(self, parts: list[tuple[Span, Piece]]) -> None:
+    def _converse(self, parts: list[tuple[Span, Piece]], *, more: bool) -> None:
+        """One conversation; ``more``: a later one of this run may follow (it shares the system prefix)."""
         assert self.client is not None and self.tool is not None
         for _, pc in parts:
             if pc.redactions:
@@ -426,7 +430,8 @@ class _Extraction:
                            user=self._user(parts), tools=self.tools, handlers={"memory": self.tool.handle},
                            max_turns=self.cfg.catchup.max_tool_turns, stop=self.jc.stop,
                            token_cap=self.cfg.catchup.max_input_tokens,
-                           batch=self._batch_for_conversation())
+                           batch=self._batch_for_conversation(),
+                           prefix_shared=more or self.conversations > 0)
         self.conversations += 1
         self.extracted.extend(sp for sp, _ in parts)
         self.caps.extend(c for c in res.caps if c not in self.caps)

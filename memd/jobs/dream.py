@@ -4,6 +4,12 @@ The gates (hours, sessions, the consolidate lock) are the runner's (``memd.jobs.
 
 - Nothing changed since the last consolidation (no session touched, no memory file written, no
   memory write seen in a transcript): the model is not called (``noop``). ``--force`` runs anyway.
+- What changed (``dream.scope = "changed"``, the default): "since the last dream" is the newest complete
+  dream in memd's history (``since_last_dream``: its "after" commit, compared byte for byte with the live
+  folder, so Claude Code's writes, sync, an undo count and an identical rewrite does not). The dream is
+  handed the text of those files up front (``dream.changed_max_chars``), the rest by manifest only; no
+  file changed and a healthy index (``index_healthy``): the model is not called. ``scope = "all"`` is the
+  old dream (names of the files written since, every body read on request).
 - No API key: the deterministic index rebuild only (``maintenance.rebuild_project``); the outcome
   is ``skipped`` (no consolidation happened: gates and the lock's mtime stay) and says that model
   work is off.
@@ -32,6 +38,7 @@ The gates (hours, sessions, the consolidate lock) are the runner's (``memd.jobs.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,6 +51,7 @@ if TYPE_CHECKING:
     from memd.layout import Project
     from memd.llm.batch import BatchNote
 
+BASE_SLACK_S = 900.0  # a dream's "after" commit and its consolidation mark are seconds apart
 MAX_INDEX_CHARS = 30_000  # the index as handed in (the budget is 25,000; an over-budget one is cut)
 
 
@@ -81,9 +89,18 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         return _deterministic(jc, project, off)
     if not project.memory_dir.is_dir():
         return ProjectOutcome(project.name, "skipped", "no memory folder")
+    delta = since_last_dream(jc, project, last) if cfg.dream.scope == "changed" else None
+    if (delta is not None and not jc.force and not delta.first and not delta.changed and not delta.deleted
+            and index_healthy(project.memory_dir, cfg)):
+        return ProjectOutcome(project.name, "unchanged", "no memory file changed since the last dream and the "
+                              "index is healthy; model not called")
 
     out = ProjectOutcome(project.name, "unchanged")
     out.details["why"] = why or "forced"
+    if delta is not None:
+        out.details["since"] = delta.base or "first dream"
+        out.details["changed_files"] = len(delta.changed)
+        out.details["deleted_files"] = len(delta.deleted)
     client: llm.Client | None = None  # made after the orientation: its run deadline starts then
     caps: list[str] = []  # the caps the model hit: a partial run
     half_done = ""  # why a capped run's staging copy may not be applied (``modelrun.consistency``)
@@ -111,7 +128,7 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
                                       max_line_bytes=min(cfg.transcripts.max_line_bytes, 2_000_000))
             handlers[SEARCH_TOOL_NAME] = search.handle
             tools.append(dict(SEARCH_TOOL))
-        material = mr.redacted(_conflicts(st, found) + _orientation(jc, project, st, last), out.details)
+        material = mr.redacted(_conflicts(st, found) + _orientation(jc, project, st, last, delta), out.details)
         cmd = mr.claude_md(_cwd(jc, project), jc.claude_dir, out.details)
         system = llm.cached_system(prompts.render("dream", cfg), material + ("\n\n" + cmd if cmd else ""))
         # the deadline is sized to the call cap (one more call: a max_tokens retry)
@@ -182,6 +199,7 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
     mr.note_batch(out, batched)
     note_consolidation(jc, "dream", out)  # also when run outside the runner
     mr.note_idle(jc, "dream", out)
+    mr.note_held_back(jc, out, result)
     return out
 
 
@@ -235,7 +253,8 @@ def _transcripts(jc: JobContext, project: Project) -> list[Path]:
     return sorted(p for p in paths if p.exists())
 
 
-def _orientation(jc: JobContext, project: Project, st: ap.Staging, last: float | None) -> str:
+def _orientation(jc: JobContext, project: Project, st: ap.Staging, last: float | None,
+                 delta: Delta | None = None) -> str:
     from memd import history
     from memd.core.paths import INDEX_NAME
     from memd.memfolder.read import decode, read_bounded
@@ -250,7 +269,9 @@ def _orientation(jc: JobContext, project: Project, st: ap.Staging, last: float |
              "## Topic files (path [type] date size: description), newest first",
              mr.manifest(st.root, cfg, live=project.memory_dir), ""]
     since = last or 0.0
-    if last:
+    if delta is not None:
+        parts.extend(_changed_texts(st.root, delta, jc.config.dream.changed_max_chars))
+    elif last:
         drifted = sorted(f.rel for f in list_files(st.root).topics()
                          if _mtime(project.memory_dir / f.rel) > last)[:40]
         parts.append("## Memory files written since the last dream (check them for drift and duplicates)")
@@ -322,6 +343,125 @@ def _conflicts(st: ap.Staging, found: dict[str, list[Any]]) -> str:
         left -= len(rows)
         parts.append(f'<file path="/memories/{rel}" blocks="{where}">\n{rows}\n</file>')
     return "\n".join(parts) + "\n\n"
+
+
+@dataclass(frozen=True)
+class Delta:
+    """The topic files (``team/`` aside) changed since the last dream, by their bytes: ``changed`` (new or
+    different, newest first), ``deleted``; ``base``: how "since" is known; ``first``: no earlier dream is
+    known (neither in memd's history nor as a last consolidation): every file is new to the dream."""
+
+    base: str
+    changed: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    first: bool = False
+
+
+def since_last_dream(jc: JobContext, project: Project, last: float | None) -> Delta:
+    """What changed in the live folder since the last dream. "Since" is the newest complete dream run in
+    memd's history (its "after" commit: the folder as that dream left it): a file whose bytes differ from
+    it, or which it did not hold, changed, whoever wrote it (Claude Code, a catch-up, sync, an undo of
+    that dream, the user). A file written after the last consolidation (``last``: a dream that changed
+    nothing, or Claude Code's own dream, made no commit) changed too. Neither known: the first dream."""
+    from memd import history
+    from memd.errors import MemdError
+    from memd.memfolder.walk import list_files
+
+    base: dict[str, bytes] | None = None
+    base_time = 0.0
+    label = ""
+    try:
+        run = next((r for r in history.list_runs(jc.state_dir, project.name, limit=200)
+                    if r.job == "dream" and r.complete), None)
+        if run is not None:
+            base = history.files_at(jc.state_dir, project.name, run.after)
+            base_time = run.time
+            label = (f"the last dream's commit {run.after[:10]} "
+                     f"({datetime.fromtimestamp(run.time).strftime('%Y-%m-%d %H:%M')})")
+    except (MemdError, OSError, KeyError, ValueError) as e:  # an unreadable history: by time only
+        if jc.log is not None:
+            jc.log.warning("dream.history_unread", project=project.name, error=str(e)[:200])
+        base = None
+    if base is None and last is None:
+        return Delta("", first=True)
+    if base is None:
+        label = f"the last consolidation ({datetime.fromtimestamp(last or 0).strftime('%Y-%m-%d %H:%M')})"
+    # the times matter only when the last consolidation made no commit (it is well after the last
+    # dream's): a file rewritten with the same bytes (sync, an editor's save) has not changed
+    by_time = last is not None and (base is None or last - base_time > BASE_SLACK_S)
+    now = [f for f in list_files(project.memory_dir).topics() if not f.rel.startswith("team/")]
+    changed: list[tuple[float, str]] = []
+    for f in now:
+        mtime = f.mtime or 0.0
+        if by_time and last is not None and mtime > last:
+            changed.append((mtime, f.rel))
+        elif base is not None:
+            try:
+                data = (project.memory_dir / f.rel).read_bytes()
+            except OSError:
+                continue
+            if base.get(f.rel) != data:
+                changed.append((mtime, f.rel))
+    names = {f.rel for f in now}
+    deleted = sorted(r for r in (base or {}) if r not in names and r.endswith(".md") and r != ap.INDEX
+                     and not r.startswith("team/"))
+    return Delta(label, [r for _, r in sorted(changed, key=lambda x: (-x[0], x[1]))], deleted)
+
+
+def index_healthy(memory_dir: Path, cfg: Any) -> bool:
+    """The index is within its budget, links no missing file and leaves no topic file (``team/`` aside)
+    without a line: nothing a dream would have to repair."""
+    from memd.core import index as mindex
+    from memd.core.links import link_target
+    from memd.memfolder.walk import list_files
+
+    try:
+        text = (memory_dir / ap.INDEX).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    topics = {f.rel for f in list_files(memory_dir).topics() if not f.rel.startswith("team/")}
+    b = cfg.budget
+    if mindex.measure(text, b.max_lines, b.max_chars, b.warn_ratio).level == "over":
+        return False
+    linked: set[str] = set()
+    for e in mindex.parse(text).entries:
+        t, leaves = link_target(e.target, "")
+        if t is not None and not leaves and t.lower().endswith(".md"):
+            if not (memory_dir / t).is_file():
+                return False
+            linked.add(t)
+    return topics <= linked
+
+
+def _changed_texts(root: Path, delta: Delta, max_chars: int) -> list[str]:
+    """The orientation's section of what changed since the last dream: each changed file's text as the
+    staging copy holds it, newest first, up to ``max_chars``; the rest named (read on request)."""
+    if delta.first:
+        return ["## First dream: memd's history holds no earlier dream of this folder; view the files you need",
+                ""]
+    out = [f"## Files changed since {delta.base}, as they are now: check them against the rest "
+           "(duplicates, contradictions, the index)"]
+    left = max_chars
+    named: list[str] = []
+    for rel in delta.changed:
+        try:
+            text = (root / rel).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if len(text) > left:
+            named.append(rel)
+            continue
+        left -= len(text)
+        out.append(f'<file path="/memories/{rel}">\n{text.rstrip()}\n</file>')
+    if named:
+        out.append("Also changed (view them when needed): " + ", ".join(f"/memories/{r}" for r in named[:40])
+                   + (f" and {len(named) - 40} more" if len(named) > 40 else ""))
+    if not delta.changed:
+        out.append("(none: no memory file changed since then)")
+    if delta.deleted:
+        out.append("Deleted since then: " + ", ".join(f"/memories/{r}" for r in delta.deleted[:40]))
+    out.append("")
+    return out
 
 
 def _mtime(p: Path) -> float:

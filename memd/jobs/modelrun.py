@@ -12,7 +12,9 @@ bytes for every project: tools + instructions are one prefix all projects read f
 it reaches the model's minimum cacheable length) and the project's material (manifest, CLAUDE.md);
 the two newest user messages carry the other two, moving forward each turn, so a turn pays full
 price only for what it adds even after a turn of more than ten tool calls (the API's 20-block
-lookback); the conversation's last allowed call carries none (no read can follow it).
+lookback). Only where a read can follow (``system_marks``): no system breakpoint under the model's
+minimum cacheable length, none on a one-call run; the conversation's last allowed call carries one
+moving breakpoint, where the previous call wrote (a read, nothing written).
 
 Caps (``LoopResult.caps``): the conversation's model calls (``max_turns``), the run's tool calls
 (``MAX_TOOL_CALLS``), the dream's searches, and an input-token cap (``token_cap``) checked with
@@ -98,16 +100,18 @@ def _mark_last(messages: list[dict[str, Any]], *, last_call: bool = False) -> No
     (the API looks back at most 20 blocks from a breakpoint for a cached prefix: a turn of more than
     ten tool calls adds over 20 blocks, so without the second one nothing of the previous turn is
     read). With the two system blocks that is the API's four. ``last_call``: the conversation's last
-    allowed call, which no read can follow: no moving breakpoint (a write would cost 1.25x for nothing)."""
+    allowed call, which no read can follow: its one breakpoint is on the user message before the newest,
+    where the previous call wrote, so the conversation so far is read and nothing new is written (a write
+    costs 1.25x; with no breakpoint at all the call would read nothing of the conversation)."""
     for m in messages:
         content = m.get("content")
         if isinstance(content, list):
             for b in content:
                 if isinstance(b, dict):
                     b.pop("cache_control", None)
-    if last_call:
-        return
     users = [m for m in messages if m.get("role") == "user"][-2:]
+    if last_call:  # only where the previous call wrote: a read, and nothing new written
+        users = users[:-1]
     for m in users:
         content = m.get("content")
         if isinstance(content, str):
@@ -117,14 +121,38 @@ def _mark_last(messages: list[dict[str, Any]], *, last_call: bool = False) -> No
             content[-1]["cache_control"] = dict(llm.CACHE)
 
 
+def system_marks(system: list[dict[str, Any]], tools: list[dict[str, Any]], model: str, *,
+                 read_or_reused: bool) -> list[dict[str, Any]]:
+    """The system blocks as one call sends them: a block keeps its cache breakpoint only where a cache
+    entry can be used. Never where the prefix up to it is shorter than the model's minimum cacheable
+    length (``llm.min_cache_tokens``: neither written nor read; on Haiku the shared instructions alone
+    are below it, so the project's material carries the first breakpoint). ``read_or_reused`` False (the
+    conversation's last allowed call, no later conversation of the run sends this prefix and none sent it
+    before): none at all, so a one-call run does not pay the 1.25x write for a read that cannot follow."""
+    least = llm.min_cache_tokens(model)
+    out: list[dict[str, Any]] = []
+    seen: list[Any] = [tools]
+    for b in system:
+        seen.append(b.get("text", ""))
+        plain = {k: v for k, v in b.items() if k != "cache_control"}
+        # estimate_tokens errs high (3 characters a token); the API's own count is about 4
+        if read_or_reused and "cache_control" in b and llm.estimate_tokens(*seen) * 3 // 4 >= least:
+            plain["cache_control"] = b["cache_control"]
+        out.append(plain)
+    return out
+
+
 def tool_loop(client: llm.Client, *, model: str, system: list[dict[str, Any]], user: str,
               tools: list[dict[str, Any]], handlers: dict[str, Handler], max_turns: int,
               stop: Any = None, betas: tuple[str, ...] = (llm.MEMORY_BETA,),
-              token_cap: int | None = None, batch: tuple[BatchPlan, BatchNote] | None = None) -> LoopResult:
+              token_cap: int | None = None, batch: tuple[BatchPlan, BatchNote] | None = None,
+              prefix_shared: bool = False) -> LoopResult:
     """One conversation (see the module doc). ``token_cap``: the input tokens the client's calls may
     reach in all (``Usage.total_input``); a call whose estimate would pass it is not made. ``batch``:
     the conversation's first call goes through Message Batches (``memd.llm.batch.first_call``: the
-    same caps before it, the same validation and stop reasons after it, a synchronous fallback)."""
+    same caps before it, the same validation and stop reasons after it, a synchronous fallback).
+    ``prefix_shared``: another conversation of the run sends (or sent) the same system prefix, so its
+    breakpoints pay even on this conversation's last allowed call (``system_marks``)."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": user}]}]
     res = LoopResult()
     budget, extra = llm.thinking_params(client.config, model)
@@ -139,17 +167,20 @@ def tool_loop(client: llm.Client, *, model: str, system: list[dict[str, Any]], u
                 res.notes.append(f"stopped before a call of about {need:,} tokens: the run's input-token cap "
                                  f"({token_cap:,}) would be passed")
                 return res
-        _mark_last(messages, last_call=res.turns - res.max_tokens_retries >= max_turns - 1)
+        last_call = res.turns - res.max_tokens_retries >= max_turns - 1
+        _mark_last(messages, last_call=last_call)
+        sent_system = system_marks(system, tools, model, read_or_reused=prefix_shared or not last_call
+                                   or res.turns > 0)
         if batch is not None and res.turns == 0:
             from memd.llm import batch as lb
 
-            msg = lb.first_call(client, batch[0], batch[1], model=model, system=system, messages=messages,
+            msg = lb.first_call(client, batch[0], batch[1], model=model, system=sent_system, messages=messages,
                                 tools=tools, betas=list(betas), max_tokens=budget, **extra)
             if msg is None:  # a shutdown while the batch was pending: it is kept for the next run
                 res.notes.append("stopped (shutdown)")
                 break
         else:
-            msg = client.create(model=model, system=system, messages=messages, tools=tools, betas=betas,
+            msg = client.create(model=model, system=sent_system, messages=messages, tools=tools, betas=betas,
                                 max_tokens=budget, **extra)
             if batch is not None and res.turns == 1:  # did this call read what the batched first call cached?
                 from memd.llm import batch as lb
@@ -408,6 +439,28 @@ def _record_blocks(out: ProjectOutcome, res: ap.RunResult) -> None:
     if left:
         bits.append(f"{left} sync conflict block(s) left open")
     out.message += "; " + ", ".join(bits)
+
+
+HELD_BACK_WARNING = "index_held_back"
+
+
+def note_held_back(jc: JobContext, out: ProjectOutcome, res: ap.RunResult) -> None:
+    """Topic files the run's final repair kept without an index line (the index had no room even after
+    condensing): a warning that ``memd status`` shows and ``memd report`` lists, with the files, and
+    ``details["held_back"]``. An applied run whose repair held nothing back closes it (every file is
+    indexed); a run that changed nothing ran no repair and says nothing either way."""
+    if jc.state is None or jc.dry_run or res.verdict is not ap.Verdict.APPLIED:
+        return
+    held = [a.split()[1] for a in res.rebuild if a.startswith("left ") and " unindexed" in a]
+    if not held:
+        jc.state.clear_warning(out.project, HELD_BACK_WARNING)
+        return
+    out.details["held_back"] = held
+    jc.state.set_warning(out.project, HELD_BACK_WARNING, "warning", {
+        "files": len(held),
+        "reason": (f"{', '.join(held[:5])}{' ...' if len(held) > 5 else ''} kept without an index line: "
+                   "MEMORY.md has no room for it (recall still finds it by its description; condense the "
+                   "index, or let the dream merge files)")})
 
 
 IDLE_WARNING = "model_runs_change_nothing"

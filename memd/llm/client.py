@@ -66,6 +66,34 @@ MODEL_OFF = ("model work is off: no API key or other credential (set ANTHROPIC_A
              "in the config); only the deterministic parts run")
 
 
+# The shortest prefix each model caches (tokens), as Anthropic documents it: a shorter one is neither
+# written nor read, with no error. Matched as prefixes of the model id; the longest match wins. Haiku 5.5's
+# and Sonnet 5.5's own figures were not found (checked 2026-12-02): taken as Haiku 4.5's and Sonnet 5's.
+MIN_CACHE_TOKENS = {"claude-haiku-4-5": 4096, "claude-haiku-5": 4096, "claude-opus-4-5": 4096,
+                    "claude-opus-4-6": 4096, "claude-sonnet-4-6": 2048, "claude-sonnet-4-5": 1024,
+                    "claude-sonnet-5": 1024}
+MIN_CACHE_DEFAULT = 1024
+
+
+def min_cache_tokens(model: str) -> int:
+    best = max((k for k in MIN_CACHE_TOKENS if model.startswith(k)), key=len, default=None)
+    return MIN_CACHE_TOKENS[best] if best else MIN_CACHE_DEFAULT
+
+
+# Prompt-length price bands: a request whose prompt (input, cache writes and cache reads) passes the
+# threshold is billed at the factor times every rate of ``model.prices``, output included (Anthropic's
+# Claude Haiku 5.5 page: $0.50 / $2.50 over 100,000 tokens; checked 2026-12-02). Prefixes of the model id.
+LONG_PROMPT = {"claude-haiku-5-5": (100_000, 5.0)}
+
+
+def long_prompt_factor(model: str, prompt_tokens: int) -> float:
+    best = max((k for k in LONG_PROMPT if model.startswith(k)), key=len, default=None)
+    if best is None:
+        return 1.0
+    threshold, factor = LONG_PROMPT[best]
+    return factor if prompt_tokens > threshold else 1.0
+
+
 # Models that think when no ``thinking`` is sent (facts.md section 7); matched as prefixes (dated ids).
 THINKS_BY_DEFAULT = ("claude-sonnet-5-5", "claude-haiku-5-5")
 MAX_TOKENS_CEILING = 128_000  # a retry after max_tokens doubles the budget up to this
@@ -406,6 +434,7 @@ class Usage:
             self.unpriced.add(model)
             return
         full = (i * p["input"] + o * p["output"] + w * p["cache_write"] + r * p["cache_read"]) / 1e6
+        full *= long_prompt_factor(model, i + w + r)
         self.cost_usd += full * rate
         self.batch_saved_usd += full - full * rate
 
