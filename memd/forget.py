@@ -217,74 +217,126 @@ def _blobs(repo: Any, tree_id: bytes) -> list[bytes]:
     return out
 
 
+def rewrite_commits(repo: Any, tips: list[bytes], find: Matcher) -> tuple[dict[bytes, bytes], int]:
+    """Every commit reachable from ``tips`` written anew with the matches taken out of its files (every
+    blob of its tree) and its message, parents first: (old id -> new id for each of them, how many held a
+    match). Nothing else of a commit changes (author, times, trailers), so a rewrite is deterministic:
+    the same commits rewritten the same way on two machines get the same ids. No ref is moved here."""
+    import stat
+
+    from dulwich.objects import Blob, Commit, Tree
+
+    trees: dict[bytes, bytes] = {}
+
+    def clean_tree(tree_id: bytes) -> bytes:
+        if tree_id in trees:
+            return trees[tree_id]
+        old = repo[tree_id]
+        new = Tree()
+        for entry in old.items():
+            sha = entry.sha
+            if stat.S_ISDIR(entry.mode):
+                sha = clean_tree(sha)
+            elif entry.mode != 0o160000:  # a submodule link names a commit elsewhere: no blob
+                data, n = _bytes(repo[sha].data, find)
+                if n:
+                    blob = Blob.from_string(data)
+                    repo.object_store.add_object(blob)
+                    sha = blob.id
+            new.add(entry.path, entry.mode, sha)
+        if new.id != old.id:
+            repo.object_store.add_object(new)
+        trees[tree_id] = bytes(new.id)
+        return trees[tree_id]
+
+    mapped: dict[bytes, bytes] = {}
+    changed = 0
+    for c in _topological(repo, tips):
+        tree = clean_tree(c.tree)
+        message, n = _bytes(c.message, find)
+        parents = [mapped.get(p, p) for p in c.parents]
+        if tree == c.tree and not n and parents == list(c.parents):
+            mapped[c.id] = c.id
+            continue
+        changed += tree != c.tree or bool(n)
+        new = Commit()
+        new.tree, new.parents, new.message = tree, parents, message
+        new.author, new.committer = c.author, c.committer
+        new.author_time, new.commit_time = c.author_time, c.commit_time
+        new.author_timezone, new.commit_timezone = c.author_timezone, c.commit_timezone
+        new.encoding = c.encoding
+        repo.object_store.add_object(new)
+        mapped[c.id] = new.id
+    return mapped, changed
+
+
+def _topological(repo: Any, tips: list[bytes]) -> list[Any]:
+    """The commits reachable from tips, every parent before its children (no recursion: a long line)."""
+    out: list[Any] = []
+    done: set[bytes] = set()
+    for tip in tips:
+        stack: list[tuple[bytes, bool]] = [(tip, False)]
+        while stack:
+            sha, expanded = stack.pop()
+            if sha in done:
+                continue
+            c = repo[sha]
+            if expanded:
+                done.add(sha)
+                out.append(c)
+                continue
+            stack.append((sha, True))
+            stack.extend((p, False) for p in c.parents if p not in done)
+    return out
+
+
+def count_holding(repo: Any, tips: list[bytes], find: Matcher) -> tuple[int, int]:
+    """(commits reachable from tips that hold a match, commits reachable)."""
+    seen: dict[bytes, bool] = {}
+    commits = _topological(repo, tips)
+    return sum(1 for c in commits if _holds(repo, c, find, seen)), len(commits)
+
+
+def prune(repo: Any) -> int:
+    """Delete every object no ref reaches, now (dulwich's garbage collector, no grace period: what is
+    unreachable after a rewrite holds what is being forgotten); how many were deleted."""
+    from dulwich.gc import garbage_collect
+
+    count = len(list(repo.object_store))
+    garbage_collect(repo, prune=True, grace_period=0)
+    return max(0, count - len(list(repo.object_store)))
+
+
+def objects_holding(repo: Any, find: Matcher) -> int:
+    """How many objects of the repository still hold a match (blobs and commit messages; read back)."""
+    from dulwich.objects import Blob, Commit
+
+    left = 0
+    for sha in list(repo.object_store):
+        obj = repo[sha]
+        data = obj.message if isinstance(obj, Commit) else obj.data if isinstance(obj, Blob) else b""
+        if data and _bytes(data, find)[1]:
+            left += 1
+    return left
+
+
 def _rewrite_history(state_dir: Path, project: str, find: Matcher) -> tuple[int, int, int]:
     """Rewrite every commit of the branch with the matches taken out; (commits changed, objects pruned,
     objects still holding a match)."""
-    from dulwich.gc import garbage_collect
-    from dulwich.objects import Blob, Commit, Tree
-
     from memd.history import BRANCH
 
     repo = _repo(state_dir, project)
     if repo is None:
         return 0, 0, 0
     try:
-        trees: dict[bytes, bytes] = {}
-
-        def clean_tree(tree_id: bytes) -> bytes:
-            import stat
-
-            if tree_id in trees:
-                return trees[tree_id]
-            old = repo[tree_id]
-            new = Tree()
-            for entry in old.items():
-                sha = entry.sha
-                if stat.S_ISDIR(entry.mode):
-                    sha = clean_tree(sha)
-                else:
-                    data, n = _bytes(repo[sha].data, find)
-                    if n:
-                        blob = Blob.from_string(data)
-                        repo.object_store.add_object(blob)
-                        sha = blob.id
-                new.add(entry.path, entry.mode, sha)
-            if new.id != old.id:
-                repo.object_store.add_object(new)
-            trees[tree_id] = new.id
-            return bytes(new.id)
-
-        changed = 0
-        mapped: dict[bytes, bytes] = {}
-        commits = _walk(repo)
-        for c in commits:
-            tree = clean_tree(c.tree)
-            message, n = _bytes(c.message, find)
-            parents = [mapped.get(p, p) for p in c.parents]
-            if tree == c.tree and not n and parents == list(c.parents):
-                mapped[c.id] = c.id
-                continue
-            changed += tree != c.tree or bool(n)
-            new = Commit()
-            new.tree, new.parents, new.message = tree, parents, message
-            new.author, new.committer = c.author, c.committer
-            new.author_time, new.commit_time = c.author_time, c.commit_time
-            new.author_timezone, new.commit_timezone = c.author_timezone, c.commit_timezone
-            new.encoding = c.encoding
-            repo.object_store.add_object(new)
-            mapped[c.id] = new.id
-        tip = commits[-1].id if commits else None
-        if tip is not None and mapped[tip] != tip and not repo.refs.set_if_equals(BRANCH, tip, mapped[tip]):
+        try:
+            tip = repo.refs[BRANCH]
+        except KeyError:
+            return 0, 0, 0
+        mapped, changed = rewrite_commits(repo, [tip], find)
+        if mapped[tip] != tip and not repo.refs.set_if_equals(BRANCH, tip, mapped[tip]):
             raise UsageError("the history moved while it was being rewritten; run forget again")
-        count = len(list(repo.object_store))
-        garbage_collect(repo, prune=True, grace_period=0)
-        pruned = max(0, count - len(list(repo.object_store)))
-        left = 0
-        for sha in list(repo.object_store):
-            obj = repo[sha]
-            data = obj.message if isinstance(obj, Commit) else obj.data if isinstance(obj, Blob) else b""
-            if data and _bytes(data, find)[1]:
-                left += 1
-        return changed, pruned, left
+        pruned = prune(repo)
+        return changed, pruned, objects_holding(repo, find)
     finally:
         repo.close()
