@@ -108,7 +108,7 @@ class ForgetResult:
 
 
 def forget_project(project: Project, config: Config, state_dir: Path, find: Matcher, *, apply: bool,
-                   clock_time: float | None = None) -> ForgetResult:
+                   clock_time: float | None = None, why: str = "") -> ForgetResult:
     """Plan, and with ``apply`` do, the forgetting of one project (see the module doc)."""
     import time
 
@@ -153,7 +153,24 @@ def forget_project(project: Project, config: Config, state_dir: Path, find: Matc
             history.record_after(state_dir, project.name, before, done, "forget", res.run,
                                  f"forget: {sum(res.files.values())} match(es) in {len(done)} file(s)")
         res.commits, res.pruned, res.left = _rewrite_history(state_dir, project.name, find)
+        if res.commits:
+            _record_rewrite(state_dir, project.name, res, why, find)
     return res
+
+
+def _record_rewrite(state_dir: Path, project: str, res: ForgetResult, why: str, find: Matcher) -> None:
+    """The rewrite itself, as a commit on the rewritten history (the files of its tip, unchanged): ``memd
+    history`` shows when the history was rewritten and how much, never what was taken out."""
+    from memd import history
+
+    tip = history.log(state_dir, project, limit=1)
+    if not tip:
+        return
+    files = history.files_at(state_dir, project, tip[0].commit)
+    summary = (f"forget: {res.commits} of {res.commits_total} history commit(s) rewritten, {res.pruned} old "
+               f"object(s) deleted" + (f" ({why})" if why else ""))
+    history.commit_files(state_dir, project, files, forgotten(summary, find)[0], kind="rewrite", job="forget",
+                         run=res.run)
 
 
 def _commits_with(state_dir: Path, project: str, find: Matcher) -> int:

@@ -52,11 +52,11 @@ class Record:
     pattern: str = ""  # pattern: the regular expression
 
     def describe(self) -> str:
-        """What was forgotten, in words that never hold it."""
+        """What was forgotten, in words that never hold it (nor the pattern: it may match itself)."""
         if self.kind == "literal":
             return f"a string of {self.length} byte(s)"
         if self.kind == "pattern":
-            return f"the matches of the pattern {self.pattern!r}"
+            return "the matches of a pattern"
         return "every finding of the secret rules"
 
     def line(self) -> str:

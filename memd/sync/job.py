@@ -52,6 +52,7 @@ from memd.jobs import JobContext, ProjectOutcome
 from memd.memfolder.folder import file_map
 from memd.projlock import ProjectBusyError
 from memd.sync import evidence, gitremote, held
+from memd.sync import forget as forgetting
 from memd.sync import merge as mg
 from memd.sync.identity import Identity, identify
 
@@ -232,7 +233,14 @@ class Session:
                 return ProjectOutcome(project.name, "failed", f"{self.fetch_error}; {UNTOUCHED}",
                                       error=self.fetch_error.kind)
             try:
-                return self._round(jc, project, ident.identity, ident.branch)
+                forgot = forgetting.honour(jc, project, ident.branch)  # a `memd forget` on another machine
+                if forgot is not None and forgot.dry:
+                    return ProjectOutcome(project.name, "proposed", "dry run: " + "; ".join(forgot.notes))
+                out = self._round(jc, project, ident.identity, ident.branch)
+                if forgot is not None:
+                    out.message = "; ".join([*forgot.notes, out.message])
+                    out.details["forgot"] = forgot.notes
+                return out
             except _Rejected:
                 (jc.log or _silent).info("sync.push_rejected", project=project.name, attempt=attempt + 1)
                 self.fetch()
@@ -240,6 +248,8 @@ class Session:
                 return ProjectOutcome(project.name, "failed", f"{e}; {UNTOUCHED}", error=e.kind)
             except ProjectBusyError as e:  # another memd writes the project: this sync applied nothing
                 return ProjectOutcome(project.name, "failed", f"{e}; {UNTOUCHED}", error="busy")
+            except forgetting.ForgetError as e:  # a forget record this machine cannot apply
+                return ProjectOutcome(project.name, "failed", f"{e}; {UNTOUCHED}", error="forget")
         return ProjectOutcome(project.name, "failed", f"the remote moved on before each of "
                               f"{jc.config.sync.push_attempts} pushes (other machines are syncing); "
                               "the merged memory is kept here and sent at the next sync", error="rejected")
@@ -377,6 +387,12 @@ class Session:
             withheld.setdefault(why, []).append(rel)
             if rel in remote.files:  # the remote keeps its own version: never a deletion there
                 outgoing[rel] = remote.files[rel]
+        for rel in forgetting.withhold(jc.state_dir, project.name, outgoing, remote.files):
+            withheld.setdefault("what `memd forget` took out", []).append(rel)  # never sent again
+            if rel in remote.files:
+                outgoing[rel] = remote.files[rel]
+            else:
+                outgoing.pop(rel, None)
         for rel in hold - {INDEX_NAME}:
             if rel in remote.files:
                 outgoing[rel] = remote.files[rel]
