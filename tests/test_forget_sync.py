@@ -188,3 +188,47 @@ def test_forget_with_a_moved_remote_is_refused_with_the_reason(machines: Any, fi
     b.sync("app")
     assert PHRASE not in (b.read("vault.md") or "") and b.read("late.md") is not None
     assert remote_holds(remote, PHRASE) == 0
+
+
+def test_a_machine_that_cannot_find_it_holds_the_file_and_says_so(machines: Any, file_remote: str,
+                                                                  monkeypatch: Any) -> None:
+    """`--secrets` forgotten on a, whose rules know the shape; b's rules do not (an older rule set, played
+    by rules that find nothing): b cannot take it out, so it must not send its file back as a change."""
+    from memd.core import secrets as rules
+
+    token = "ghp_" + "Zq8RkT2mLw9XcV4bN7pQ1sJ6hY3uE5aD0fGi"
+    real = rules.spans
+
+    def blind(text: str, **kw: Any) -> list[Any]:
+        return []
+
+    a, b = machines("ma"), machines("mb")
+    remote = Path(file_remote.removeprefix("file://"))
+    monkeypatch.setattr(rules, "spans", blind)  # before the rules knew the shape: it was synced everywhere
+    a.write("ci.md", topic("ci", f"CI pushes with {token} (rotate yearly).\n"))
+    a.sync("app")
+    b.sync("app")
+    assert token in (b.read("ci.md") or "") and remote_holds(remote, token) > 0
+    monkeypatch.setattr(rules, "spans", real)  # a has rules that know it
+    _local, rem = forget_on(a, sync_forget.What("secrets"), apply=True)
+    assert rem.status == "changed" and remote_holds(remote, token) == 0, rem
+    monkeypatch.setattr(rules, "spans", blind)  # b's do not
+    b.write("deploy.md", topic("deploy", "Deploys on Fridays.\n"))
+    out = b.outcome("app")
+    assert "ma forgot every finding of the secret rules" in out.message and "found it nowhere" in out.message, out
+    assert "ci.md held here, never sent" in out.message, out
+    assert token in (b.read("ci.md") or "")  # b could not find it
+    assert remote_holds(remote, token) == 0  # and did not send it back
+    assert b"Fridays" in _git(remote, "show", f"refs/heads/{BRANCH}:deploy.md")  # the rest flows
+    line = sync_forget.status_lines(b.state_dir)
+    assert "ci.md" in line and "could not find here what was taken out" in line, line
+    b.sync("app")
+    assert remote_holds(remote, token) == 0 and "ci.md" in sync_forget.status_lines(b.state_dir)
+    # b gets the rules and forgets it itself: the file changed, the hold ends, the clean file is sent
+    monkeypatch.setattr(rules, "spans", real)
+    forget_on(b, sync_forget.What("secrets"), apply=True)
+    assert token not in (b.read("ci.md") or "")
+    b.sync("app")
+    assert sync_forget.status_lines(b.state_dir) == "" and remote_holds(remote, token) == 0
+    a.sync("app")
+    assert a.read("ci.md") == b.read("ci.md")

@@ -194,21 +194,54 @@ def guard(state_dir: Path, project: str) -> Callable[[bytes], str | None]:
     return why
 
 
+def _version(data: bytes | None) -> str:
+    import hashlib
+
+    return "" if data is None else hashlib.sha256(data).hexdigest()[:32]
+
+
+def left(state_dir: Path, project: str) -> dict[str, dict[str, str]]:
+    """Files a record could not be applied to here (rel -> reason, and the version they were held at)."""
+    rows = _row(_load_all(state_dir), project).get("left")
+    return {str(k): v for k, v in rows.items() if isinstance(v, dict)} if isinstance(rows, dict) else {}
+
+
+def keep_left(state_dir: Path, project: str, files: dict[str, tuple[str, bytes | None]]) -> None:
+    """Hold files a record could not be applied to (rel -> (reason, their bytes now)) until they change."""
+    data = _load_all(state_dir)
+    row = _row(data, project)
+    rows = row.get("left")
+    if not isinstance(rows, dict):
+        rows = {}
+    rows.update({rel: {"reason": why, "version": _version(b)} for rel, (why, b) in files.items()})
+    row["left"] = rows
+    row["held"] = {**row["held"], **{rel: why for rel, (why, _b) in files.items()}}
+    _save_all(state_dir, data)
+
+
 def withhold(state_dir: Path, project: str, files: dict[str, bytes], remote: dict[str, bytes]) -> dict[str, str]:
-    """Of the files about to go out, those that hold something forgotten (rel -> why), remembered for
-    ``memd status`` (and forgotten once none does). A file as the remote has it is never judged again."""
+    """Of this machine's files about to go out, those that must not (rel -> why), remembered for ``memd
+    status`` (and forgotten once none must): a file that holds something a record applied here forgot,
+    and a file a record could not be applied to, while it is as it was then. A file as the remote has it
+    is never judged."""
     if not applied(state_dir, project):
         return {}
     why = guard(state_dir, project)
-    out = {}
+    was_left = left(state_dir, project)
+    still_left = {rel: row for rel, row in was_left.items()
+                  if rel in files and _version(files[rel]) == row.get("version")}
+    out = {rel: str(row.get("reason", "")) for rel, row in still_left.items() if remote.get(rel) != files[rel]}
     for rel, data in files.items():
-        if remote.get(rel) == data:
+        if rel in out or remote.get(rel) == data:
             continue
         reason = why(data)
         if reason is not None:
             out[rel] = reason
-    if out != held(state_dir, project):
-        set_held(state_dir, project, out)
+    if out != held(state_dir, project) or still_left != was_left:
+        all_ = _load_all(state_dir)
+        row = _row(all_, project)
+        row["held"], row["left"] = out, still_left
+        _save_all(state_dir, all_)
     return out
 
 
@@ -456,8 +489,11 @@ def honour(jc: JobContext, project: Project, branch: str) -> Honoured | None:
             return out
         oid = gitremote._oid
         old = [oid(c) for c in (h.shared, h.mine) if c is not None]
+        max_bytes = jc.config.budget.max_file_bytes
+        old_base = gitremote.files_of(repo, h.shared, max_bytes).files if h.shared else {}
         base = h.shared
         held_now: dict[str, str] = {}
+        whom: list[str] = []
         finds: list[Matcher] = []
         for commit, rec in todo:
             def sources() -> Iterator[bytes]:
@@ -475,6 +511,7 @@ def honour(jc: JobContext, project: Project, branch: str) -> Honoured | None:
 
             find = _finder(rec, sources)
             who = rec.machine or "another machine"
+            whom.append(f"{who} ({rec.when})")
             if find is None:
                 out.notes.append(f"{who} forgot {rec.describe()} on {rec.when}: nothing here holds it")
             else:
@@ -483,10 +520,12 @@ def honour(jc: JobContext, project: Project, branch: str) -> Honoured | None:
                                      why=f"{rec.describe()}, forgotten on {who} ({rec.when})")
                 bits = [f"{sum(res.files.values())} match(es) in {len(res.files)} file(s)" if res.files else "",
                         f"{res.commits} history commit(s) rewritten" if res.commits else ""]
-                out.notes.append(f"{who} forgot {rec.describe()} on {rec.when}: taken out here too ("
-                                 + (", ".join(b for b in bits if b) or "nothing here held it") + ")")
+                found = ", ".join(b for b in bits if b)
+                out.notes.append(f"{who} forgot {rec.describe()} on {rec.when}: "
+                                 + (f"taken out here too ({found})" if found else "this machine found it nowhere"))
                 for rel, why in res.skipped:
                     held_now[rel] = f"it still holds {rec.describe()} forgotten on {who} ({why})"
+                    out.notes.append(f"left {rel}: {why}")
                 if res.left:
                     out.notes.append(f"error: {res.left} object(s) of the history still hold it")
             base = _mapped(base, forgetting.map_in(repo[commit.encode("ascii")].message.decode("utf-8", "replace")))
@@ -502,8 +541,19 @@ def honour(jc: JobContext, project: Project, branch: str) -> Honoured | None:
         if left:
             out.notes.append(f"error: {left} object(s) of the sync repository still hold it (another project's "
                              "branch holds it too: forget it there)")
+        # a file the forget rewrote that is here as it was before (memd could not find in it what was
+        # forgotten: other rules, a file it could not write) must not go out as a change: held until it changes
+        live = file_map(project.memory_dir, max_bytes) if project.memory_dir.is_dir() else {}
+        if base is not None:
+            new_base = gitremote.files_of(repo, base, max_bytes).files
+            for rel, data in old_base.items():
+                if new_base.get(rel) != data and live.get(rel) == data and rel not in held_now:
+                    held_now[rel] = (f"it is as it was before the forget on {', '.join(whom)} rewrote it, and memd "
+                                     "could not find here what was taken out of it")
+        for rel, why in sorted(held_now.items()):
+            out.notes.append(f"{rel} held here, never sent: {why}")
         if held_now:
-            set_held(state_dir, project.name, {**held(state_dir, project.name), **held_now})
+            keep_left(state_dir, project.name, {rel: (why, live.get(rel)) for rel, why in held_now.items()})
         return out
     finally:
         repo.close()

@@ -387,7 +387,7 @@ class Session:
             withheld.setdefault(why, []).append(rel)
             if rel in remote.files:  # the remote keeps its own version: never a deletion there
                 outgoing[rel] = remote.files[rel]
-        for rel in forgetting.withhold(jc.state_dir, project.name, outgoing, remote.files):
+        for rel in forgetting.withhold(jc.state_dir, project.name, now_files, remote.files):
             withheld.setdefault("what `memd forget` took out", []).append(rel)  # never sent again
             if rel in remote.files:
                 outgoing[rel] = remote.files[rel]
