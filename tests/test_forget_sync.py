@@ -232,3 +232,35 @@ def test_a_machine_that_cannot_find_it_holds_the_file_and_says_so(machines: Any,
     assert sync_forget.status_lines(b.state_dir) == "" and remote_holds(remote, token) == 0
     a.sync("app")
     assert a.read("ci.md") == b.read("ci.md")
+
+
+def test_the_command_says_what_would_change_remotely_then_does_it(machines: Any, file_remote: str) -> None:
+    import os
+    import sys
+
+    a, b = machines("ma"), machines("mb")
+    remote = Path(file_remote.removeprefix("file://"))
+    shared_phrase(a, b)
+    cfg = a.home / "memd.toml"
+    cfg.write_text(f'[sync]\nremote = "{file_remote}"\nmachine = "ma"\n')
+    env = {**os.environ, "HOME": str(a.home), "XDG_STATE_HOME": str(a.home / ".local" / "state"),
+           "XDG_CONFIG_HOME": str(a.home / ".config")}
+
+    def memd(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "memd", "--claude-dir", str(a.claude), "--config", str(cfg),
+                               "forget", a.project().name, *args], env=env, capture_output=True, text=True,
+                              timeout=120, check=False)
+
+    dry = memd("--string", PHRASE)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert "1 match(es) would be taken out of vault.md" in dry.stdout
+    assert f"sync remote: 4 of 5 commit(s) of {BRANCH} hold it; would be rewritten and force-pushed" in dry.stdout
+    assert "dry run: nothing changed" in dry.stdout and PHRASE not in dry.stdout + dry.stderr
+    assert remote_holds(remote, PHRASE) > 0
+    done = memd("--string", PHRASE, "--apply")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"sync remote: 4 of 5 commit(s) of {BRANCH} rewritten and force-pushed" in done.stdout, done.stdout
+    assert remote_holds(remote, PHRASE) == 0 and PHRASE not in done.stdout + done.stderr
+    again = memd("--string", PHRASE)
+    assert again.returncode == 0 and "nothing to forget" in again.stdout, again.stdout
+    assert "the record telling the other machines is there already" in again.stdout

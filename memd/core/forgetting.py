@@ -99,7 +99,7 @@ def _b64(text: str) -> str:
 
 def _unb64(text: str) -> str:
     try:
-        return base64.urlsafe_b64decode(text.encode("ascii")).decode("utf-8")
+        return base64.b64decode(text.encode("ascii"), altchars=b"-_", validate=True).decode("utf-8")
     except (binascii.Error, UnicodeError, ValueError):
         raise RecordError(f"not base64 text: {text[:40]!r}") from None
 
