@@ -14,8 +14,12 @@ even bring one back. Forgetting therefore works on both:
    (no grace period: they hold what is being forgotten). Then every object left is read back and checked.
 
 A dry run (the default) changes nothing and says what would change: files, matches, commits.
-Not done yet: the sync remote and the other machines keep their copies (the command says so when sync
-is on); the rewrite of memd's history is dulwich objects written anew and dulwich's garbage collector.
+The rewrite of memd's history is dulwich objects written anew and dulwich's garbage collector
+(``rewrite_commits``, ``prune``, ``objects_holding``: any dulwich repository), and is itself recorded: a
+``rewrite`` commit saying how many commits were rewritten, never what was taken out.
+
+With sync on, the command also rewrites the project's branch on the remote and pushes a record that the
+other machines honour at their next sync (``memd.sync.forget``; docs/sync.md, "Forgetting").
 """
 
 from __future__ import annotations

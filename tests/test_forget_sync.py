@@ -115,6 +115,9 @@ def test_forget_rewrites_the_remote_and_the_other_machine_drops_it(machines: Any
     # b, at its next sync: drops it from its files and history, takes the rewritten branch, sends nothing back
     assert objects_holding(history.repo_dir(b.state_dir, pb.name), PHRASE) > 0
     runs_before = [r.run for r in history.list_runs(b.state_dir, pb.name)]
+    dry = b.outcome("app", dry_run=True)
+    assert dry.outcome == "proposed" and "would take it out of the files and history here" in dry.message, dry
+    assert PHRASE in (b.read("vault.md") or "")
     out = b.outcome("app")
     assert out.outcome in ("changed", "unchanged") and "ma forgot a string of" in out.message, out
     assert "taken out here too" in out.message and out.details["forgot"], out

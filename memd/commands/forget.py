@@ -1,5 +1,7 @@
 """`memd forget PROJECT (--string S | --pattern RX | --secrets) [--apply]`: take something out of a
-project's memory files and out of every commit of its history (``memd.forget``). A dry run by default."""
+project's memory files and out of every commit of its history (``memd.forget``), and with sync on out of the
+project's branch on the remote, with a record the other machines honour (``memd.sync.forget``). A dry run by
+default (it fetches, to say what the remote would get)."""
 
 from __future__ import annotations
 
@@ -10,8 +12,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from memd.cli import Context
 
-HELP = ("take a string, a pattern or every secret out of a project's memory files and its whole history "
-        "(dry run unless --apply)")
+HELP = ("take a string, a pattern or every secret out of a project's memory files, its whole history and, "
+        "with sync on, the remote and your other machines (dry run unless --apply)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
