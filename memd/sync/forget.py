@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memd.core import forgetting
-from memd.errors import MemdError, UsageError
+from memd.errors import UsageError
 from memd.sync import gitremote
 
 if TYPE_CHECKING:
@@ -47,10 +47,6 @@ if TYPE_CHECKING:
     from memd.forget import Matcher
     from memd.jobs import JobContext
     from memd.layout import Project
-
-
-class ForgetError(MemdError):
-    """A forget record this machine cannot apply (said in the project's outcome)."""
 
 
 # --------------------------------------------------------------------------- what was forgotten where
@@ -440,24 +436,25 @@ def _blobs(repo: Any, tips: list[bytes]) -> Iterator[bytes]:
         yield from tree(c.tree)
 
 
-def _finder(rec: forgetting.Record, sources: Callable[[], Iterable[bytes]]) -> Matcher | None:
+def _finder(rec: forgetting.Record, sources: Callable[[], Iterable[bytes]]) -> tuple[Matcher | None, str]:
+    """How to find what a record forgot here, or None and why not (then the files the rewrite changed
+    that are here as they were are held: ``honour``)."""
     from memd.forget import matcher
 
     if rec.kind == "secrets":
-        return matcher(secrets=True)
+        return matcher(secrets=True), ""
     if rec.kind == "pattern":
         try:
-            return matcher(pattern=rec.pattern)
+            return matcher(pattern=rec.pattern), ""
         except UsageError as e:
-            raise ForgetError(f"a forget record from {rec.machine or 'another machine'} has a pattern this machine "
-                            f"cannot use ({e})") from None
+            return None, f"its pattern is not one this machine can use ({e})"
     found = forgetting.find_literal(rec, sources())
     if found is None:
-        return None
+        return None, "this machine found it nowhere"
     try:
-        return matcher(string=found.decode("utf-8"))
+        return matcher(string=found.decode("utf-8")), ""
     except (UnicodeDecodeError, UsageError):
-        return None
+        return None, "what matches its hash here is not text"
 
 
 @dataclass
@@ -509,11 +506,11 @@ def honour(jc: JobContext, project: Project, branch: str) -> Honoured | None:
                         hr.close()
                 yield from _blobs(repo, old)
 
-            find = _finder(rec, sources)
+            find, why_not = _finder(rec, sources)
             who = rec.machine or "another machine"
             whom.append(f"{who} ({rec.when})")
             if find is None:
-                out.notes.append(f"{who} forgot {rec.describe()} on {rec.when}: nothing here holds it")
+                out.notes.append(f"{who} forgot {rec.describe()} on {rec.when}: {why_not}")
             else:
                 finds.append(find)
                 res = forget_project(project, jc.config, state_dir, find, apply=True,

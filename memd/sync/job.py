@@ -228,6 +228,7 @@ class Session:
                 held.hold_project(jc.state_dir, project.name, foreign.split(" (make")[0],
                                   "point sync.remote at an empty private repository")
                 return ProjectOutcome(project.name, "refused", f"{foreign}; {UNTOUCHED}")
+        forgot_notes: list[str] = []
         for attempt in range(jc.config.sync.push_attempts):
             if self.fetch_error is not None:
                 return ProjectOutcome(project.name, "failed", f"{self.fetch_error}; {UNTOUCHED}",
@@ -236,10 +237,11 @@ class Session:
                 forgot = forgetting.honour(jc, project, ident.branch)  # a `memd forget` on another machine
                 if forgot is not None and forgot.dry:
                     return ProjectOutcome(project.name, "proposed", "dry run: " + "; ".join(forgot.notes))
+                forgot_notes += forgot.notes if forgot is not None else []
                 out = self._round(jc, project, ident.identity, ident.branch)
-                if forgot is not None:
-                    out.message = "; ".join([*forgot.notes, out.message])
-                    out.details["forgot"] = forgot.notes
+                if forgot_notes:
+                    out.message = "; ".join([*forgot_notes, out.message])
+                    out.details["forgot"] = forgot_notes
                 return out
             except _Rejected:
                 (jc.log or _silent).info("sync.push_rejected", project=project.name, attempt=attempt + 1)
@@ -248,8 +250,6 @@ class Session:
                 return ProjectOutcome(project.name, "failed", f"{e}; {UNTOUCHED}", error=e.kind)
             except ProjectBusyError as e:  # another memd writes the project: this sync applied nothing
                 return ProjectOutcome(project.name, "failed", f"{e}; {UNTOUCHED}", error="busy")
-            except forgetting.ForgetError as e:  # a forget record this machine cannot apply
-                return ProjectOutcome(project.name, "failed", f"{e}; {UNTOUCHED}", error="forget")
         return ProjectOutcome(project.name, "failed", f"the remote moved on before each of "
                               f"{jc.config.sync.push_attempts} pushes (other machines are syncing); "
                               "the merged memory is kept here and sent at the next sync", error="rejected")
@@ -388,6 +388,8 @@ class Session:
             if rel in remote.files:  # the remote keeps its own version: never a deletion there
                 outgoing[rel] = remote.files[rel]
         for rel in forgetting.withhold(jc.state_dir, project.name, now_files, remote.files):
+            if any(rel in files for files in withheld.values()):
+                continue
             withheld.setdefault("what `memd forget` took out", []).append(rel)  # never sent again
             if rel in remote.files:
                 outgoing[rel] = remote.files[rel]
