@@ -267,3 +267,15 @@ def test_the_command_says_what_would_change_remotely_then_does_it(machines: Any,
     again = memd("--string", PHRASE)
     assert again.returncode == 0 and "nothing to forget" in again.stdout, again.stdout
     assert "the record telling the other machines is there already" in again.stdout
+
+
+def test_a_machine_that_never_synced_the_project_can_forget_then_sync(machines: Any) -> None:
+    """Found by tests/test_forget_fleet.py: the forgetting machine took the new head as what it shared,
+    though it never merged the remote's files; its next sync then read them as deleted here (refused)."""
+    a, b = machines("ma"), machines("mb")
+    a.write("a.md", topic("a", "Note from ma.\n"))
+    a.sync("app")
+    _local, rem = forget_on(b, sync_forget.What("literal", PHRASE), apply=True)
+    assert rem.status == "changed" and rem.commits == 0 and "a record" in rem.message, rem
+    out = b.outcome("app")
+    assert out.outcome == "changed" and b.read("a.md") == a.read("a.md"), out

@@ -333,7 +333,9 @@ def forget_remote(project: Project, config: Config, state_dir: Path, what: What,
                 res.message = f"{e}; nothing was pushed, run it again"
             return res
         repo.refs[(gitremote._REMOTE + branch).encode()] = top.encode("ascii")
-        gitremote.remember(repo, branch, shared=top, mine=top)
+        # what this machine shared and made, rewritten: never the new head, whose files it has not merged
+        # (a machine that never synced the project shares nothing yet)
+        _move_local(repo, branch, h, mapped)
         note_applied(state_dir, project.name, rec)
         res.pruned = prune(repo)
         res.left = objects_holding(repo, find)
