@@ -14,8 +14,12 @@ even bring one back. Forgetting therefore works on both:
    (no grace period: they hold what is being forgotten). Then every object left is read back and checked.
 
 A dry run (the default) changes nothing and says what would change: files, matches, commits.
-Not done yet: the sync remote and the other machines keep their copies (the command says so when sync
-is on); the rewrite of memd's history is dulwich objects written anew and dulwich's garbage collector.
+The rewrite of memd's history is dulwich objects written anew and dulwich's garbage collector
+(``rewrite_commits``, ``prune``, ``objects_holding``: any dulwich repository), and is itself recorded: a
+``rewrite`` commit saying how many commits were rewritten, never what was taken out.
+
+With sync on, the command also rewrites the project's branch on the remote and pushes a record that the
+other machines honour at their next sync (``memd.sync.forget``; docs/sync.md, "Forgetting").
 """
 
 from __future__ import annotations
@@ -105,10 +109,11 @@ class ForgetResult:
     pruned: int = 0  # objects deleted from the history
     left: int = 0  # objects still holding a match after the rewrite (must be 0)
     run: str = ""
+    evidence: int = 0  # sync conflict records (memd's state) holding a match (rewritten when applied)
 
 
 def forget_project(project: Project, config: Config, state_dir: Path, find: Matcher, *, apply: bool,
-                   clock_time: float | None = None) -> ForgetResult:
+                   clock_time: float | None = None, why: str = "") -> ForgetResult:
     """Plan, and with ``apply`` do, the forgetting of one project (see the module doc)."""
     import time
 
@@ -132,6 +137,9 @@ def forget_project(project: Project, config: Config, state_dir: Path, find: Matc
         entries = history.log(state_dir, project.name, limit=1_000_000)
         res.commits_total = len(entries)
         res.commits = _commits_with(state_dir, project.name, find)
+        from memd.sync import evidence
+
+        res.evidence = evidence.scrub(state_dir, project.name, lambda t: forgotten(t, find), apply=apply)
         if not apply:
             return res
         now = time.time() if clock_time is None else clock_time
@@ -153,7 +161,24 @@ def forget_project(project: Project, config: Config, state_dir: Path, find: Matc
             history.record_after(state_dir, project.name, before, done, "forget", res.run,
                                  f"forget: {sum(res.files.values())} match(es) in {len(done)} file(s)")
         res.commits, res.pruned, res.left = _rewrite_history(state_dir, project.name, find)
+        if res.commits:
+            _record_rewrite(state_dir, project.name, res, why, find)
     return res
+
+
+def _record_rewrite(state_dir: Path, project: str, res: ForgetResult, why: str, find: Matcher) -> None:
+    """The rewrite itself, as a commit on the rewritten history (the files of its tip, unchanged): ``memd
+    history`` shows when the history was rewritten and how much, never what was taken out."""
+    from memd import history
+
+    tip = history.log(state_dir, project, limit=1)
+    if not tip:
+        return
+    files = history.files_at(state_dir, project, tip[0].commit)
+    summary = (f"forget: {res.commits} of {res.commits_total} history commit(s) rewritten, {res.pruned} old "
+               f"object(s) deleted" + (f" ({why})" if why else ""))
+    history.commit_files(state_dir, project, files, forgotten(summary, find)[0], kind="rewrite", job="forget",
+                         run=res.run)
 
 
 def _commits_with(state_dir: Path, project: str, find: Matcher) -> int:
@@ -217,74 +242,126 @@ def _blobs(repo: Any, tree_id: bytes) -> list[bytes]:
     return out
 
 
+def rewrite_commits(repo: Any, tips: list[bytes], find: Matcher) -> tuple[dict[bytes, bytes], int]:
+    """Every commit reachable from ``tips`` written anew with the matches taken out of its files (every
+    blob of its tree) and its message, parents first: (old id -> new id for each of them, how many held a
+    match). Nothing else of a commit changes (author, times, trailers), so a rewrite is deterministic:
+    the same commits rewritten the same way on two machines get the same ids. No ref is moved here."""
+    import stat
+
+    from dulwich.objects import Blob, Commit, Tree
+
+    trees: dict[bytes, bytes] = {}
+
+    def clean_tree(tree_id: bytes) -> bytes:
+        if tree_id in trees:
+            return trees[tree_id]
+        old = repo[tree_id]
+        new = Tree()
+        for entry in old.items():
+            sha = entry.sha
+            if stat.S_ISDIR(entry.mode):
+                sha = clean_tree(sha)
+            elif entry.mode != 0o160000:  # a submodule link names a commit elsewhere: no blob
+                data, n = _bytes(repo[sha].data, find)
+                if n:
+                    blob = Blob.from_string(data)
+                    repo.object_store.add_object(blob)
+                    sha = blob.id
+            new.add(entry.path, entry.mode, sha)
+        if new.id != old.id:
+            repo.object_store.add_object(new)
+        trees[tree_id] = bytes(new.id)
+        return trees[tree_id]
+
+    mapped: dict[bytes, bytes] = {}
+    changed = 0
+    for c in _topological(repo, tips):
+        tree = clean_tree(c.tree)
+        message, n = _bytes(c.message, find)
+        parents = [mapped.get(p, p) for p in c.parents]
+        if tree == c.tree and not n and parents == list(c.parents):
+            mapped[c.id] = c.id
+            continue
+        changed += tree != c.tree or bool(n)
+        new = Commit()
+        new.tree, new.parents, new.message = tree, parents, message
+        new.author, new.committer = c.author, c.committer
+        new.author_time, new.commit_time = c.author_time, c.commit_time
+        new.author_timezone, new.commit_timezone = c.author_timezone, c.commit_timezone
+        new.encoding = c.encoding
+        repo.object_store.add_object(new)
+        mapped[c.id] = new.id
+    return mapped, changed
+
+
+def _topological(repo: Any, tips: list[bytes]) -> list[Any]:
+    """The commits reachable from tips, every parent before its children (no recursion: a long line)."""
+    out: list[Any] = []
+    done: set[bytes] = set()
+    for tip in tips:
+        stack: list[tuple[bytes, bool]] = [(tip, False)]
+        while stack:
+            sha, expanded = stack.pop()
+            if sha in done:
+                continue
+            c = repo[sha]
+            if expanded:
+                done.add(sha)
+                out.append(c)
+                continue
+            stack.append((sha, True))
+            stack.extend((p, False) for p in c.parents if p not in done)
+    return out
+
+
+def count_holding(repo: Any, tips: list[bytes], find: Matcher) -> tuple[int, int]:
+    """(commits reachable from tips that hold a match, commits reachable)."""
+    seen: dict[bytes, bool] = {}
+    commits = _topological(repo, tips)
+    return sum(1 for c in commits if _holds(repo, c, find, seen)), len(commits)
+
+
+def prune(repo: Any) -> int:
+    """Delete every object no ref reaches, now (dulwich's garbage collector, no grace period: what is
+    unreachable after a rewrite holds what is being forgotten); how many were deleted."""
+    from dulwich.gc import garbage_collect
+
+    count = len(list(repo.object_store))
+    garbage_collect(repo, prune=True, grace_period=0)
+    return max(0, count - len(list(repo.object_store)))
+
+
+def objects_holding(repo: Any, find: Matcher) -> int:
+    """How many objects of the repository still hold a match (blobs and commit messages; read back)."""
+    from dulwich.objects import Blob, Commit
+
+    left = 0
+    for sha in list(repo.object_store):
+        obj = repo[sha]
+        data = obj.message if isinstance(obj, Commit) else obj.data if isinstance(obj, Blob) else b""
+        if data and _bytes(data, find)[1]:
+            left += 1
+    return left
+
+
 def _rewrite_history(state_dir: Path, project: str, find: Matcher) -> tuple[int, int, int]:
     """Rewrite every commit of the branch with the matches taken out; (commits changed, objects pruned,
     objects still holding a match)."""
-    from dulwich.gc import garbage_collect
-    from dulwich.objects import Blob, Commit, Tree
-
     from memd.history import BRANCH
 
     repo = _repo(state_dir, project)
     if repo is None:
         return 0, 0, 0
     try:
-        trees: dict[bytes, bytes] = {}
-
-        def clean_tree(tree_id: bytes) -> bytes:
-            import stat
-
-            if tree_id in trees:
-                return trees[tree_id]
-            old = repo[tree_id]
-            new = Tree()
-            for entry in old.items():
-                sha = entry.sha
-                if stat.S_ISDIR(entry.mode):
-                    sha = clean_tree(sha)
-                else:
-                    data, n = _bytes(repo[sha].data, find)
-                    if n:
-                        blob = Blob.from_string(data)
-                        repo.object_store.add_object(blob)
-                        sha = blob.id
-                new.add(entry.path, entry.mode, sha)
-            if new.id != old.id:
-                repo.object_store.add_object(new)
-            trees[tree_id] = new.id
-            return bytes(new.id)
-
-        changed = 0
-        mapped: dict[bytes, bytes] = {}
-        commits = _walk(repo)
-        for c in commits:
-            tree = clean_tree(c.tree)
-            message, n = _bytes(c.message, find)
-            parents = [mapped.get(p, p) for p in c.parents]
-            if tree == c.tree and not n and parents == list(c.parents):
-                mapped[c.id] = c.id
-                continue
-            changed += tree != c.tree or bool(n)
-            new = Commit()
-            new.tree, new.parents, new.message = tree, parents, message
-            new.author, new.committer = c.author, c.committer
-            new.author_time, new.commit_time = c.author_time, c.commit_time
-            new.author_timezone, new.commit_timezone = c.author_timezone, c.commit_timezone
-            new.encoding = c.encoding
-            repo.object_store.add_object(new)
-            mapped[c.id] = new.id
-        tip = commits[-1].id if commits else None
-        if tip is not None and mapped[tip] != tip and not repo.refs.set_if_equals(BRANCH, tip, mapped[tip]):
+        try:
+            tip = repo.refs[BRANCH]
+        except KeyError:
+            return 0, 0, 0
+        mapped, changed = rewrite_commits(repo, [tip], find)
+        if mapped[tip] != tip and not repo.refs.set_if_equals(BRANCH, tip, mapped[tip]):
             raise UsageError("the history moved while it was being rewritten; run forget again")
-        count = len(list(repo.object_store))
-        garbage_collect(repo, prune=True, grace_period=0)
-        pruned = max(0, count - len(list(repo.object_store)))
-        left = 0
-        for sha in list(repo.object_store):
-            obj = repo[sha]
-            data = obj.message if isinstance(obj, Commit) else obj.data if isinstance(obj, Blob) else b""
-            if data and _bytes(data, find)[1]:
-                left += 1
-        return changed, pruned, left
+        pruned = prune(repo)
+        return changed, pruned, objects_holding(repo, find)
     finally:
         repo.close()

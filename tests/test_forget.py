@@ -78,3 +78,27 @@ def test_forget_refuses_bad_input_in_words(claude_home: Path, memd_cli: Cli) -> 
     assert out.returncode == 2 and "not a regular expression" in out.stderr and "Traceback" not in out.stderr
     out = memd_cli("forget", "-home-p")
     assert out.returncode == 2 and "Traceback" not in out.stderr
+
+
+def test_forget_rewrites_the_sync_conflict_records_that_hold_it(claude_home: Path, memd_cli: Cli) -> None:
+    """A conflict sync kept for the dream stores both versions in memd's state: forget reaches them too."""
+    from memd.sync import evidence
+
+    mem = claude_home / "projects" / "-home-me-app" / "memory"
+    mem.mkdir(parents=True)
+    (mem / "MEMORY.md").write_text("# Memory\n- [Deploy](deploy.md) — CI\n")
+    (mem / "deploy.md").write_text(_topic("deploy", "CI on Buildkite."))
+    state = claude_home.parent / ".local" / "state" / "memd"
+    other = _topic("deploy", f"CI pushes with {SECRET}.")
+    evidence.record(state, "-home-me-app", [evidence.Conflict(
+        id=evidence.conflict_id("deploy.md", b"x", other.encode()), project="-home-me-app", file="deploy.md",
+        local=_topic("deploy", "CI on Buildkite."), remote=other, base=None, machine="laptop",
+        remote_commit="0" * 40, at=0.0)])
+    dry = memd_cli("forget", "-home-me-app", "--string", SECRET)
+    assert "sync conflict records (memd's state): 1 hold it; would be rewritten" in dry.stdout, dry.stdout
+    assert "dry run" in dry.stdout and SECRET in evidence.load(state, "-home-me-app")[0].remote
+    done = memd_cli("forget", "-home-me-app", "--string", SECRET, "--apply")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (row,) = evidence.load(state, "-home-me-app")
+    assert SECRET not in row.remote and "CI pushes with [forgotten]." in row.remote
+    assert SECRET not in (state / "sync" / "conflicts" / "-home-me-app.json").read_text()

@@ -37,6 +37,9 @@ TABLE: dict[str, str] = {
     "memd/core/fastscan:_LOWER": "one character class",
     "memd/core/fastscan:solid_length.m": "anchored flag prefix of a rule's source",
     "memd/core/fastscan:_inline_flags.m": "anchored flag prefix of a rule's source",
+    "memd/core/forgetting:_LINE": "anchored at a line start, a fixed prefix, then blanks and .* to the end",
+    "memd/core/forgetting:_MAP": "anchored at a line start, a fixed prefix, two runs of exactly 40 hex digits",
+    "memd/core/forgetting:_HEX": "anchored, one character class (on a record's short fields)",
     "memd/core/frontmatter:_OPEN": "anchored at \\A",
     "memd/core/frontmatter:_CLOSE": "a fixed line, per line start",
     "memd/core/frontmatter:_fast_patterns._FAST": "possessive: value = (spaces, one non-space)* (was a lazy .*? "

@@ -1,16 +1,19 @@
 """`memd forget PROJECT (--string S | --pattern RX | --secrets) [--apply]`: take something out of a
-project's memory files and out of every commit of its history (``memd.forget``). A dry run by default."""
+project's memory files and out of every commit of its history (``memd.forget``), and with sync on out of the
+project's branch on the remote, with a record the other machines honour (``memd.sync.forget``). A dry run by
+default (it fetches, to say what the remote would get)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from memd.cli import Context
 
-HELP = ("take a string, a pattern or every secret out of a project's memory files and its whole history "
-        "(dry run unless --apply)")
+HELP = ("take a string, a pattern or every secret out of a project's memory files, its whole history and, "
+        "with sync on, the remote and your other machines (dry run unless --apply)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,35 +28,54 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    from memd.commands._projects import select
-    from memd.forget import forget_project, matcher
+    import contextlib
 
-    find = matcher(string=args.string, pattern=args.pattern, secrets=args.secrets)
+    from memd.commands._projects import select
+    from memd.forget import forget_project
+    from memd.jobs.runner import job_lock
+    from memd.sync.forget import What, forget_remote
+
+    what = What("literal", args.string) if args.string is not None else \
+        What("pattern", args.pattern) if args.pattern is not None else What("secrets")
+    find = what.matcher()
     (project,) = select(args, ctx)
-    res = forget_project(project, ctx.config, ctx.state_dir, find, apply=args.apply)
+    sync_on = bool(ctx.config.sync.remote.strip())
+    # the sync repository is rewritten and pruned: no sync job (the daemon's) may write it meanwhile
+    with job_lock(ctx.state_dir) if (args.apply and sync_on) else contextlib.nullcontext():
+        res = forget_project(project, ctx.config, ctx.state_dir, find, apply=args.apply)
+        remote = forget_remote(project, ctx.config, ctx.state_dir, what, apply=args.apply,
+                               interactive=sys.stdin.isatty())
     verb = "taken out of" if res.applied else "would be taken out of"
     for rel, n in res.files.items():
         print(f"{n} match(es) {verb} {rel}")
     for rel, why in res.skipped:
         print(f"left {rel}: {why}")
     if res.commits:
-        what = "rewritten" if res.applied else "would be rewritten"
-        print(f"history: {res.commits} of {res.commits_total} commit(s) hold it; {what}")
+        done = "rewritten" if res.applied else "would be rewritten"
+        print(f"history: {res.commits} of {res.commits_total} commit(s) hold it; {done}")
     else:
         print(f"history: none of its {res.commits_total} commit(s) holds it")
+    if res.evidence:
+        print(f"sync conflict records (memd's state): {res.evidence} hold it; "
+              + ("rewritten" if res.applied else "would be rewritten"))
+    if remote.status != "off":
+        print(f"sync remote: {remote.status}: {remote.message}" if remote.status in ("failed", "refused")
+              else f"sync remote: {remote.message}")
     if not res.applied:
-        if res.files or res.commits:
+        if res.files or res.commits or res.evidence or remote.status == "proposed":
             print("dry run: nothing changed (add --apply)")
         else:
             print("nothing to forget: no memory file and no commit holds it")
-        return 0
-    if res.pruned:
-        print(f"{res.pruned} old object(s) deleted from the history")
-    if ctx.config.sync.remote.strip():
-        print("sync is on: the remote still holds what this machine sent before, and `memd forget` does not reach "
-              "it yet (nor other machines): delete this project's branch on the remote by hand, then run "
-              f"`memd sync --forget {project.name}` and sync again")
+        return 1 if remote.status == "failed" else 0
+    if res.pruned or remote.pruned:
+        print(f"{res.pruned + remote.pruned} old object(s) deleted (history {res.pruned}, sync repository "
+              f"{remote.pruned})" if remote.pruned else f"{res.pruned} old object(s) deleted from the history")
+    bad = 0
     if res.left:
         print(f"error: {res.left} object(s) of the history still hold it", flush=True)
-        return 1
-    return 1 if res.skipped else 0
+        bad = 1
+    if remote.left:
+        print(f"error: {remote.left} object(s) of the sync repository still hold it (another project's branch "
+              "holds it too: forget it there)", flush=True)
+        bad = 1
+    return 1 if bad or res.skipped or remote.status in ("failed", "refused") else 0

@@ -118,6 +118,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     sys.stdout.write(status_line(ctx.state_dir))
     sys.stdout.write(conflict_blocks_line(rows))
     sys.stdout.write(status_lines(ctx.state_dir))
+    from memd.sync.forget import status_lines as forgotten_lines  # issue 22: files holding what was forgotten
+
+    sys.stdout.write(forgotten_lines(ctx.state_dir))
     return _exit_code(bad_config is not None, rows)
 
 

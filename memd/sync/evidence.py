@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,28 @@ def record(state_dir: Path, project: str, new: list[Conflict]) -> list[Conflict]
     if fresh:
         _save(state_dir, project, rows + fresh)
     return fresh
+
+
+def scrub(state_dir: Path, project: str, clean: Callable[[str], tuple[str, int]], *, apply: bool) -> int:
+    """The recorded conflicts whose versions hold what ``clean`` takes out (``memd forget``): counted, and
+    with ``apply`` rewritten in place (both versions and the base; the id stays, so a conflict is still
+    recorded once). Returns how many records held it."""
+    import dataclasses
+
+    rows = load(state_dir, project)
+    out: list[Conflict] = []
+    n = 0
+    for r in rows:
+        local, a = clean(r.local)
+        remote, b = clean(r.remote)
+        base, c = clean(r.base) if r.base is not None else (None, 0)
+        if a or b or c:
+            n += 1
+            r = dataclasses.replace(r, local=local, remote=remote, base=base)
+        out.append(r)
+    if n and apply:
+        _save(state_dir, project, out)
+    return n
 
 
 def open_conflicts(state_dir: Path, project: str) -> list[Conflict]:

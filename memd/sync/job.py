@@ -55,6 +55,7 @@ from memd.jobs import JobContext, ProjectOutcome
 from memd.memfolder.folder import file_map
 from memd.projlock import ProjectBusyError
 from memd.sync import evidence, gitremote, held
+from memd.sync import forget as forgetting
 from memd.sync import merge as mg
 from memd.sync.identity import Identity, identify_all, load_writers
 
@@ -234,12 +235,21 @@ class Session:
                 held.hold_project(jc.state_dir, project.name, foreign.split(" (make")[0],
                                   "point sync.remote at an empty private repository")
                 return ProjectOutcome(project.name, "refused", f"{foreign}; {UNTOUCHED}")
+        forgot_notes: list[str] = []
         for attempt in range(jc.config.sync.push_attempts):
             if self.fetch_error is not None:
                 return ProjectOutcome(project.name, "failed", f"{self.fetch_error}; {UNTOUCHED}",
                                       error=self.fetch_error.kind)
             try:
-                return self._round(jc, project, ident.identity, ident.branch)
+                forgot = forgetting.honour(jc, project, ident.branch)  # a `memd forget` on another machine
+                if forgot is not None and forgot.dry:
+                    return ProjectOutcome(project.name, "proposed", "dry run: " + "; ".join(forgot.notes))
+                forgot_notes += forgot.notes if forgot is not None else []
+                out = self._round(jc, project, ident.identity, ident.branch)
+                if forgot_notes:
+                    out.message = "; ".join([*forgot_notes, out.message])
+                    out.details["forgot"] = forgot_notes
+                return out
             except _Rejected:
                 (jc.log or _silent).info("sync.push_rejected", project=project.name, attempt=attempt + 1)
                 self.fetch()
@@ -387,7 +397,8 @@ class Session:
         file goes out as the remote has it (never this machine's version over the one held)."""
         mark = gitremote.folder_mark(project.memory_dir)  # before reading: a later write is seen next time
         now_files = {k: v for k, v in file_map(project.memory_dir, max_bytes).items() if gitremote.synced(k)}
-        outgoing, withheld = outgoing_files(now_files, remote.files, hold)
+        forgotten = frozenset(forgetting.withhold(jc.state_dir, project.name, now_files, remote.files))
+        outgoing, withheld = outgoing_files(now_files, remote.files, hold, forgotten)
         for why, files in withheld.items():
             (jc.log or _silent).warning("sync.withheld", project=project.name, files=files[:20], reason=why)
         ot, oi = _split(outgoing)
@@ -449,11 +460,12 @@ class Session:
                                         conflict=c.id, run=run)
 
 
-def outgoing_files(now_files: dict[str, bytes], remote: dict[str, bytes],
-                   hold: frozenset[str] = frozenset()) -> tuple[dict[str, bytes], dict[str, list[str]]]:
+def outgoing_files(now_files: dict[str, bytes], remote: dict[str, bytes], hold: frozenset[str] = frozenset(),
+                   forgotten: frozenset[str] = frozenset()) -> tuple[dict[str, bytes], dict[str, list[str]]]:
     """What a push of the folder ``now_files`` carries over the remote's ``remote``, and what stays here
-    (why -> files): a file that ``stays_here`` or is held goes out as the remote has it (never a
-    deletion there), and so does the remote's index when there is none here."""
+    (why -> files): a file that ``stays_here``, is held, or holds again what `memd forget` took out
+    (``forgotten``: ``memd.sync.forget.withhold``) goes out as the remote has it (never a deletion
+    there), and so does the remote's index when there is none here."""
     outgoing: dict[str, bytes] = {}
     withheld: dict[str, list[str]] = {}
     for rel, data in now_files.items():
@@ -464,6 +476,14 @@ def outgoing_files(now_files: dict[str, bytes], remote: dict[str, bytes],
         withheld.setdefault(why, []).append(rel)
         if rel in remote:  # the remote keeps its own version: never a deletion there
             outgoing[rel] = remote[rel]
+    for rel in sorted(forgotten):
+        if any(rel in files for files in withheld.values()):
+            continue
+        withheld.setdefault("what `memd forget` took out", []).append(rel)  # never sent again
+        if rel in remote:
+            outgoing[rel] = remote[rel]
+        else:
+            outgoing.pop(rel, None)
     for rel in hold - {INDEX_NAME}:
         if rel in remote:
             outgoing[rel] = remote[rel]
