@@ -69,6 +69,11 @@ def test_cached_check_of_a_project_is_light(make_project: Callable[..., Path], c
     assert (again.returncode, again.stdout) == (first.returncode, first.stdout)
     assert not SLOW & warm, SLOW & warm  # answered from the cache before argparse, layout or pathlib
     assert {m for m in warm if m.startswith("memd.commands.")} == {"memd.commands.check"}
+    # the cache file is read with json's C scanner alone: json compiles its patterns at import (issue 25)
+    assert "json" not in warm
+    dashed, warm_dashed = _imported(["--claude-dir", str(claude_home), "check", "--", "-home-u-app"])
+    assert (dashed.returncode, dashed.stdout) == (first.returncode, first.stdout)
+    assert not (SLOW | {"json"}) & warm_dashed, (SLOW | {"json"}) & warm_dashed  # `--` too: the quick path
     js, warm_js = _imported([*args, "--format", "json"])
     assert json.loads(js.stdout)[0]["project"] == "-home-u-app" and not SLOW & warm_js
 

@@ -127,3 +127,12 @@ def test_hidden_entries_are_exactly_those_missing_from_the_view(
         trimmed = text.strip(index.JS_SPACE)
         assert view.chars == index.utf16_len(trimmed)
         assert view.lines == (trimmed.count("\n") + 1 if trimmed else 0)
+
+
+@given(st.text(alphabet=st.sampled_from("ab%2F0 é/#<>\udcff"), max_size=20) | st.text(max_size=20))
+@settings(max_examples=300, deadline=None)
+def test_unquote_is_urllibs(t: str) -> None:
+    """index.unquote imports urllib.parse only for a text with a "%": the same answer either way."""
+    from urllib.parse import unquote
+
+    assert index.unquote(t) == unquote(t)

@@ -107,7 +107,7 @@ def _report(args: argparse.Namespace | SimpleNamespace, notes: list[str], checke
 
 
 def quick(argv: Sequence[str]) -> int | None:
-    """``memd [--claude-dir DIR] [--config FILE] check NAME... [--format text|json]`` answered from the
+    """``memd [--claude-dir DIR] [--config FILE] check [--] NAME... [--format text|json]`` answered from the
     check cache (``from_cache``) before argparse is imported: the most common repeated check costs
     little more than starting Python. None for any other command line and on a cache miss: the
     full path parses it. A token that looks like an option is a NAME only where a project folder
@@ -137,6 +137,9 @@ def quick(argv: Sequence[str]) -> int | None:
             if tok != "check":
                 return None
             command = True
+        elif tok == "--":  # the rest are names, as argparse reads them (`memd check -- -home-u-app`)
+            names.extend(it)
+            break
         elif tok.startswith("-") and not looks_like_folder(tok):
             return None
         else:
