@@ -1,4 +1,5 @@
-"""Benchmark `memd check`: one generated 200-file memory folder, and trees of 1,000 to 10,000 projects.
+"""Benchmark `memd check`: one generated 200-file memory folder, the real folders of ../shared/claude-data
+(``bench/realdata.py``; skipped when absent), and trees of 1,000 to 10,000 projects.
 
 Measured where users run it: a regular install built from the checkout (``bench/regular.py``), its
 ``memd`` console script against that venv's ``python -c pass`` measured in the same run; the
@@ -27,6 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import realdata
 from regular import build
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,6 +146,10 @@ def main() -> int:
         reg = build(args.venv or Path(tmp) / "regular-venv")
         claude1 = Path(tmp) / "one" / ".claude"
         make_folder(claude1 / "projects" / "-home-u-big" / "memory", 200, rng, indexed=180)
+        src = realdata.source()
+        real = Path(tmp) / "real" / ".claude"
+        real_mem = realdata.copy_projects(src, real) if src is not None else {}
+        real_files = {n: sum(1 for _ in m.glob("*.md")) for n, m in real_mem.items()}
         trees = {}
         for n in sizes:
             claude = Path(tmp) / f"many{n}" / ".claude"
@@ -171,8 +177,14 @@ def main() -> int:
         own_state = ["env", f"XDG_STATE_HOME={env_home / '.state-editable'}"]
         one = {kind: [*pre, str(b / "memd"), "--claude-dir", str(claude1), "check", "-home-u-big"]
                for kind, b, pre in (("regular", reg, []), ("editable", dev, own_state))}
-        for cmd in one.values():
+        # the real folders, named as a user names them: `memd check -- -home-dev-...` (a leading "-")
+        reals = {f"{kind} {key}": [*pre, str(b / "memd"), "--claude-dir", str(real), "check", "--", name]
+                 for kind, b, pre in (("regular", reg, []), ("editable", dev, own_state))
+                 for key, name in (("real_big", realdata.BIG), ("real_small", realdata.SMALL)) if name in real_mem}
+        for cmd in [*one.values(), *reals.values()]:
             subprocess.run(cmd, stdout=subprocess.DEVNULL, check=False)  # fill the cache
+        cold = {f"{k}_cold": [*c[:c.index("check") + 1], "--no-cache", *c[c.index("check") + 1:]]
+                for k, c in reals.items()}
         small = medians({
             "regular bare": [str(reg / "python"), "-c", "pass"],
             "editable bare": [*own_state, str(dev / "python"), "-c", "pass"],
@@ -180,6 +192,7 @@ def main() -> int:
             "editable door": [*own_state, str(dev / "memd"), "--version"],
             "regular one": one["regular"], "editable one": one["editable"],
             "regular one_cold": [*one["regular"], "--no-cache"], "editable one_cold": [*one["editable"], "--no-cache"],
+            **reals, **cold,
         }, args.runs)
         big: dict[int, dict[str, float]] = {}
         for n, claude in trees.items():
@@ -207,6 +220,11 @@ def main() -> int:
              row("`memd --version` (the door alone)", "door", "<= 2x"),
              row("`memd check PROJECT`, 200 topic files, unchanged since the last check", "one", "<= 2.5x"),
              row("the same with `--no-cache` (every file read and checked)", "one_cold", "")]
+    for key, name in (("real_big", realdata.BIG), ("real_small", realdata.SMALL)):
+        if f"regular {key}" in small:
+            what = f"real folder `{name}` ({real_files[name] - 1} topic files): `memd check -- {name}`, unchanged"
+            table += [row(what, key, "<= 2.5x"),
+                      row("the same with `--no-cache`", f"{key}_cold", "")]
     many = ["| projects (x 6 files) | first run | repeated | first run, CPU | repeated, CPU |",
             "| --- | --- | --- | --- | --- |"]
     many += [f"| {n:,} | {big[n]['first']:.2f} s | {big[n]['repeated']:.2f} s | {CPU[f'{n} first']:.2f} s "
@@ -223,6 +241,9 @@ def main() -> int:
         " development venv (its finder imports pathlib at every start, the baseline's included). Run on"
         f" {time.strftime('%Y-%m-%d', time.gmtime())}, Python {sys.version.split()[0]}, {os.cpu_count()} cores.", "",
         *table, "",
+        *(["The real folders are a copy of `../shared/claude-data` (`bench/realdata.py`), as they are; the"
+           " name is given after `--`, as a name starting with `-` is given to most tools.", ""] if real_files else
+          ["(The real-folder rows were skipped: `../shared/claude-data` is not here.)", ""]),
         "`memd check --all` in the regular install (first run: the cache file removed before each sample;"
         " repeated: every folder unchanged since the previous run):", "",
         *many, "",
