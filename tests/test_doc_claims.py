@@ -10,7 +10,9 @@ is kept for good); docs/status.md's reasons by tests/test_status_wording.py and 
 
 from __future__ import annotations
 
+import os
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,6 +29,7 @@ NOT_MADE_HERE = {
     "reviews/": "only with dream.apply = \"review\" and a model run (tests/test_model_jobs.py)",
     "staging/": "removed when each run ends",
     "reports/": "the daemon's morning check-in writes it",
+    "recall/": "only with hooks.recall = true and a key (tests/test_recall.py)",
     "state.sqlite3-wal": "SQLite's, while the database is open", "state.sqlite3-shm": "SQLite's, while open",
 }
 
@@ -81,6 +84,9 @@ def _day(d: DaemonProc, work: Path) -> set[str]:
         r = d.memd(*args)
         assert r.returncode == 0, r.stderr
     d.wait_for("job.end", job="dream")
+    past = time.time() - 3600  # an hour old, as real memory is: a file changed within 2 s is never cached
+    for f in d.claude.rglob("*"):
+        os.utime(f, (past, past))
     for args in (("check", "--all"), ("status",), ("hooks", "install"), ("hooks", "uninstall"),
                  ("report", "--now"), ("rebuild", name, "--dry-run"), ("history", name), ("logs", "-n", "5")):
         r = d.memd(*args)
