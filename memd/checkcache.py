@@ -25,8 +25,9 @@ import os
 import time
 
 from memd import __version__
-from memd.config import BudgetConfig, astuple
 from memd.core import jsonfast
+from memd.core.budget import Limits as BudgetConfig  # the [budget] section's type (memd.config names it so)
+from memd.record import astuple
 
 TYPE_CHECKING = False  # os.path only, no pathlib or typing: a cached `memd check` answers through here
 if TYPE_CHECKING:
