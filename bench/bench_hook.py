@@ -54,6 +54,7 @@ REAL_EVENTS = ("PreToolUse, real memory file", "PostToolUse, real memory file, r
                "SessionStart, real project, index over budget", "SessionStart, real project, index within budget")
 TARGET = 2.0
 REAL: dict[str, str] = {}  # what the real rows measured (for the docs)
+LOAD: list[float] = []  # the 1-minute load average at the end of the runs
 
 
 def setup(home: Path) -> dict[str, tuple[bytes, Path]]:
@@ -194,7 +195,9 @@ def main() -> int:
                 samples[label].append(timed(cmd, data, env, cwd, speaks, label))
         med = {k: statistics.median(xs) for k, xs in samples.items()}
         med.update({f"cpu {k}": statistics.median(xs) for k, xs in CPU.items()})
-        print(f"runs: {args.runs} each, interleaved; python {sys.version.split()[0]}; {os.cpu_count()} CPUs")
+        LOAD.append(os.getloadavg()[0])  # how busy the shared machine was: the docs say it
+        print(f"runs: {args.runs} each, interleaved; python {sys.version.split()[0]}; {os.cpu_count()} CPUs; "
+              f"load average {LOAD[-1]:.1f}")
         print(f"{'variant':<62} {'median ms':>10} {'ratio':>7} {'CPU ratio':>9}")
         for label in samples:
             kind = "regular" if label.startswith("script:") else label.split(":")[0]
@@ -246,8 +249,9 @@ session's working folder.
     met = "met" if worst <= TARGET else "NOT met"
     section = f"""## Hooks
 
-Command: `.venv/bin/python bench/bench_hook.py --runs {runs} --write-docs` (2-core shared machine; each
-variant run {runs} times, interleaved round-robin with the baselines; medians). "Regular install" is
+Command: `.venv/bin/python bench/bench_hook.py --runs {runs} --write-docs` (2-core shared machine, load
+average {LOAD[-1] if LOAD else 0:.1f} at the end of the run; each variant run {runs} times, interleaved round-robin with
+the baselines; medians; {time.strftime('%Y-%m-%d', time.gmtime())}). "Regular install" is
 memd built from the checkout and installed with `pip install .` (its dependencies included) into a venv of
 its own (`bench/regular.py`), started as `memd hooks install` writes it there: that venv's
 `python -I -S .../site-packages/memd/hooks/start.py` (exec form; no `site`, docs/hooks.md), as a ratio to
@@ -268,6 +272,10 @@ install's finder imports pathlib at every start, the baseline's included, which 
   (`tests/realcc/test_hook_if.py` counts them: zero for an ordinary Write, one per event for a memory
   write). The rows stay for older Claude Code versions, which ignore `if`; such a run imports neither
   `json` nor `re` (the hook reads its event with `_json`, json's C scanner).
+- On the real folders (issue 25 measured PostToolUse on an over-budget index at 2.1x and SessionStart
+  at 2.0x): naming the hidden entries decoded each entry's link with `urllib.parse.unquote`, which
+  imports `ipaddress` too; a link without `%` is now taken as it is (`memd.core.index.unquote`, the
+  same answer, tested), so no hook path imports `urllib`.
 - What a memory write still pays beyond the interpreter: `os` and `re` (with `enum`, `functools`,
   `collections`: about half an interpreter start by itself, needed by the secret rules and the index
   parser), memd's hook modules, and the work. Without a config file the hooks use its defaults
