@@ -136,3 +136,18 @@ def test_unquote_is_urllibs(t: str) -> None:
     from urllib.parse import unquote
 
     assert index.unquote(t) == unquote(t)
+
+
+_PIECES = ["- [E{i}](e{i}.md) — hook {i}\n", "<!-- c{i}\n-->\n", "```\n- [F{i}](f{i}.md) — fenced\n```\n",
+           "plain line {i}\n", "\n", "- [W{i}](w{i}.md) — " + "x" * 300 + "\n"]
+
+
+@given(st.lists(st.integers(min_value=0, max_value=len(_PIECES) - 1), min_size=150, max_size=320),
+       st.booleans())
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_measure_names_the_hidden_entries_a_full_parse_names(kinds: list[int], front: bool) -> None:
+    """measure parses only the lines past the cut (the over-budget hooks); the same hidden entries."""
+    text = ("---\nname: x\n---\n" if front else "") + "".join(_PIECES[k].format(i=i) for i, k in enumerate(kinds))
+    b = index.measure(text)
+    view = index.loaded_view(text)
+    assert b.hidden == [e for e in index.parse(text).entries if e.line not in view.visible]
