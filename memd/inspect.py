@@ -359,15 +359,13 @@ def measure_index(project: Project, budget: BudgetConfig) -> IndexMeasure:
 
     path = locate(project.memory_dir, INDEX_NAME, None)
     if path is None:
-        if not os.path.lexists(project.index_path):
-            return IndexMeasure(None, None)
-        what = ("is a folder, not a file" if os.path.isdir(project.index_path) else
-                "is a symlink memd does not follow" if os.path.islink(project.index_path) else
-                "is not a regular file")
-        return IndexMeasure(None, f"{what}, so it cannot be measured")
+        what = _unmeasurable(project.index_path)
+        return IndexMeasure(None, None if what is None else f"{what}, so it cannot be measured")
     r = read_bounded(path, budget.max_file_bytes, hash=False, cut=True)
     if r.data is None:
-        return IndexMeasure(None, None if r.problem == "missing" else r.problem)
+        if r.problem == "missing":
+            return IndexMeasure(None, None)
+        return IndexMeasure(None, f"{_read_problem(r.problem)}, so it cannot be measured")
     problem = r.problem  # "not valid UTF-8" (measured with replacement characters, as the hook does)
     if r.cut:
         try:
@@ -380,6 +378,40 @@ def measure_index(project: Project, budget: BudgetConfig) -> IndexMeasure:
 
     b = project_limits(project, budget, text)
     return IndexMeasure(index.measure(text, b.max_lines, b.max_chars, b.warn_ratio, refdefs=refdefs_kept(b)), problem)
+
+
+def _unmeasurable(index_path: Path) -> str | None:
+    """Why memd will not read the index at index_path, in words (None: there is none). An index
+    that exists but cannot be opened (mode 000) was called "not a regular file"."""
+    import os
+    import stat
+
+    try:
+        st = os.lstat(index_path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"cannot be looked at ({e.strerror})"
+    if stat.S_ISLNK(st.st_mode):
+        return "is a folder, not a file" if os.path.isdir(index_path) else "is a symlink memd does not follow"
+    if stat.S_ISDIR(st.st_mode):
+        return "is a folder, not a file"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file (a FIFO, socket or device)"
+    if not os.access(index_path, os.R_OK):
+        return "cannot be read (permission denied)"
+    return "cannot be read"
+
+
+def _read_problem(problem: str | None) -> str:
+    """read_bounded's problem as the rest of a sentence that starts "MEMORY.md ..."."""
+    if not problem:
+        return "cannot be read"
+    if problem.startswith("unreadable"):
+        return "cannot be read" + problem[len("unreadable"):]  # "... (Permission denied)"
+    if problem.startswith(("is ", "not ")):
+        return problem if problem.startswith("is ") else "is " + problem
+    return problem
 
 
 def status_row(project: Project, config: Config, cache_dir: Path | None = None) -> StatusRow:
@@ -453,6 +485,7 @@ def conflict_blocks_line(rows: list[StatusRow]) -> str:
 
 
 MEASURED_KINDS = ("budget", "topic_files")  # the daemon's warning kinds status measures itself
+_LEVEL_WORDS = {"ok": "within", "near": "near", "over": "over"}  # a level in a sentence ("is ok the budget" was one)
 
 
 def _share(row: StatusRow) -> str:
@@ -470,8 +503,9 @@ def measured_warnings(rows: list[StatusRow], config: Config) -> list[dict[str, A
                    f"{_share(r)} of what Claude Code loads")
         if r.level == "error":
             text = f"{r.project}: {r.problem}"
-            if r.measured_level is not None:
-                text += f"; what a session reads of it is {r.measured_level} the budget ({figures})"
+            if r.measured_level is not None:  # the index was read all the same (cut, or its folder unlistable)
+                level = _LEVEL_WORDS.get(r.measured_level, r.measured_level)
+                text += f"; what a session loads of MEMORY.md is {level} the budget ({figures})"
             out.append({"project": r.project, "kind": "budget", "level": "error", "text": text})
         elif r.level in ("near", "over"):
             hidden = f"; {r.hidden_entries} entries hidden" if r.hidden_entries else ""

@@ -7,14 +7,15 @@ The file belongs to the user and to Claude Code; memd adds and removes only its 
   installed from, so a re-install after moving the venv, or after an older memd, replaces them;
 - install puts each event's entry in a matcher group of its own (other tools' groups are never
   edited) and is idempotent: a second install with the same command changes nothing;
-- every other key, hook and group is kept in order; the file is parsed and written as JSON
-  (2-space indent, as Claude Code writes it);
+- every other key, hook and group is kept in order, and the file is edited minimally: only the
+  top-level ``hooks`` member is replaced, added or removed, every other byte kept (``minimal_text``);
+  a new file is written as JSON with a 2-space indent, as Claude Code writes it;
 - a file that is not a JSON object, or whose ``hooks`` are not shaped the way Claude Code reads
   them, is left untouched with an error saying where;
 - before every change the current file is copied to memd's state folder
-  (``backups/settings.json.<UTC time>``, the last 20 kept). Not beside settings.json: Claude's
-  folder is not memd's to litter, and one fixed ``.memd-backup`` name would be overwritten by the
-  second install, losing the pre-memd original;
+  (``backups/settings.json.<UTC time>``, the last 20 kept), and the file from before memd's first
+  edit is kept for good (``backups/settings.json.before-memd``): uninstall writes those bytes back
+  when nothing else changed since. Not beside settings.json: Claude's folder is not memd's to litter;
 - the write is atomic and refuses to clobber: if Claude Code rewrote the file meanwhile, memd
   stops with an error instead of overwriting it (run the command again).
 """

@@ -225,7 +225,7 @@ def test_rebuild_shortens_to_the_limit_in_the_same_units() -> None:
 # --------------------------------------------------------------------------- the quick path agrees
 
 
-@pytest.mark.parametrize("extra", [[], ["--format", "json"], ["--format=json"]])
+@pytest.mark.parametrize("extra", [[], ["--format", "json"], ["--format=json"], ["--format", "json", "--"]])
 def test_the_cached_answer_is_the_full_answer(make_project: Callable[..., Path], memd_cli: Run,
                                               claude_home: Path, extra: list[str]) -> None:
     """`memd check NAME...` answered from the cache (memd.commands.check.quick) prints what the full
@@ -238,8 +238,8 @@ def test_the_cached_answer_is_the_full_answer(make_project: Callable[..., Path],
         for p in mem.rglob("*"):
             os.utime(p, (past, past))
     (claude_home / "settings.json").write_text('{"autoMemoryEnabled": false}')
-    args = ("check", "-home-u-noisy", "-home", *extra)
-    full = memd_cli(*args, "--no-cache", cwd=claude_home)
+    args = ("check", *extra, "-home-u-noisy", "-home")  # "--": names after it, as a user types a leading "-"
+    full = memd_cli(args[0], "--no-cache", *args[1:], cwd=claude_home)
     memd_cli(*args, cwd=claude_home)  # stores both results
     quick = memd_cli(*args, cwd=claude_home)
     assert (quick.returncode, quick.stdout, quick.stderr) == (full.returncode, full.stdout, full.stderr)
@@ -257,6 +257,29 @@ def test_the_quick_path_declines_what_it_cannot_tell(make_project: Callable[...,
                  ["check", "-home-u-app", "--format", "yaml"], ["check", "no-such-project"],
                  ["check", "-home-u-app"]):  # the last: not cached yet
         assert quick(argv) is None, argv
+
+
+def test_the_quick_path_answers_names_after_a_double_dash(make_project: Callable[..., Path], claude_home: Path,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """`memd check -- -home-u-app` (how a name starting with "-" is given to most tools) took the full
+    path, parser and all, even with every folder cached."""
+    import time
+
+    from memd import cli
+    from memd.commands.check import quick
+
+    mem = make_project("-home-u-app", {"MEMORY.md": "- [A](a.md) — a\n"})
+    past = time.time() - 60
+    for p in [mem, *mem.rglob("*")]:
+        os.utime(p, (past, past))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(claude_home))
+    assert cli.main(["check", "--", "-home-u-app"]) == 1  # a dangling link; stores the result
+    full = capsys.readouterr().out
+    assert quick(["check", "--", "-home-u-app"]) == 1
+    assert capsys.readouterr().out == full
+    for argv in (["check", "--", "-home-u-app", "--format", "json"], ["--", "check", "-home-u-app"]):
+        assert quick(argv) is None, argv  # "--format" is a name after "--": no such folder, the full path says so
 
 
 def test_fix_marks_are_what_rebuild_does(claude_data: Path) -> None:

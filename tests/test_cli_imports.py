@@ -69,6 +69,12 @@ def test_cached_check_of_a_project_is_light(make_project: Callable[..., Path], c
     assert (again.returncode, again.stdout) == (first.returncode, first.stdout)
     assert not SLOW & warm, SLOW & warm  # answered from the cache before argparse, layout or pathlib
     assert {m for m in warm if m.startswith("memd.commands.")} == {"memd.commands.check"}
+    # the cache file is read with json's C scanner alone: json compiles its patterns at import; without a
+    # config file its defaults, without the schema (issue 25)
+    assert "json" not in warm and "memd.config" not in warm, {"json", "memd.config"} & warm
+    dashed, warm_dashed = _imported(["--claude-dir", str(claude_home), "check", "--", "-home-u-app"])
+    assert (dashed.returncode, dashed.stdout) == (first.returncode, first.stdout)
+    assert not (SLOW | {"json"}) & warm_dashed, (SLOW | {"json"}) & warm_dashed  # `--` too: the quick path
     js, warm_js = _imported([*args, "--format", "json"])
     assert json.loads(js.stdout)[0]["project"] == "-home-u-app" and not SLOW & warm_js
 
@@ -90,3 +96,18 @@ def test_help_lists_every_command() -> None:
     assert proc.returncode == 0
     listed = set(re.findall(r"^    (\w+)\s", proc.stdout, re.MULTILINE))
     assert listed == set(COMMANDS)
+
+
+def test_the_quick_paths_defaults_are_the_schemas() -> None:
+    """`memd check NAME` without a config file reads its defaults without memd.config: the same values."""
+    from types import SimpleNamespace
+
+    from memd.commands.check import _config
+    from memd.config import Config
+
+    cfg = _config(None)  # the test's HOME has no config file
+    assert isinstance(cfg, SimpleNamespace)
+    full = Config()
+    assert cfg.budget == full.budget
+    assert (cfg.paths.claude_dir, cfg.paths.state_dir, cfg.hooks.team_pii) == (
+        full.paths.claude_dir, full.paths.state_dir, full.hooks.team_pii)

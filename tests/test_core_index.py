@@ -127,3 +127,27 @@ def test_hidden_entries_are_exactly_those_missing_from_the_view(
         trimmed = text.strip(index.JS_SPACE)
         assert view.chars == index.utf16_len(trimmed)
         assert view.lines == (trimmed.count("\n") + 1 if trimmed else 0)
+
+
+@given(st.text(alphabet=st.sampled_from("ab%2F0 é/#<>\udcff"), max_size=20) | st.text(max_size=20))
+@settings(max_examples=300, deadline=None)
+def test_unquote_is_urllibs(t: str) -> None:
+    """index.unquote imports urllib.parse only for a text with a "%": the same answer either way."""
+    from urllib.parse import unquote
+
+    assert index.unquote(t) == unquote(t)
+
+
+_PIECES = ["- [E{i}](e{i}.md) — hook {i}\n", "<!-- c{i}\n-->\n", "```\n- [F{i}](f{i}.md) — fenced\n```\n",
+           "plain line {i}\n", "\n", "- [W{i}](w{i}.md) — " + "x" * 300 + "\n"]
+
+
+@given(st.lists(st.integers(min_value=0, max_value=len(_PIECES) - 1), min_size=150, max_size=320),
+       st.booleans())
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_measure_names_the_hidden_entries_a_full_parse_names(kinds: list[int], front: bool) -> None:
+    """measure parses only the lines past the cut (the over-budget hooks); the same hidden entries."""
+    text = ("---\nname: x\n---\n" if front else "") + "".join(_PIECES[k].format(i=i) for i, k in enumerate(kinds))
+    b = index.measure(text)
+    view = index.loaded_view(text)
+    assert b.hidden == [e for e in index.parse(text).entries if e.line not in view.visible]

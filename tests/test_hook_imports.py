@@ -34,6 +34,9 @@ PINNED = {
     "PostToolUse, memory file": MEMORY | READS | {"memd.core.frontmatter"},
     "SessionStart": MEMORY | READS | {"memd.hooks.session"},
 }
+# over the budget, the hidden entries are listed (each entry's link decoded): still no urllib.parse
+PINNED["PostToolUse, memory file, index over budget"] = PINNED["PostToolUse, memory file"]
+PINNED["SessionStart, index over budget"] = PINNED["SessionStart"]
 NEVER = {"pathlib", "urllib", "ipaddress", "sqlite3", "_sqlite3", "datetime", "dataclasses", "inspect", "ast", "dis",
          "typing", "tomllib", "argparse", "shutil", "yaml", "anthropic", "structlog", "watchdog",
          # the lean start: no site (nor what it loads), no json (its C accelerator is enough), no config schema
@@ -60,7 +63,8 @@ def imported(stderr: str) -> set[str]:
 
 @pytest.mark.parametrize("case", list(PINNED))
 def test_each_hook_path_imports_exactly_its_list(hook_project: HookProject, case: str) -> None:  # noqa: F811
-    (hook_project.memory / "MEMORY.md").write_text(index_text(190))  # near the budget: notes are written
+    # near the budget (notes are written), or over it (the hidden entries are named)
+    (hook_project.memory / "MEMORY.md").write_text(index_text(250 if "over budget" in case else 190))
     (hook_project.memory / "feedback_x.md").write_text(topic())
     with StateStore.open(hook_project.state) as st:
         st.set_warning(hook_project.memory.parent.name, "check.findings", "warning", {"message": "2 dangling links"})

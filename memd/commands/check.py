@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable, Iterable, Sequence
     from types import SimpleNamespace
-    from typing import TextIO
+    from typing import Any, TextIO
 
     from memd.cli import Context
     from memd.core.findings import Finding
@@ -107,7 +107,7 @@ def _report(args: argparse.Namespace | SimpleNamespace, notes: list[str], checke
 
 
 def quick(argv: Sequence[str]) -> int | None:
-    """``memd [--claude-dir DIR] [--config FILE] check NAME... [--format text|json]`` answered from the
+    """``memd [--claude-dir DIR] [--config FILE] check [--] NAME... [--format text|json]`` answered from the
     check cache (``from_cache``) before argparse is imported: the most common repeated check costs
     little more than starting Python. None for any other command line and on a cache miss: the
     full path parses it. A token that looks like an option is a NAME only where a project folder
@@ -137,6 +137,9 @@ def quick(argv: Sequence[str]) -> int | None:
             if tok != "check":
                 return None
             command = True
+        elif tok == "--":  # the rest are names, as argparse reads them (`memd check -- -home-u-app`)
+            names.extend(it)
+            break
         elif tok.startswith("-") and not looks_like_folder(tok):
             return None
         else:
@@ -149,6 +152,25 @@ def quick(argv: Sequence[str]) -> int | None:
     if cached is None:
         return None
     return _report(args, cached[1], cached[0], 0, code_filter([], []))
+
+
+def _config(path: str | None) -> Any:
+    """The config the quick path reads: without a config file (no --config, the default path absent)
+    its defaults without importing the schema, as the hooks do (``memd.hooks.defaults``; the budget is
+    ``memd.core.budget.Limits()``, held equal to the schema's by tests/test_cli_imports.py); else the file."""
+    if path is None:
+        base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+        if not os.path.lexists(os.path.join(base, "memd", "config.toml")):
+            from types import SimpleNamespace
+
+            from memd.core.budget import Limits
+            from memd.hooks.defaults import VALUES
+
+            return SimpleNamespace(budget=Limits(), paths=SimpleNamespace(**VALUES["paths"]),
+                                   hooks=SimpleNamespace(team_pii=VALUES["hooks"]["team_pii"]))
+    from memd import config
+
+    return config.load(path)
 
 
 class _Named:
@@ -169,11 +191,11 @@ def from_cache(args: argparse.Namespace | SimpleNamespace) -> tuple[list[Project
     names = args.projects
     if any(n in (".", "..") or "/" in n or os.sep in n or n.startswith("~") for n in names):
         return None
-    from memd import ccsettings, checkcache, config
+    from memd import ccsettings, checkcache
     from memd.hooks.log import default_state_dir  # memd's state folder with os.path, as the hooks find it
     from memd.inspect import ProjectCheck
 
-    cfg = config.load(getattr(args, "config", None))  # a bad config fails here as on the full path
+    cfg = _config(getattr(args, "config", None))  # a bad config fails here as on the full path
     claude = ccsettings.claude_folder(getattr(args, "claude_dir", None), cfg.paths.claude_dir)
     if os.path.normpath(claude) != claude:
         return None  # shown as pathlib would show it ("./x/" as "x"): the full path's business

@@ -19,6 +19,10 @@ from itertools import accumulate
 
 from memd.record import Record, field
 
+TYPE_CHECKING = False  # (typing is not imported at run time: the hooks measure through here)
+if TYPE_CHECKING:
+    from collections.abc import Container
+
 # The patterns are strings compiled on first use (re's cache): measuring an index in a hook needs none of
 # them, and compiling them at import cost every SessionStart and PostToolUse ~1 ms. ``ENTRY`` is still a
 # module attribute (``__getattr__`` below), compiled when first asked for.
@@ -66,6 +70,17 @@ def long_lines(idx: Index, limit: int) -> list[tuple[int, int]]:
             if n not in idx.masked and (length := line_length(ln)) > limit]
 
 
+def unquote(t: str) -> str:
+    """``urllib.parse.unquote(t)``, which returns a text without ``%`` as it is: only a text with one
+    imports ``urllib.parse`` (with ``ipaddress``, a tenth of an interpreter start, which the hooks
+    paid to list the hidden entries of an over-budget index)."""
+    if "%" not in t:
+        return t
+    from urllib.parse import unquote as decode
+
+    return decode(t)
+
+
 class Entry(Record):
     line: int  # 1-based line in the file
     title: str
@@ -80,8 +95,6 @@ class Entry(Record):
         if t.startswith("<") and t.endswith(">"):
             t = t[1:-1]
         t = t.split("#", 1)[0]
-        from urllib.parse import unquote
-
         return unquote(t)
 
     @property
@@ -354,15 +367,19 @@ def _fenced_lines(lines: list[str], masked: frozenset[int]) -> tuple[set[int], b
     return fenced, fence is not None
 
 
-def parse(text: str, *, refdefs: bool = True) -> Index:
+def parse(text: str, *, refdefs: bool = True, src: Source | None = None,
+          skip: Container[int] = frozenset()) -> Index:
+    """The index parsed: its lines, entries, masked and fenced lines. ``src``: ``source(text, refdefs)``
+    when the caller has it; ``skip``: lines whose entries are not wanted (``measure`` wants only those past
+    the cut: the rest are neither matched nor built; the Index then holds only the others)."""
     lines = split_lines(text)
-    src = source(text, refdefs)
+    src = src if src is not None else source(text, refdefs)
     masked = src.masked
     fenced, open_fence = _fenced_lines(lines, masked) if "``" in text or "~~" in text else (set(), False)
     entries: list[Entry] = []
     entry_rx = re.compile(_ENTRY)
     for n, ln in enumerate(lines, 1):
-        if n in masked or n in fenced:
+        if n in masked or n in fenced or n in skip:
             continue
         m = entry_rx.match(ln)
         if m:
@@ -477,12 +494,13 @@ def _in_ranges(flat: tuple[int, ...], o: int) -> bool:
 
 
 def loaded_view(text: str, max_lines: int = 200, max_chars: int = 25_000, *, idx: Index | None = None,
-                refdefs: bool = True) -> LoadedView:
+                refdefs: bool = True, src: Source | None = None) -> LoadedView:
     """The index as a session sees it (``idx``: the text already parsed, to save parsing it again).
     Counts are in UTF-16 units of the text ``source`` gives; ``visible`` holds every file line of
     which at least one unit is loaded (a line cut in its middle is visible). ``refdefs``: see
     ``keeps_refdefs`` (``idx`` must have been parsed with the same value)."""
-    src = idx.src if idx is not None and idx.src is not None else source(text, refdefs)
+    if src is None:
+        src = idx.src if idx is not None and idx.src is not None else source(text, refdefs)
     content = src.text
     a = len(content) - len(content.lstrip(JS_SPACE))
     trimmed = content[a:len(content.rstrip(JS_SPACE))]
@@ -530,11 +548,13 @@ def measure(text: str, max_lines: int = 200, max_chars: int = 25_000, warn_ratio
             *, idx: Index | None = None, refdefs: bool = True) -> Budget:
     """Measure an index against its budget: figures, level and the entries that are hidden
     (``refdefs``: the loading of the Claude Code version the user runs, ``keeps_refdefs``)."""
-    view = loaded_view(text, max_lines, max_chars, idx=idx, refdefs=refdefs)
+    src = idx.src if idx is not None and idx.src is not None else source(text, refdefs)
+    view = loaded_view(text, max_lines, max_chars, idx=idx, refdefs=refdefs, src=src)
     # Nothing cut: every entry is visible (entries are non-blank lines outside frontmatter and comments,
     # all within the trimmed text), so a text not parsed yet is not parsed for this (the hooks' case).
+    # Cut: a text not parsed yet is parsed for the entries past the cut only (the over-budget hooks).
     if view.truncated:
-        idx = idx if idx is not None else parse(text, refdefs=refdefs)
+        idx = idx if idx is not None else parse(text, refdefs=refdefs, src=src, skip=view.visible)
         hidden = [e for e in idx.entries if e.line not in view.visible]
     else:
         hidden = []

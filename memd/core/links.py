@@ -22,9 +22,7 @@ def link_target(raw: str, base_dir: str) -> tuple[str | None, bool]:
     t = t.split("#", 1)[0].split("?", 1)[0]
     if not t or _SCHEME.match(t):
         return None, False
-    from urllib.parse import unquote
-
-    t = unquote(t)
+    t = index.unquote(t)
     if t.startswith(("/", "~")):
         return t, True
     joined = posixpath.normpath(posixpath.join(base_dir, t))

@@ -1,0 +1,168 @@
+"""`memd status` names why an index cannot be measured in true words (issue 25).
+
+An unreadable MEMORY.md (mode 000) was called "not a regular file"; a memory folder that cannot be
+listed, whose MEMORY.md a session still loads, said "what a session reads of it is ok the budget".
+The unit tests make the reads fail as a plain user's would (PermissionError, ``os.access`` false);
+the last test runs memd as an unprivileged user (nobody) on real modes, and skips where it cannot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memd import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+TOPIC = "---\nname: x\ndescription: d\ntype: user\n---\nbody\n"
+
+
+def memd(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = cli.main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _project(claude: Path, name: str) -> Path:
+    mem = claude / "projects" / name / "memory"
+    mem.mkdir(parents=True)
+    (mem / "MEMORY.md").write_text("- [X](x.md) — x\n")
+    (mem / "x.md").write_text(TOPIC)
+    return mem
+
+
+def _warnings(out: str) -> dict[str, str]:
+    return {w["project"]: w["text"] for w in json.loads(out)["warnings"]}
+
+
+def test_an_index_that_cannot_be_opened_says_so(claude_home: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    mem = _project(claude_home, "-home-u-a")
+    index = str(mem / "MEMORY.md")
+    real_open = os.open
+
+    def refusing(path: object, *a: object, **k: object) -> int:
+        if os.fspath(path) == index:  # type: ignore[call-overload]
+            raise PermissionError(13, "Permission denied", index)
+        return real_open(path, *a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", refusing)
+    code, out, err = memd(capsys, "status", "-home-u-a", "--format", "json")
+    assert code == 1, err
+    text = _warnings(out)["-home-u-a"]
+    assert text == "-home-u-a: MEMORY.md cannot be read (Permission denied), so it cannot be measured"
+
+
+def test_an_index_without_read_permission_is_not_called_irregular(claude_home: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """What a plain user's mode-000 index looks like to memd's walk (root reads whatever the mode)."""
+    mem = _project(claude_home, "-home-u-a")
+    index = str(mem / "MEMORY.md")
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, m, *a, **k: False if os.fspath(p) == index
+                        else real_access(p, m, *a, **k))
+    code, out, _ = memd(capsys, "status", "-home-u-a")
+    assert code == 1
+    assert "-home-u-a: MEMORY.md cannot be read (permission denied), so it cannot be measured" in out
+    assert "regular file" not in out
+
+
+def test_a_folder_that_cannot_be_listed_says_what_a_session_loads(claude_home: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    mem = _project(claude_home, "-home-u-b")
+    real_scandir = os.scandir
+
+    def refusing(path: object = ".") -> object:
+        if os.fspath(path) == str(mem):  # type: ignore[call-overload]
+            raise PermissionError(13, "Permission denied", str(mem))
+        return real_scandir(path)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(os, "scandir", refusing)
+    code, out, _ = memd(capsys, "status", "-home-u-b")
+    assert code == 1
+    line = next(x for x in out.splitlines() if x.startswith("  -home-u-b:"))
+    assert line == ("  -home-u-b: the memory folder cannot be read: cannot list (Permission denied); what a session"
+                    " loads of MEMORY.md is within the budget (1/200 lines, 15/25,000 characters, 0% of what"
+                    " Claude Code loads)")
+    # an index near or over keeps its word
+    (mem / "MEMORY.md").write_text("".join(f"- [E{i}](e{i}.md) — x\n" for i in range(250)))
+    code, out, _ = memd(capsys, "status", "-home-u-b")
+    assert "what a session loads of MEMORY.md is over the budget (250/200 lines" in out
+
+
+def _python_for(uid: int) -> str | None:
+    """An interpreter of this Python version that the user uid may run (this venv's may sit in /root)."""
+    want = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    seen: list[str] = []
+    for cand in (os.path.realpath(sys.executable), shutil.which(f"python{want}"), f"/usr/bin/python{want}",
+                 f"/usr/local/bin/python{want}"):
+        if not cand or cand in seen or not os.path.exists(cand):
+            continue
+        seen.append(cand)
+        try:
+            r = subprocess.run(_as(uid, [cand, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"]),
+                               capture_output=True, text=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if r.returncode == 0 and r.stdout.strip() == want:
+            return cand
+    return None
+
+
+def _as(uid: int, argv: list[str]) -> list[str]:
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *argv]
+
+
+@pytest.fixture
+def nobody_home() -> Iterator[tuple[int, Path]]:
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("needs root to run memd as another user (a plain user gets the real modes in the tests above)")
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is not installed")
+    uid = 65534
+    top = Path(tempfile.mkdtemp(prefix="memd-nobody-"))
+    try:
+        top.chmod(0o755)
+        yield uid, top
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_as_a_plain_user_on_real_modes(nobody_home: tuple[int, Path]) -> None:
+    uid, top = nobody_home
+    python = _python_for(uid)
+    if python is None:
+        pytest.skip(f"no Python {sys.version_info[0]}.{sys.version_info[1]} that uid {uid} may run")
+    home = top / "home"
+    claude = home / ".claude"
+    a = _project(claude, "-home-u-a")
+    b = _project(claude, "-home-u-b")
+    for p in [home, *home.rglob("*")]:
+        os.chown(p, uid, uid, follow_symlinks=False)
+    (a / "MEMORY.md").chmod(0o000)
+    b.chmod(0o311)  # may be entered, not listed: a session still loads its MEMORY.md by name
+    deps = sysconfig.get_paths()["purelib"]
+    env = {"HOME": str(home), "XDG_STATE_HOME": str(home / ".state"), "XDG_CONFIG_HOME": str(home / ".config"),
+           "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": f"{ROOT}{os.pathsep}{deps}",
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    r = subprocess.run(_as(uid, [python, "-m", "memd", "status"]), capture_output=True, text=True, env=env,
+                       cwd=str(top), timeout=120, check=False)
+    if r.returncode not in (0, 1) and "No module named" in r.stderr:
+        pytest.skip(f"uid {uid} cannot import memd's dependencies from {deps}: {r.stderr[-300:]}")
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    assert "-home-u-a: MEMORY.md cannot be read (permission denied), so it cannot be measured" in r.stdout
+    assert ("-home-u-b: the memory folder cannot be read: cannot list (Permission denied); what a session loads of"
+            " MEMORY.md is within the budget") in r.stdout
+    assert "regular file" not in r.stdout and "is ok the budget" not in r.stdout
