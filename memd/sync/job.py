@@ -125,9 +125,10 @@ def _split(files: dict[str, bytes]) -> tuple[dict[str, bytes], str | None]:
 
 
 def plan(base: dict[str, bytes], local: dict[str, bytes], remote: gitremote.TreeFiles,
-         hold: frozenset[str] = frozenset(), date: str = "") -> Plan:
-    """The merge of the three sides; a file in ``hold`` keeps this machine's version (the index too). A
-    conflict block names the other machine and ``date`` (the sync's day)."""
+         hold: frozenset[str] = frozenset(), date: str = "", take: frozenset[str] = frozenset()) -> Plan:
+    """The merge of the three sides; a file in ``hold`` keeps this machine's version (the index too), one
+    in ``take`` becomes the remote's version (``--take-remote``). A conflict block names the other machine
+    and ``date`` (the sync's day)."""
     local = {k: v for k, v in local.items() if gitremote.synced(k)}
     bt, bi = _split(base)
     lt, li = _split(local)
@@ -140,7 +141,17 @@ def plan(base: dict[str, bytes], local: dict[str, bytes], remote: gitremote.Tree
             merged.files.pop(rel, None)
         merged.taken = [r for r in merged.taken if r != rel]
         merged.conflicts = [c for c in merged.conflicts if c.rel != rel]
-    return Plan(base, local, remote, merged, li if INDEX_NAME in hold else mg.merge_index(bi, li, ri))
+    for rel in take - hold - {INDEX_NAME}:
+        if rel in rt:
+            merged.files[rel] = rt[rel]
+        else:
+            merged.files.pop(rel, None)
+        merged.conflicts = [c for c in merged.conflicts if c.rel != rel]
+        if lt.get(rel) != rt.get(rel) and rel not in merged.taken:
+            merged.taken.append(rel)
+    index = li if INDEX_NAME in hold else (ri if INDEX_NAME in take and ri is not None
+                                            else mg.merge_index(bi, li, ri))
+    return Plan(base, local, remote, merged, index)
 
 
 def culprits(reasons: tuple[str, ...] | list[str], p: Plan) -> dict[str, str]:
@@ -183,6 +194,7 @@ class Session:
     pushes: int = 0
     push_deletions: bool = False  # the user said so: a push the outgoing guard would hold goes out
     keep_local: bool = False  # the user said so: held files are resolved with this machine's version
+    take_remote: bool = False  # the user said so: files an undo keeps here take the remote's version back
     _whose: str | None = None  # "" once the remote was found memd's, else why not
 
     @property
@@ -256,7 +268,7 @@ class Session:
                                   f"`memd sync --forget {project.name}`")
                 return ProjectOutcome(project.name, "refused", f"{why}; {UNTOUCHED}")
             last = gitremote.seen(jc.state_dir).get(project.name)
-            if (not jc.dry_run and not self.keep_local and not self.push_deletions
+            if (not jc.dry_run and not self.keep_local and not self.push_deletions and not self.take_remote
                     and h.remote is not None and h.remote == h.shared
                     and {k: v for k, v in (last or {}).items() if k not in ("dir", "files")}
                     == {"branch": branch, "remote": h.remote, "folder": gitremote.folder_mark(project.memory_dir)}):
@@ -280,15 +292,22 @@ class Session:
             was = held.load(jc.state_dir, project.name)
             # a file held before stays held while the remote's version is the one refused (judged anew
             # once it changes); --keep-local resolves every held file with this machine's version
-            kept_local = frozenset(was.files) if self.keep_local else frozenset()
+            kept_local = frozenset(was.files) | frozenset(was.undone) if self.keep_local else frozenset()
             why_held = {r: row for r, row in was.files.items() if not self.keep_local
                         and row.get("remote") == held.version(remote.files.get(r))}
             hold = frozenset(why_held)
+            # finding 6: what an undo changed stays here, neither sent nor taken, until the user says which
+            # side wins (--keep-local, --take-remote); a file that is the remote's version again is released
+            take = frozenset(was.undone) if self.take_remote and not self.keep_local else frozenset()
+            undone = _still_undone(was.undone, project, remote, max_bytes) \
+                if not (self.keep_local or self.take_remote) else {}
+            local_only = frozenset(undone)
             final: list[Plan] = []
             for _ in range(MAX_HOLD_ROUNDS):
                 run_id = ap.new_run_id("sync", jc.clock.time())
                 final.clear()
-                res = ap.run(project, self._edit(project, base, remote, hold | kept_local, final, max_bytes),
+                res = ap.run(project, self._edit(project, base, remote, hold | kept_local | local_only, final,
+                                                 max_bytes, take),
                              state_dir=jc.state_dir, job="sync", run_id=run_id, config=cfg, review=jc.dry_run,
                              log=jc.log)
                 if res.verdict != ap.Verdict.REJECTED:
@@ -326,31 +345,35 @@ class Session:
                              "as they are; nothing sent (the next sync merges them)")
             if jc.dry_run:
                 return _with(out, "unchanged" if not p.local_changes else "proposed", _dry_note(p, remote))
-            held.save(jc.state_dir, project.name, held.Held(why_held, {}))
+            held.save(jc.state_dir, project.name, held.Held(why_held, {}, undone if not self.keep_local
+                                                              else was.undone))
             try:
-                sent = self._send(jc, repo, project, branch, h, remote, max_bytes, hold)
+                sent = self._send(jc, repo, project, branch, h, remote, max_bytes, hold, local_only)
             except _Held as e:
                 msg = held_message(project.name, e.reasons)
                 held.hold_project(jc.state_dir, project.name, "; ".join(e.reasons) + " on the remote",
                                   f"`memd sync --push-deletions {project.name}` if that is meant, else "
                                   f"`memd sync --forget {project.name}` takes the remote's memory back")
-                return _with(out, "refused", _summary(res, p, msg, why_held, project.name))
-            return _with(out, out.outcome, _summary(res, p, sent, why_held, project.name))
+                return _with(out, "refused", _summary(res, p, msg, why_held, project.name, undone))
+            if self.keep_local and was.undone:  # sent: this machine's version is the shared one now
+                held.save(jc.state_dir, project.name, held.Held(why_held, {}))
+            return _with(out, out.outcome, _summary(res, p, sent, why_held, project.name, undone))
         finally:
             repo.close()
 
     def _edit(self, project: Project, base: dict[str, bytes], remote: gitremote.TreeFiles, hold: frozenset[str],
-              final: list[Plan], max_bytes: int) -> Callable[[ap.Workspace], ap.Edits]:
+              final: list[Plan], max_bytes: int,
+              take: frozenset[str] = frozenset()) -> Callable[[ap.Workspace], ap.Edits]:
         """The merge as ``apply.run``'s edit step; the plan it made lands in ``final``."""
 
         def edit(ws: ap.Workspace) -> ap.Edits:
             day = time.strftime("%Y-%m-%d", time.localtime(self.jc.clock.time()))
-            first = plan(base, file_map(project.memory_dir, max_bytes), remote, hold, day)
+            first = plan(base, file_map(project.memory_dir, max_bytes), remote, hold, day, take)
             final.append(first)
             if not first.local_changes:
                 return ap.Edits(note=_note(first, remote.machine))
             st = ws.get()  # merged again from exactly what was staged (the folder may have moved)
-            p = plan(base, {rel: b.data for rel, b in st.baseline.items()}, remote, hold, day)
+            p = plan(base, {rel: b.data for rel, b in st.baseline.items()}, remote, hold, day, take)
             final[0] = p
             _write(st, p)
             # index lines the other machine's user removed or corrected: their removal sticks
@@ -362,9 +385,11 @@ class Session:
         return edit
 
     def _send(self, jc: JobContext, repo: Any, project: Project, branch: str, h: gitremote.Heads,
-              remote: gitremote.TreeFiles, max_bytes: int, hold: frozenset[str] = frozenset()) -> str:
+              remote: gitremote.TreeFiles, max_bytes: int, hold: frozenset[str] = frozenset(),
+              local_only: frozenset[str] = frozenset()) -> str:
         """Push the folder as it is now, unless the remote holds all of it; returns what was done. A held
-        file goes out as the remote has it (never this machine's version over the one held)."""
+        file goes out as the remote has it (never this machine's version over the one held); so does a
+        file an undo keeps here (``local_only``, the index too: the undo stays on this machine)."""
         mark = gitremote.folder_mark(project.memory_dir)  # before reading: a later write is seen next time
         now_files = {k: v for k, v in file_map(project.memory_dir, max_bytes).items() if gitremote.synced(k)}
         outgoing: dict[str, bytes] = {}
@@ -377,7 +402,7 @@ class Session:
             withheld.setdefault(why, []).append(rel)
             if rel in remote.files:  # the remote keeps its own version: never a deletion there
                 outgoing[rel] = remote.files[rel]
-        for rel in hold - {INDEX_NAME}:
+        for rel in (hold - {INDEX_NAME}) | local_only:
             if rel in remote.files:
                 outgoing[rel] = remote.files[rel]
             else:
@@ -467,6 +492,16 @@ def _made_anew(project: Project, last: dict[str, Any], max_bytes: int) -> bool:
     return bool(now) and not (now & set(known))
 
 
+def _still_undone(undone: dict[str, dict[str, Any]], project: Project, remote: gitremote.TreeFiles,
+                  max_bytes: int) -> dict[str, dict[str, Any]]:
+    """The files an undo keeps here that still differ from the remote's version (the rest is released:
+    both sides agree again, nothing is left to keep apart)."""
+    if not undone:
+        return {}
+    local = file_map(project.memory_dir, max_bytes)
+    return {r: row for r, row in undone.items() if local.get(r) != remote.files.get(r)}
+
+
 def held_message(project: str, reasons: list[str]) -> str:
     """The words for a push the outgoing guard holds."""
     return (f"held, nothing sent: {'; '.join(reasons)} on the remote (the guard's shares, "
@@ -522,7 +557,7 @@ def _dry_note(p: Plan, remote: gitremote.TreeFiles) -> str:
 
 
 def _summary(res: ap.RunResult, p: Plan, sent: str, why_held: dict[str, dict[str, Any]] | None = None,
-             project: str = "PROJECT") -> str:
+             project: str = "PROJECT", undone: dict[str, dict[str, Any]] | None = None) -> str:
     bits = []
     if res.verdict == ap.Verdict.APPLIED:
         bits.append(f"took {res.summary}")
@@ -530,6 +565,8 @@ def _summary(res: ap.RunResult, p: Plan, sent: str, why_held: dict[str, dict[str
         bits.append(f"held {len(why_held)} file(s) of the remote here: "
                     + "; ".join(f"{r} ({row.get('reason', '')})" for r, row in sorted(why_held.items())[:3])
                     + f" (`memd sync --keep-local {project}` sends this machine's version)")
+    if undone:
+        bits.append(held.undone_line(project, undone))
     if p.merged.conflicts:
         bits.append(f"{len(p.merged.conflicts)} conflict(s) kept with both sides in the file (a marked block; "
                     "`memd check` shows where): "
@@ -565,7 +602,7 @@ def synced_projects(jc: JobContext, projects: list[Project], *,
 
 
 def run_sync(jc: JobContext, projects: list[Project], *, named: bool = False, interactive: bool = False,
-             push_deletions: bool = False, keep_local: bool = False,
+             push_deletions: bool = False, keep_local: bool = False, take_remote: bool = False,
              before_project: Callable[[Project], Any] | None = None,
              after_project: Callable[[Project, ProjectOutcome | None], Any] | None = None) -> JobResult:
     """The sync job over projects (see the module doc). Sync must be on (``sync.remote``)."""
@@ -574,7 +611,8 @@ def run_sync(jc: JobContext, projects: list[Project], *, named: bool = False, in
 
     if not jc.config.sync.remote.strip():
         raise ConfigError(["sync.remote: sync is off (set it to a private git repository of yours; docs/sync.md)"])
-    session = Session(jc, interactive=interactive, push_deletions=push_deletions, keep_local=keep_local)
+    session = Session(jc, interactive=interactive, push_deletions=push_deletions, keep_local=keep_local,
+                      take_remote=take_remote)
     chosen, session.identities = synced_projects(jc, projects, named=named)
     if any(i.identity for i in session.identities.values() if i.project in {p.name for p in chosen}):
         session.fetch()
