@@ -227,5 +227,6 @@ def _keep_undo_local(res: UndoResult, rb: RebuildResult | None, project: Project
 
     if project.name not in gitremote.seen(state_dir):
         return
-    held.keep_undone(state_dir, project.name, changed, res.run, time.time())
+    held.keep_undone(state_dir, project.name, changed, res.run, time.time(), before=res.snapshot,
+                     after=res.undo_commit)
     res.kept_local = changed

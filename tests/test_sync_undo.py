@@ -92,6 +92,42 @@ def test_take_remote_brings_the_remote_version_back(machines: Any) -> None:
     assert b.outcome("app").outcome == "unchanged"
 
 
+def test_resolving_keeps_what_was_written_since(machines: Any) -> None:
+    """Either way the user resolves, words written after the undo survive: --keep-local merges from the
+    version the undo reverted (another machine's later edit of an undone file stays), --take-remote from
+    the version the undo wrote (this machine's later edit of an undone file stays)."""
+    a, b = machines("ma"), machines("mb")
+    shared(a, b)
+    _incoming(a, b)
+    undo_project(b.project(), b.config, b.state_dir, None, dry_run=False)
+    a.write("x.md", (a.read("x.md") or "") + "ma's later line about x.\n")
+    a.sync("app")
+    b.write("t1.md", (b.read("t1.md") or "") + "\n\n\n\nmb's last line about t1.\n")
+    c = Machine(b.home.parent.parent, "mc", a.config.sync.remote)
+    out = b.outcome("app", take_remote=True)
+    assert out.outcome == "changed", out
+    t1 = b.read("t1.md") or ""
+    assert "mb's last line" in t1 and "corrected on ma" in t1, t1
+    assert "ma's later line" in (b.read("x.md") or "")
+    c.sync("app")
+    assert "mb's last line" in (c.read("t1.md") or "")
+
+
+def test_keep_local_keeps_the_other_machines_later_words(machines: Any) -> None:
+    a, b = machines("ma"), machines("mb")
+    shared(a, b)
+    _incoming(a, b)
+    undo_project(b.project(), b.config, b.state_dir, None, dry_run=False)
+    a.write("x.md", (a.read("x.md") or "") + "ma's later line about x.\n")
+    a.sync("app")
+    out = b.outcome("app", keep_local=True)
+    assert "sent" in out.message, out
+    a.sync("app")
+    assert "corrected" not in (a.read("t1.md") or "")  # the undo went out
+    assert "ma's later line" in (a.read("x.md") or "")  # deleted here, changed there: kept
+    assert "ma's later line" in (b.read("x.md") or "")
+
+
 def test_undo_of_a_first_sync_is_kept_here(machines: Any) -> None:
     """A new machine's first sync undone: its folder is empty, nothing is sent (not even held as a mass
     deletion: the undo is simply not sent), the remote keeps all, the other machines too."""

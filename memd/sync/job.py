@@ -125,10 +125,9 @@ def _split(files: dict[str, bytes]) -> tuple[dict[str, bytes], str | None]:
 
 
 def plan(base: dict[str, bytes], local: dict[str, bytes], remote: gitremote.TreeFiles,
-         hold: frozenset[str] = frozenset(), date: str = "", take: frozenset[str] = frozenset()) -> Plan:
-    """The merge of the three sides; a file in ``hold`` keeps this machine's version (the index too), one
-    in ``take`` becomes the remote's version (``--take-remote``). A conflict block names the other machine
-    and ``date`` (the sync's day)."""
+         hold: frozenset[str] = frozenset(), date: str = "") -> Plan:
+    """The merge of the three sides; a file in ``hold`` keeps this machine's version (the index too). A
+    conflict block names the other machine and ``date`` (the sync's day)."""
     local = {k: v for k, v in local.items() if gitremote.synced(k)}
     bt, bi = _split(base)
     lt, li = _split(local)
@@ -141,17 +140,7 @@ def plan(base: dict[str, bytes], local: dict[str, bytes], remote: gitremote.Tree
             merged.files.pop(rel, None)
         merged.taken = [r for r in merged.taken if r != rel]
         merged.conflicts = [c for c in merged.conflicts if c.rel != rel]
-    for rel in take - hold - {INDEX_NAME}:
-        if rel in rt:
-            merged.files[rel] = rt[rel]
-        else:
-            merged.files.pop(rel, None)
-        merged.conflicts = [c for c in merged.conflicts if c.rel != rel]
-        if lt.get(rel) != rt.get(rel) and rel not in merged.taken:
-            merged.taken.append(rel)
-    index = li if INDEX_NAME in hold else (ri if INDEX_NAME in take and ri is not None
-                                            else mg.merge_index(bi, li, ri))
-    return Plan(base, local, remote, merged, index)
+    return Plan(base, local, remote, merged, li if INDEX_NAME in hold else mg.merge_index(bi, li, ri))
 
 
 def culprits(reasons: tuple[str, ...] | list[str], p: Plan) -> dict[str, str]:
@@ -292,22 +281,26 @@ class Session:
             was = held.load(jc.state_dir, project.name)
             # a file held before stays held while the remote's version is the one refused (judged anew
             # once it changes); --keep-local resolves every held file with this machine's version
-            kept_local = frozenset(was.files) | frozenset(was.undone) if self.keep_local else frozenset()
+            kept_local = frozenset(was.files) if self.keep_local else frozenset()
             why_held = {r: row for r, row in was.files.items() if not self.keep_local
                         and row.get("remote") == held.version(remote.files.get(r))}
             hold = frozenset(why_held)
             # finding 6: what an undo changed stays here, neither sent nor taken, until the user says which
-            # side wins (--keep-local, --take-remote); a file that is the remote's version again is released
-            take = frozenset(was.undone) if self.take_remote and not self.keep_local else frozenset()
+            # side wins; a file that is the remote's version again is released. Said, it merges three-way
+            # from the undo's side of it: --keep-local from the version the undo reverted (the undo goes out,
+            # with what other machines wrote in those files since), --take-remote from the version the undo
+            # wrote (the remote's comes back, with what was written here since): no one's later words lost
             undone = _still_undone(was.undone, project, remote, max_bytes) \
                 if not (self.keep_local or self.take_remote) else {}
             local_only = frozenset(undone)
+            if was.undone and (self.keep_local or self.take_remote):
+                base = _undo_base(jc, project.name, base, was.undone, "before" if self.keep_local else "after")
             final: list[Plan] = []
             for _ in range(MAX_HOLD_ROUNDS):
                 run_id = ap.new_run_id("sync", jc.clock.time())
                 final.clear()
                 res = ap.run(project, self._edit(project, base, remote, hold | kept_local | local_only, final,
-                                                 max_bytes, take),
+                                                 max_bytes),
                              state_dir=jc.state_dir, job="sync", run_id=run_id, config=cfg, review=jc.dry_run,
                              log=jc.log)
                 if res.verdict != ap.Verdict.REJECTED:
@@ -362,18 +355,17 @@ class Session:
             repo.close()
 
     def _edit(self, project: Project, base: dict[str, bytes], remote: gitremote.TreeFiles, hold: frozenset[str],
-              final: list[Plan], max_bytes: int,
-              take: frozenset[str] = frozenset()) -> Callable[[ap.Workspace], ap.Edits]:
+              final: list[Plan], max_bytes: int) -> Callable[[ap.Workspace], ap.Edits]:
         """The merge as ``apply.run``'s edit step; the plan it made lands in ``final``."""
 
         def edit(ws: ap.Workspace) -> ap.Edits:
             day = time.strftime("%Y-%m-%d", time.localtime(self.jc.clock.time()))
-            first = plan(base, file_map(project.memory_dir, max_bytes), remote, hold, day, take)
+            first = plan(base, file_map(project.memory_dir, max_bytes), remote, hold, day)
             final.append(first)
             if not first.local_changes:
                 return ap.Edits(note=_note(first, remote.machine))
             st = ws.get()  # merged again from exactly what was staged (the folder may have moved)
-            p = plan(base, {rel: b.data for rel, b in st.baseline.items()}, remote, hold, day, take)
+            p = plan(base, {rel: b.data for rel, b in st.baseline.items()}, remote, hold, day)
             final[0] = p
             _write(st, p)
             # index lines the other machine's user removed or corrected: their removal sticks
@@ -500,6 +492,30 @@ def _still_undone(undone: dict[str, dict[str, Any]], project: Project, remote: g
         return {}
     local = file_map(project.memory_dir, max_bytes)
     return {r: row for r, row in undone.items() if local.get(r) != remote.files.get(r)}
+
+
+def _undo_base(jc: JobContext, project: str, base: dict[str, bytes], undone: dict[str, dict[str, Any]],
+               side: str) -> dict[str, bytes]:
+    """The merge base with each undone file's version from the undo's history commit ``side`` ("before":
+    the folder the undo reverted, "after": what the undo wrote). A commit memd's history no longer has
+    leaves the side the user chose as it is here (keep-local) or the remote's (take-remote)."""
+    out = dict(base)
+    trees: dict[str, dict[str, bytes] | None] = {}
+    for rel, row in undone.items():
+        commit = str(row.get(side) or "")
+        if commit not in trees:
+            try:
+                trees[commit] = history.files_at(jc.state_dir, project, commit) if commit else None
+            except MemdError:
+                trees[commit] = None
+        tree = trees[commit]
+        if tree is None:
+            continue
+        if rel in tree:
+            out[rel] = tree[rel]
+        else:
+            out.pop(rel, None)
+    return out
 
 
 def held_message(project: str, reasons: list[str]) -> str:
