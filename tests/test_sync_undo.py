@@ -204,3 +204,34 @@ def test_the_door_says_it(machines: Any, tmp_path: Path, capsys: pytest.CaptureF
     capsys.readouterr()
     assert main(_cli(b, tmp_path, "sync", "--take-remote", name)) == 0
     assert b.read("x.md") is not None
+
+
+def test_take_remote_keeps_a_line_written_here_before_the_undo(machines: Any) -> None:
+    """Found by the fleet: an index line written here and never sent, then `memd undo` (whose index
+    repair rewrote MEMORY.md), then `--take-remote`: the line stays (the undo's change is taken back out
+    of this side, then merged against the shared base; the version the undo wrote is no common base)."""
+    a, b = machines("ma"), machines("mb")
+    shared(a, b)
+    _incoming(a, b)
+    b.write("MEMORY.md", (b.read("MEMORY.md") or "") + "Note: a line of mb's, never sent.\n")
+    undo_project(b.project(), b.config, b.state_dir, None, dry_run=False)
+    assert "never sent" in (b.read("MEMORY.md") or "")
+    b.outcome("app", take_remote=True)
+    assert "never sent" in (b.read("MEMORY.md") or "")
+    assert b.read("x.md") is not None
+    a.sync("app")
+    assert "never sent" in (a.read("MEMORY.md") or "")
+
+
+def test_a_folder_removed_after_an_undo_takes_the_remote_back(machines: Any) -> None:
+    """What an undo kept here went with the folder (a reset): nothing is kept apart any more, the
+    remote's memory comes back and no status line stays."""
+    import shutil
+
+    a, b = machines("ma"), machines("mb")
+    shared(a, b)
+    _incoming(a, b)
+    undo_project(b.project(), b.config, b.state_dir, None, dry_run=False)
+    shutil.rmtree(b.mem())
+    b.sync("app")
+    assert b.read("x.md") is not None and held.status_lines(b.state_dir) == ""

@@ -124,13 +124,18 @@ def _split(files: dict[str, bytes]) -> tuple[dict[str, bytes], str | None]:
     return {k: v for k, v in files.items() if k != INDEX_NAME}, _opt(files.get(INDEX_NAME))
 
 
+Redo = dict[str, tuple[bytes | None, bytes | None]]  # rel -> (what an undo wrote, what it reverted)
+
+
 def plan(base: dict[str, bytes], local: dict[str, bytes], remote: gitremote.TreeFiles,
-         hold: frozenset[str] = frozenset(), date: str = "") -> Plan:
+         hold: frozenset[str] = frozenset(), date: str = "", redo: Redo | None = None) -> Plan:
     """The merge of the three sides; a file in ``hold`` keeps this machine's version (the index too). A
-    conflict block names the other machine and ``date`` (the sync's day)."""
+    conflict block names the other machine and ``date`` (the sync's day). ``redo`` (``--take-remote``
+    of an undo): the undo's change is taken back out of this machine's side first (``redone``), then
+    the three sides merge as ever."""
     local = {k: v for k, v in local.items() if gitremote.synced(k)}
     bt, bi = _split(base)
-    lt, li = _split(local)
+    lt, li = _split(redone(local, redo, date) if redo else local)
     rt, ri = _split(remote.files)
     merged = mg.merge_folder(bt, lt, rt, machine=remote.machine or "another machine", date=date)
     for rel in hold - {INDEX_NAME}:
@@ -141,6 +146,24 @@ def plan(base: dict[str, bytes], local: dict[str, bytes], remote: gitremote.Tree
         merged.taken = [r for r in merged.taken if r != rel]
         merged.conflicts = [c for c in merged.conflicts if c.rel != rel]
     return Plan(base, local, remote, merged, li if INDEX_NAME in hold else mg.merge_index(bi, li, ri))
+
+
+def redone(local: dict[str, bytes], redo: Redo, date: str) -> dict[str, bytes]:
+    """This machine's files with the undo's change reverted (a three-way merge from what the undo wrote
+    to what it reverted, over what the file is now): what was written here since the undo stays."""
+    out = dict(local)
+    for rel, (wrote, reverted) in redo.items():
+        if rel == INDEX_NAME:
+            merged = mg.merge_index(_opt(wrote), _opt(out.get(rel)), _opt(reverted))
+            data = None if merged is None else merged.encode("utf-8")
+        else:
+            data = mg.merge_file(rel, wrote, out.get(rel), reverted, machine="the version before the undo",
+                                 date=date).result
+        if data is None:
+            out.pop(rel, None)
+        else:
+            out[rel] = data
+    return out
 
 
 def culprits(reasons: tuple[str, ...] | list[str], p: Plan) -> dict[str, str]:
@@ -265,7 +288,8 @@ class Session:
             remote = gitremote.files_of(repo, h.remote, max_bytes)
             base_commit = gitremote.merge_base(repo, h.mine, h.remote) if h.mine and h.remote else None
             base = gitremote.files_of(repo, base_commit, max_bytes).files
-            if not self.push_deletions and _made_anew(project, last or {}, max_bytes):
+            anew = _made_anew(project, last or {}, max_bytes)
+            if not self.push_deletions and anew:
                 # a missing folder, or one removed and made again since the last sync (a reset, an rm -rf
                 # that Claude Code's next session undid by making it anew), is "nothing here yet", never
                 # "delete everything": merged with no common base, the remote's memory comes back and
@@ -279,6 +303,8 @@ class Session:
                 (jc.log or _silent).warning("sync.ignored", project=project.name, entries=fresh[:20],
                                             count=len(fresh))
             was = held.load(jc.state_dir, project.name)
+            if anew and was.undone:  # what an undo kept here went with the folder: nothing left to keep apart
+                was.undone = {}
             # a file held before stays held while the remote's version is the one refused (judged anew
             # once it changes); --keep-local resolves every held file with this machine's version
             kept_local = frozenset(was.files) if self.keep_local else frozenset()
@@ -286,21 +312,20 @@ class Session:
                         and row.get("remote") == held.version(remote.files.get(r))}
             hold = frozenset(why_held)
             # finding 6: what an undo changed stays here, neither sent nor taken, until the user says which
-            # side wins; a file that is the remote's version again is released. Said, it merges three-way
-            # from the undo's side of it: --keep-local from the version the undo reverted (the undo goes out,
-            # with what other machines wrote in those files since), --take-remote from the version the undo
-            # wrote (the remote's comes back, with what was written here since): no one's later words lost
+            # side wins; a file that is the remote's version again is released. --keep-local: the undo is
+            # this machine's change like any other, merged against the shared base (what other machines
+            # wrote since stays); --take-remote: the undo's change is taken back out of this side first
+            # (what was written here since stays), then merged: no one's later words lost
             undone = _still_undone(was.undone, project, remote, max_bytes) \
                 if not (self.keep_local or self.take_remote) else {}
             local_only = frozenset(undone)
-            if was.undone and (self.keep_local or self.take_remote):
-                base = _undo_base(jc, project.name, base, was.undone, "before" if self.keep_local else "after")
+            redo = _redo(jc, project.name, was.undone) if was.undone and self.take_remote else None
             final: list[Plan] = []
             for _ in range(MAX_HOLD_ROUNDS):
                 run_id = ap.new_run_id("sync", jc.clock.time())
                 final.clear()
                 res = ap.run(project, self._edit(project, base, remote, hold | kept_local | local_only, final,
-                                                 max_bytes),
+                                                 max_bytes, redo),
                              state_dir=jc.state_dir, job="sync", run_id=run_id, config=cfg, review=jc.dry_run,
                              log=jc.log)
                 if res.verdict != ap.Verdict.REJECTED:
@@ -355,17 +380,17 @@ class Session:
             repo.close()
 
     def _edit(self, project: Project, base: dict[str, bytes], remote: gitremote.TreeFiles, hold: frozenset[str],
-              final: list[Plan], max_bytes: int) -> Callable[[ap.Workspace], ap.Edits]:
+              final: list[Plan], max_bytes: int, redo: Redo | None = None) -> Callable[[ap.Workspace], ap.Edits]:
         """The merge as ``apply.run``'s edit step; the plan it made lands in ``final``."""
 
         def edit(ws: ap.Workspace) -> ap.Edits:
             day = time.strftime("%Y-%m-%d", time.localtime(self.jc.clock.time()))
-            first = plan(base, file_map(project.memory_dir, max_bytes), remote, hold, day)
+            first = plan(base, file_map(project.memory_dir, max_bytes), remote, hold, day, redo)
             final.append(first)
             if not first.local_changes:
                 return ap.Edits(note=_note(first, remote.machine))
             st = ws.get()  # merged again from exactly what was staged (the folder may have moved)
-            p = plan(base, {rel: b.data for rel, b in st.baseline.items()}, remote, hold, day)
+            p = plan(base, {rel: b.data for rel, b in st.baseline.items()}, remote, hold, day, redo)
             final[0] = p
             _write(st, p)
             # index lines the other machine's user removed or corrected: their removal sticks
@@ -494,27 +519,24 @@ def _still_undone(undone: dict[str, dict[str, Any]], project: Project, remote: g
     return {r: row for r, row in undone.items() if local.get(r) != remote.files.get(r)}
 
 
-def _undo_base(jc: JobContext, project: str, base: dict[str, bytes], undone: dict[str, dict[str, Any]],
-               side: str) -> dict[str, bytes]:
-    """The merge base with each undone file's version from the undo's history commit ``side`` ("before":
-    the folder the undo reverted, "after": what the undo wrote). A commit memd's history no longer has
-    leaves the side the user chose as it is here (keep-local) or the remote's (take-remote)."""
-    out = dict(base)
+def _redo(jc: JobContext, project: str, undone: dict[str, dict[str, Any]]) -> Redo:
+    """Per undone file, what the undo wrote and what it reverted, from its two history commits. A file
+    whose commits memd's history no longer has is left as it is here (then merged as ever)."""
     trees: dict[str, dict[str, bytes] | None] = {}
-    for rel, row in undone.items():
-        commit = str(row.get(side) or "")
+
+    def tree(commit: str) -> dict[str, bytes] | None:
         if commit not in trees:
             try:
                 trees[commit] = history.files_at(jc.state_dir, project, commit) if commit else None
             except MemdError:
                 trees[commit] = None
-        tree = trees[commit]
-        if tree is None:
-            continue
-        if rel in tree:
-            out[rel] = tree[rel]
-        else:
-            out.pop(rel, None)
+        return trees[commit]
+
+    out: Redo = {}
+    for rel, row in undone.items():
+        wrote, reverted = tree(str(row.get("after") or "")), tree(str(row.get("before") or ""))
+        if wrote is not None and reverted is not None:
+            out[rel] = (wrote.get(rel), reverted.get(rel))
     return out
 
 
