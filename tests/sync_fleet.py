@@ -15,7 +15,7 @@ order hypothesis picks:
   Anthropic SDK against the loopback Messages-API stub with a scripted ``str_replace`` tool call (a
   correction), and the resolution of conflict blocks (markers removed, lines kept: what the user or the
   dream does);
-- syncs, and offline spells (a machine's remote unreachable until it comes back).
+- syncs, and offline spells (a machine's remote unreachable for its next few syncs).
 
 The model of the words is ``Words``: every word written (a unique token) is *live* until a machine
 removes it on purpose (a deleted file, a correction, an undo sent with ``--keep-local``); a word that
@@ -265,9 +265,10 @@ class Fleet(RuleBasedStateMachine):
         self.remote = "file://" + str(bare_remote(self.root / "remote.git"))
         self.nowhere = "file://" + str(self.root / "offline-nowhere.git")
         self.machines = {n: Machine(self.root, n, self.remote, repos=self.PROJECTS) for n in NAMES}
-        self.offline: dict[str, bool] = dict.fromkeys(NAMES, False)
+        self.offline: dict[str, int] = dict.fromkeys(NAMES, 0)  # syncs left offline
         self.words = Words()
         self.serial = 0
+        self.stepping = False  # a rule started and its invariants have not all passed yet
         self.started = time.perf_counter()
         self.rep = type(self).report
         self.rep.examples += 1
@@ -284,6 +285,7 @@ class Fleet(RuleBasedStateMachine):
 
     @initialize()
     def setup(self) -> None:
+        self.stepping = True
         first = self.machines["ma"]
         for key in self.PROJECTS:
             for i in range(4):
@@ -300,13 +302,18 @@ class Fleet(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         try:
-            self._quiesce()
+            if not self.stepping:  # a step broke (hypothesis reports it): no quiescence over a broken world
+                self._quiesce()
         finally:
             self.rep.seconds += time.perf_counter() - self.started
             if not self.keep_dirs:
                 shutil.rmtree(self.root, ignore_errors=True)
 
     # ---------------------------------------------------------------- bookkeeping
+
+    def _step(self, name: str) -> None:
+        self.stepping = True
+        self.rep.count(name)
 
     def _word(self, machine: str, kind: str = "tok") -> str:
         self.serial += 1
@@ -343,7 +350,7 @@ class Fleet(RuleBasedStateMachine):
     @rule(m=st.sampled_from(NAMES), key=st.sampled_from(("app",)), i=st.integers(0, 99), slot=st.integers(0, SLOTS - 1))
     def add_word(self, m: str, key: str, i: int, slot: int) -> None:
         mach = self.machines[m]
-        self.rep.count("add_word")
+        self._step("add_word")
         files = list(self._topics(mach, key))
         if not files:  # an empty folder: the word goes in a new file
             self._new_file(m, key)
@@ -358,7 +365,7 @@ class Fleet(RuleBasedStateMachine):
 
     @rule(m=st.sampled_from(NAMES), key=st.sampled_from(("app",)))
     def new_file(self, m: str, key: str) -> None:
-        self.rep.count("new_file")
+        self._step("new_file")
         self._new_file(m, key)
 
     def _new_file(self, m: str, key: str) -> None:
@@ -371,7 +378,7 @@ class Fleet(RuleBasedStateMachine):
     def delete_file(self, m: str, key: str, i: int) -> None:
         mach = self.machines[m]
         files = list(self._topics(mach, key))
-        self.rep.count("delete_file")
+        self._step("delete_file")
         if len(files) < 5:  # a few at a time: the guard's share is tested elsewhere (test_sync_guards)
             return
         rel = self._pick(files, i)
@@ -382,7 +389,7 @@ class Fleet(RuleBasedStateMachine):
     @rule(m=st.sampled_from(NAMES), key=st.sampled_from(("app",)), i=st.integers(0, 99), j=st.integers(0, 99))
     def correct_word(self, m: str, key: str, i: int, j: int) -> None:
         mach = self.machines[m]
-        self.rep.count("correct_word")
+        self._step("correct_word")
         choices = [(rel, w) for rel, v in sorted(self._topics(mach, key).items())
                    for w in sorted(tokens(v.decode("utf-8", "replace")))]
         if not choices:
@@ -402,7 +409,7 @@ class Fleet(RuleBasedStateMachine):
           i=st.integers(0, 99))
     def index_edit(self, m: str, key: str, kind: str, i: int) -> None:
         mach = self.machines[m]
-        self.rep.count(f"index_{kind}")
+        self._step(f"index_{kind}")
         text = mach.read("MEMORY.md", key=key)
         if text is None:
             return
@@ -432,9 +439,11 @@ class Fleet(RuleBasedStateMachine):
 
     @rule(m=st.sampled_from(NAMES), key=st.sampled_from(("app",)), removed=st.booleans())
     def reset(self, m: str, key: str, removed: bool) -> None:
-        """The memory folder emptied (``removed=False``) or removed, team/ left to Claude Code."""
+        """The memory folder emptied (``removed=False``: its files deleted, a deletion like any other, held
+        when it is a mass deletion) or removed (a new machine, an ``rm -rf``: "nothing here yet"); team/ is
+        left to Claude Code."""
         mach = self.machines[m]
-        self.rep.count("reset_removed" if removed else "reset_emptied")
+        self._step("reset_removed" if removed else "reset_emptied")
         here = text_of(files_of(mach, key))
         elsewhere = text_of(remote_files(self.remote, key)) + "".join(
             text_of(files_of(o, key)) for n, o in self.machines.items() if n != m)
@@ -443,6 +452,10 @@ class Fleet(RuleBasedStateMachine):
         self.rep.reset_losses += len(gone)
         # an intent of this machine's not yet sent is wiped with it: what the remote still holds comes back
         self.words.disarm(tokens(text_of(remote_files(self.remote, key))))
+        if not removed:  # `rm memory/*` is a deletion of the user's: what the outgoing guard lets through is
+            # removed on purpose (unarmed: a held push resolved with --forget brings it all back)
+            self._remove_on_purpose(tokens(here), f"{m}'s folder emptied")
+            self.words.disarm(tokens(here))
         folder = mach.mem(key)
         if removed:
             shutil.rmtree(folder, ignore_errors=True)
@@ -459,7 +472,7 @@ class Fleet(RuleBasedStateMachine):
         from memd.maintenance import undo_project
 
         mach = self.machines[m]
-        self.rep.count("undo")
+        self._step("undo")
         before = files_of(mach, key)
         try:
             res, _ = undo_project(mach.project(key), mach.config, mach.state_dir, None, dry_run=False)
@@ -487,7 +500,7 @@ class Fleet(RuleBasedStateMachine):
         mach = self.machines[m]
         if not held.load(mach.state_dir, mach.project(key).name).undone:
             return
-        self.rep.count("resolve_undo_keep_local" if send else "resolve_undo_take_remote")
+        self._step("resolve_undo_keep_local" if send else "resolve_undo_take_remote")
         self._resolve_undo(m, key, send)
 
     def _resolve_undo(self, m: str, key: str, send: bool) -> None:
@@ -514,7 +527,7 @@ class Fleet(RuleBasedStateMachine):
     def keyless_dream(self, m: str, key: str) -> None:
         """The dream with model work off: the index repair only."""
         mach = self.machines[m]
-        self.rep.count("keyless_dream")
+        self._step("keyless_dream")
         if not mach.mem(key).is_dir():
             return
         before = mach.read("MEMORY.md", key=key) or ""
@@ -527,7 +540,7 @@ class Fleet(RuleBasedStateMachine):
     def model_dream(self, m: str, key: str, i: int) -> None:
         """A dream through the real SDK and the loopback stub: the model corrects one word (str_replace)."""
         mach = self.machines[m]
-        self.rep.count("model_dream")
+        self._step("model_dream")
         choices = [(rel, w) for rel, v in sorted(self._topics(mach, key).items())
                    for w in sorted(tokens(v.decode("utf-8", "replace")))]
         if not choices:
@@ -552,9 +565,7 @@ class Fleet(RuleBasedStateMachine):
             self.words.live.discard(new)  # never written
 
     def _dream(self, mach: Machine, key: str, key_file: Path | None) -> Any:
-        from dataclasses import replace
-
-        from memd.config import DreamConfig, ModelConfig
+        from memd.config import DreamConfig, ModelConfig, replace
         from memd.jobs import JobContext
         from memd.jobs.dream import dream_project
         from memd.state import StateStore
@@ -569,7 +580,7 @@ class Fleet(RuleBasedStateMachine):
     @rule(m=st.sampled_from(NAMES), key=st.sampled_from(("app",)))
     def resolve_conflicts(self, m: str, key: str) -> None:
         mach = self.machines[m]
-        self.rep.count("resolve_conflicts")
+        self._step("resolve_conflicts")
         before = files_of(mach, key)
         resolve_blocks(mach, key)
         after = files_of(mach, key)
@@ -581,18 +592,19 @@ class Fleet(RuleBasedStateMachine):
 
     @rule(m=st.sampled_from(NAMES))
     def sync(self, m: str) -> None:
-        self.rep.count("sync")
+        self._step("sync")
         self._sync(self.machines[m])
 
     @rule(m=st.sampled_from(NAMES))
     def sync_again(self, m: str) -> None:  # syncs are what a fleet mostly does: twice the weight
-        self.rep.count("sync")
+        self._step("sync")
         self._sync(self.machines[m])
 
-    @rule(m=st.sampled_from(NAMES))
-    def offline_spell(self, m: str) -> None:
-        self.rep.count("offline_flip")
-        self.offline[m] = not self.offline[m]
+    @rule(m=st.sampled_from(NAMES), syncs=st.integers(1, 6))
+    def offline_spell(self, m: str, syncs: int) -> None:
+        """m's remote is unreachable for its next ``syncs`` syncs (a train, a flight, a VPN down)."""
+        self._step("offline_spell")
+        self.offline[m] = syncs
 
     def _sync(self, mach: Machine, allowed: set[str] | frozenset[str] = frozenset(), **kw: Any) -> Any:
         """One sync of mach, its invariants checked; ``allowed``: words it may take off the remote on the
@@ -603,7 +615,8 @@ class Fleet(RuleBasedStateMachine):
         from memd.sync import held
 
         before = {k: remote_files(self.remote, k) for k in self.PROJECTS}
-        offline = self.offline[mach.name]
+        offline = self.offline[mach.name] > 0
+        self.offline[mach.name] = max(0, self.offline[mach.name] - 1)
         keys = () if self.SESSION_FOLDERS else self.PROJECTS
         res = mach.sync(*keys, remote=self.nowhere if offline else None, **kw)
         self.rep.syncs += 1
@@ -662,6 +675,7 @@ class Fleet(RuleBasedStateMachine):
                 if not h.empty and f"sync: {name}:" not in lines:
                     self.rep.silent_holds.append(f"{m.name}: {name}")
                     raise AssertionError(f"{m.name}: {name} is held without a status line")
+        self.stepping = False  # hypothesis runs invariants in the order they are defined: this one is last
 
     # ---------------------------------------------------------------- quiescence
 
@@ -688,7 +702,7 @@ class Fleet(RuleBasedStateMachine):
         from memd.sync import evidence, held
 
         for n in NAMES:
-            self.offline[n] = False
+            self.offline[n] = 0
         finals: list[dict[str, bytes]] = []
         for rnd in range(8):
             self._resolve_holds()
@@ -757,7 +771,8 @@ def run_campaign(steps: int, seed: int, *, per_example: int = 100, model: bool =
             try:
                 test()
             except Exception as e:  # an invariant broke: hypothesis printed the program that broke it
-                failures.append(f"seed {seed + k}: {type(e).__name__}: {str(e)[:4000]}")
+                notes = "\n".join(getattr(e, "__notes__", []))
+                failures.append(f"seed {seed + k}: {type(e).__name__}: {str(e)[:2000]}\n{notes}")
             k += 1
     finally:
         if stub is not None:

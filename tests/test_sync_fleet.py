@@ -13,7 +13,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from tests.plugins.stub_api import StubAPI
 from tests.sync_fleet import Fleet, FleetReport, summary
 
-QUICK = settings(max_examples=3, stateful_step_count=40, deadline=None, derandomize=True, database=None,
+QUICK = settings(max_examples=4, stateful_step_count=40, deadline=None, derandomize=True, database=None,
                  phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
 
 
@@ -30,9 +30,10 @@ def test_three_machines_converge_and_lose_nothing(fleet: type[Fleet]) -> None:
     run_state_machine_as_test(fleet, settings=QUICK)
     rep = fleet.report
     s = summary(rep)
-    # the invariants raise inside the run; here: the run really exercised the protocol
-    assert rep.examples >= 1 and rep.steps >= 40, s
-    assert rep.converged == rep.examples - 0 and rep.not_converged == 0, s
+    # the invariants raise inside the run (hypothesis prints the program that broke one); here: every
+    # example reached quiescence clean, and the run really exercised the protocol
+    assert rep.examples >= 2 and rep.converged == rep.examples and rep.not_converged == 0, s
     assert rep.lost == [] and rep.came_back == [] and rep.guard_breaches == [] and rep.lost_on_remote == [], s
-    assert rep.syncs > rep.examples * 6, s
-    assert rep.failed_syncs > 0 or rep.rules.get("offline_flip", 0) == 0, s
+    assert rep.silent_holds == [] and rep.duplicate_conflicts == 0, s
+    assert rep.steps >= 60 and len(rep.rules) >= 10, s
+    assert rep.syncs > rep.examples * 6 and rep.words > 10, s

@@ -235,3 +235,22 @@ def test_a_folder_removed_after_an_undo_takes_the_remote_back(machines: Any) -> 
     shutil.rmtree(b.mem())
     b.sync("app")
     assert b.read("x.md") is not None and held.status_lines(b.state_dir) == ""
+
+
+@pytest.mark.parametrize("resolve", ["keep_local", "take_remote"])
+def test_resolving_after_syncs_in_between_keeps_the_other_machines_words(machines: Any, resolve: str) -> None:
+    """Found by the fleet: while an undone file is kept apart, syncs move the shared base on (each push
+    carries the remote's version of it); the resolution merges from the version shared when the undo was
+    made, else another machine's words written in between read as deleted here and leave the remote."""
+    a, b = machines("ma"), machines("mb")
+    shared(a, b)
+    _incoming(a, b)
+    undo_project(b.project(), b.config, b.state_dir, None, dry_run=False)
+    b.sync("app")
+    a.write("t1.md", (a.read("t1.md") or "") + "\n\n\nma's later line about t1.\n")
+    a.sync("app")
+    b.sync("app")  # kept apart still; the shared base now holds ma's later line
+    b.outcome("app", **{resolve: True})
+    a.sync("app")
+    for m in (a, b):
+        assert "ma's later line" in (m.read("t1.md") or ""), (m.name, m.read("t1.md"))

@@ -13,6 +13,9 @@
    rebuilt deterministically, the guards run (a remote that would delete or empty too much of the
    folder is ``refused``), the live folder is snapshotted and written file by file without
    clobbering; ``memd undo`` reverts it like any run. A dry run keeps the diff (``proposed``).
+   Finding 6, undo is local: the files an undo changed (``held.Held.undone``) keep this machine's version
+   and go out as the remote has them, until ``--keep-local`` (the undo merged like any local change) or
+   ``--take-remote`` (the undo's change taken back out of this side, ``redone``, then merged).
 4. Conflicts (issue 21): the file keeps this machine's text and, after it, a conflict block with the
    other machine's differing lines, its name and the date (``memd.core.conflict``; never inside the
    frontmatter), so both sides' words are in the file on every machine (the other machine takes the
@@ -305,6 +308,9 @@ class Session:
             was = held.load(jc.state_dir, project.name)
             if anew and was.undone:  # what an undo kept here went with the folder: nothing left to keep apart
                 was.undone = {}
+            for row in was.undone.values():  # the shared version the undo was made over (the base moves on
+                row.setdefault("shared", base_commit or "")  # while the file is kept apart: pushes carry the
+                # remote's version of it), the base its resolution merges from
             # a file held before stays held while the remote's version is the one refused (judged anew
             # once it changes); --keep-local resolves every held file with this machine's version
             kept_local = frozenset(was.files) if self.keep_local else frozenset()
@@ -320,6 +326,8 @@ class Session:
                 if not (self.keep_local or self.take_remote) else {}
             local_only = frozenset(undone)
             redo = _redo(jc, project.name, was.undone) if was.undone and self.take_remote else None
+            if was.undone and (self.keep_local or self.take_remote):
+                base = _undone_base(repo, base, was.undone, max_bytes)
             final: list[Plan] = []
             for _ in range(MAX_HOLD_ROUNDS):
                 run_id = ap.new_run_id("sync", jc.clock.time())
@@ -517,6 +525,29 @@ def _still_undone(undone: dict[str, dict[str, Any]], project: Project, remote: g
         return {}
     local = file_map(project.memory_dir, max_bytes)
     return {r: row for r, row in undone.items() if local.get(r) != remote.files.get(r)}
+
+
+def _undone_base(repo: Any, base: dict[str, bytes], undone: dict[str, dict[str, Any]],
+                 max_bytes: int) -> dict[str, bytes]:
+    """The merge base with each undone file as it was shared when the undo was made (recorded by the
+    first sync after it): what this machine's side and the remote's both descend from."""
+    out = dict(base)
+    trees: dict[str, dict[str, bytes] | None] = {}
+    for rel, row in undone.items():
+        commit = str(row.get("shared", ""))
+        if commit not in trees:
+            try:
+                trees[commit] = gitremote.files_of(repo, commit or None, max_bytes).files
+            except gitremote.SyncError:  # gone from the repository: the base as it is now
+                trees[commit] = None
+        tree = trees[commit]
+        if tree is None:
+            continue
+        if rel in tree:
+            out[rel] = tree[rel]
+        else:
+            out.pop(rel, None)
+    return out
 
 
 def _redo(jc: JobContext, project: str, undone: dict[str, dict[str, Any]]) -> Redo:
