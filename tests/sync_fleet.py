@@ -514,7 +514,7 @@ class Fleet(RuleBasedStateMachine):
             from memd import history
 
             rows = held.load(mach.state_dir, mach.project(key).name).undone
-            for commit in {str(r.get("before") or "") for r in rows.values()} - {""}:
+            for commit in {str(u.get("before") or "") for r in rows.values() for u in r.get("undos", [])} - {""}:
                 was = history.files_at(mach.state_dir, mach.project(key).name, commit)
                 allowed |= tokens(text_of({r: was[r] for r in rows if r in was}))
             self.words.disarm(tokens(text_of(files_of(mach, key))))  # a stale word here may go out again

@@ -254,3 +254,31 @@ def test_resolving_after_syncs_in_between_keeps_the_other_machines_words(machine
     a.sync("app")
     for m in (a, b):
         assert "ma's later line" in (m.read("t1.md") or ""), (m.name, m.read("t1.md"))
+
+
+def test_take_remote_after_two_undos_keeps_what_was_written_between(machines: Any) -> None:
+    """Found by the fleet: a file undone twice, a word written here between the two undos: --take-remote
+    takes each undo back out in turn, newest first, and the word stays."""
+    from memd import apply as ap
+
+    a, b = machines("ma"), machines("mb")
+    shared(a, b)
+    a.write("t1.md", topic("t1", "fact number 1, corrected on ma.\n\n\n\n\n\n"))
+    a.sync("app")
+    took = b.outcome("app")
+    undo_project(b.project(), b.config, b.state_dir, took.run_id, dry_run=False)
+    b.write("t1.md", (b.read("t1.md") or "") + "\n\n\n\nmb's word between the undos.\n")
+
+    def edit(ws: ap.Workspace) -> ap.Edits:
+        path = ws.get().root / "t1.md"
+        path.write_text(path.read_text() + "\n\n\n\na dream's line.\n")
+        return ap.Edits(note="a dream")
+
+    run = ap.new_run_id("dream", 0.0)
+    assert ap.run(b.project(), edit, state_dir=b.state_dir, job="dream", run_id=run, config=b.config,
+                  review=False).verdict == ap.Verdict.APPLIED
+    undo_project(b.project(), b.config, b.state_dir, run, dry_run=False)
+    assert len(held.load(b.state_dir, b.project().name).undone["t1.md"]["undos"]) == 2
+    b.outcome("app", take_remote=True)
+    t1 = b.read("t1.md") or ""
+    assert "between the undos" in t1 and "corrected on ma" in t1, t1

@@ -21,7 +21,7 @@ resolves it; ``memd sync --list`` counts them.
 
 The record is ``state_dir/sync/held.json``: per project, ``files`` (path -> reason, the held remote
 version's hash, since when), ``project`` (a reason and its command, or absent) and ``undone`` (path ->
-the undone run, since when, the undo's two history commits).
+the undone run, since when, each undo's two history commits, the version shared when it was made).
 """
 
 from __future__ import annotations
@@ -116,14 +116,15 @@ def forget(state_dir: Path, project: str) -> bool:
 def keep_undone(state_dir: Path, project: str, files: list[str], run: str, now: float, *, before: str,
                 after: str) -> None:
     """Files ``memd undo`` changed in a synced project: kept here until the user says which side wins.
-    ``before`` and ``after`` are the undo's history commits (the folder it reverted, what it wrote): the
-    bases of the three-way merge that resolves it. A file undone again keeps its first ``before``."""
+    ``before`` and ``after`` are the undo's history commits (the folder it reverted, what it wrote); a
+    file undone again lists each undo in turn (``undos``): ``--take-remote`` takes them back out, newest
+    first."""
     if not files:
         return
     h = load(state_dir, project)
     for rel in files:
-        row = h.undone.setdefault(rel, {"run": run, "since": now, "before": before})
-        row["after"] = after
+        row = h.undone.setdefault(rel, {"run": run, "since": now, "undos": []})
+        row["undos"] = [*row.get("undos", []), {"run": run, "before": before, "after": after}]
     save(state_dir, project, h)
 
 

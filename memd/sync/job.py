@@ -127,7 +127,7 @@ def _split(files: dict[str, bytes]) -> tuple[dict[str, bytes], str | None]:
     return {k: v for k, v in files.items() if k != INDEX_NAME}, _opt(files.get(INDEX_NAME))
 
 
-Redo = dict[str, tuple[bytes | None, bytes | None]]  # rel -> (what an undo wrote, what it reverted)
+Redo = dict[str, list[tuple[bytes | None, bytes | None]]]  # rel -> per undo: (what it wrote, what it reverted)
 
 
 def plan(base: dict[str, bytes], local: dict[str, bytes], remote: gitremote.TreeFiles,
@@ -152,20 +152,23 @@ def plan(base: dict[str, bytes], local: dict[str, bytes], remote: gitremote.Tree
 
 
 def redone(local: dict[str, bytes], redo: Redo, date: str) -> dict[str, bytes]:
-    """This machine's files with the undo's change reverted (a three-way merge from what the undo wrote
-    to what it reverted, over what the file is now): what was written here since the undo stays."""
+    """This machine's files with the undos' changes reverted, newest first (each a three-way merge from
+    what the undo wrote to what it reverted, over what the file is now): what was written here since,
+    and between two undos, stays."""
     out = dict(local)
-    for rel, (wrote, reverted) in redo.items():
-        if rel == INDEX_NAME:
-            merged = mg.merge_index(_opt(wrote), _opt(out.get(rel)), _opt(reverted))
-            data = None if merged is None else merged.encode("utf-8")
-        else:
-            data = mg.merge_file(rel, wrote, out.get(rel), reverted, machine="the version before the undo",
-                                 date=date).result
-        if data is None:
-            out.pop(rel, None)
-        else:
-            out[rel] = data
+    for rel, undos in redo.items():
+        for wrote, reverted in reversed(undos):
+            data: bytes | None
+            if rel == INDEX_NAME:
+                merged = mg.merge_index(_opt(wrote), _opt(out.get(rel)), _opt(reverted))
+                data = None if merged is None else merged.encode("utf-8")
+            else:
+                data = mg.merge_file(rel, wrote, out.get(rel), reverted, machine="the version before the undo",
+                                     date=date).result
+            if data is None:
+                out.pop(rel, None)
+            else:
+                out[rel] = data
     return out
 
 
@@ -551,8 +554,8 @@ def _undone_base(repo: Any, base: dict[str, bytes], undone: dict[str, dict[str, 
 
 
 def _redo(jc: JobContext, project: str, undone: dict[str, dict[str, Any]]) -> Redo:
-    """Per undone file, what the undo wrote and what it reverted, from its two history commits. A file
-    whose commits memd's history no longer has is left as it is here (then merged as ever)."""
+    """Per undone file and undo, what the undo wrote and what it reverted, from its two history commits.
+    An undo whose commits memd's history no longer has is left as it is here (then merged as ever)."""
     trees: dict[str, dict[str, bytes] | None] = {}
 
     def tree(commit: str) -> dict[str, bytes] | None:
@@ -565,9 +568,10 @@ def _redo(jc: JobContext, project: str, undone: dict[str, dict[str, Any]]) -> Re
 
     out: Redo = {}
     for rel, row in undone.items():
-        wrote, reverted = tree(str(row.get("after") or "")), tree(str(row.get("before") or ""))
-        if wrote is not None and reverted is not None:
-            out[rel] = (wrote.get(rel), reverted.get(rel))
+        for u in row.get("undos") or []:
+            wrote, reverted = tree(str(u.get("after") or "")), tree(str(u.get("before") or ""))
+            if wrote is not None and reverted is not None:
+                out.setdefault(rel, []).append((wrote.get(rel), reverted.get(rel)))
     return out
 
 
