@@ -322,12 +322,23 @@ class Fleet(RuleBasedStateMachine):
         self.rep.words += 1
         return w
 
-    def _remove_on_purpose(self, words: set[str], how: str) -> None:
+    def _remove_on_purpose(self, words: set[str], how: str, *, armed: bool = True) -> None:
+        """Words removed on purpose; ``armed``: checked to stick at quiescence (see ``_fresh``)."""
         words = words & self.words.live
         self.words.live -= words
         self.rep.words_removed += len(words)
         for w in words:
-            self.words.armed[w] = how
+            if armed:
+                self.words.armed[w] = how
+
+    def _fresh(self, m: str, key: str, rel: str, before: str) -> bool:
+        """m changed rel over the version every machine and the remote hold (or never had): no write of
+        another's is concurrent with it, so its removals must stick (else a true conflict may keep the
+        other side's lines, the removed word among them, in a block: nothing lost, nothing to check)."""
+        data = before.encode("utf-8")
+        if remote_files(self.remote, key).get(rel, data) != data:
+            return False
+        return all(files_of(o, key).get(rel, data) == data for n, o in self.machines.items() if n != m)
 
     def _wrote(self, m: Machine, rel: str, before: str, after: str) -> None:
         """A write on m of rel: what m still held of a purposeful removal elsewhere, it wrote concurrently
@@ -384,7 +395,7 @@ class Fleet(RuleBasedStateMachine):
         rel = self._pick(files, i)
         text = mach.read(rel, key=key) or ""
         (mach.mem(key) / rel).unlink()
-        self._remove_on_purpose(tokens(text), f"{rel} deleted on {m}")
+        self._remove_on_purpose(tokens(text), f"{rel} deleted on {m}", armed=self._fresh(m, key, rel, text))
 
     @rule(m=st.sampled_from(NAMES), key=st.sampled_from(("app",)), i=st.integers(0, 99), j=st.integers(0, 99))
     def correct_word(self, m: str, key: str, i: int, j: int) -> None:
@@ -398,7 +409,7 @@ class Fleet(RuleBasedStateMachine):
         text = mach.read(rel, key=key) or ""
         new = self._word(m)
         self._write(mach, key, rel, text.replace(old, new))
-        self._remove_on_purpose({old}, f"{old} corrected to {new} on {m}")
+        self._remove_on_purpose({old}, f"{old} corrected to {new} on {m}", armed=self._fresh(m, key, rel, text))
 
     # ---------------------------------------------------------------- rules: MEMORY.md
 
@@ -433,7 +444,7 @@ class Fleet(RuleBasedStateMachine):
             del lines[at]
             how = f"index line {sorted(old)} removed on {m}"
         self._write(mach, key, "MEMORY.md", "".join(lines))
-        self._remove_on_purpose(old, how)
+        self._remove_on_purpose(old, how, armed=self._fresh(m, key, "MEMORY.md", text))
 
     # ---------------------------------------------------------------- rules: resets, undo
 
@@ -504,21 +515,21 @@ class Fleet(RuleBasedStateMachine):
         self._resolve_undo(m, key, send)
 
     def _resolve_undo(self, m: str, key: str, send: bool) -> None:
+        from memd import history
         from memd.sync import held
 
         mach = self.machines[m]
-        allowed: set[str] = set()
-        if send:
-            # this machine's version wins: the words of the undone files as they were before the undo may
-            # leave the remote (the user's removal); a word written elsewhere after the undo may not
-            from memd import history
-
-            rows = held.load(mach.state_dir, mach.project(key).name).undone
-            for commit in {str(u.get("before") or "") for r in rows.values() for u in r.get("undos", [])} - {""}:
-                was = history.files_at(mach.state_dir, mach.project(key).name, commit)
-                allowed |= tokens(text_of({r: was[r] for r in rows if r in was}))
-            self.words.disarm(tokens(text_of(files_of(mach, key))))  # a stale word here may go out again
-        self._sync(mach, keep_local=send, take_remote=not send, allowed=allowed)
+        # the undone files as they were before each undo: with --keep-local this machine's version wins and
+        # their words may leave the remote (the user's removal; a word written elsewhere after the undo may
+        # not); either way this machine's stale copy is merged again: a removal made elsewhere meanwhile may
+        # meet it in a true conflict and come back in a block (nothing lost, nothing to check)
+        before: set[str] = set()
+        rows = held.load(mach.state_dir, mach.project(key).name).undone
+        for commit in {str(u.get("before") or "") for r in rows.values() for u in r.get("undos", [])} - {""}:
+            was = history.files_at(mach.state_dir, mach.project(key).name, commit)
+            before |= tokens(text_of({r: was[r] for r in rows if r in was}))
+        self.words.disarm(before | tokens(text_of(files_of(mach, key))))
+        self._sync(mach, keep_local=send, take_remote=not send, allowed=before if send else set())
 
 
     # ---------------------------------------------------------------- rules: dreams
@@ -560,7 +571,8 @@ class Fleet(RuleBasedStateMachine):
         if out.outcome == "changed" and new in after and old not in after:
             self.rep.model_dreams += 1
             self._wrote(mach, rel, before, after)
-            self._remove_on_purpose({old}, f"{old} corrected to {new} by a dream on {m}")
+            self._remove_on_purpose({old}, f"{old} corrected to {new} by a dream on {m}",
+                                    armed=self._fresh(m, key, rel, before))
         else:
             self.words.live.discard(new)  # never written
 
@@ -693,8 +705,11 @@ class Fleet(RuleBasedStateMachine):
                     self.words.disarm(tokens(text_of(files_of(m, key))))
                     self._sync(m, keep_local=True)
                 h = held.load(m.state_dir, m.project(key).name)
-                if h.project:  # a held push: take the remote's memory back
-                    self.words.disarm(tokens(text_of(files_of(m, key))))
+                if h.project:  # a held push: take the remote's memory back. With no common base every
+                    # difference is a conflict: this machine's lines stay, the remote's differing lines go
+                    # in a block (a removal this machine made while held meets the remote's old lines)
+                    self.words.disarm(tokens(text_of(files_of(m, key))) | tokens(text_of(remote_files(self.remote,
+                                                                                                        key))))
                     forget_shared(m, key)
 
     def _quiesce(self) -> None:
