@@ -5,6 +5,14 @@
     .venv/bin/python bench/bench_cost.py --before before.json --write-docs
     (--stuck: the day of a project whose catch-ups are refused; --also, --stuck-pair: other runs' JSON
     cited in the section; --extract-model, --dream-model: other models)
+    .venv/bin/python bench/bench_cost.py --batch both --write-docs   # model.batch auto vs off, same run
+
+``--batch`` (off, the default; auto; both): the day's runs are the daemon's scheduled ones (unattended),
+so ``model.batch = auto`` sends each run's first call as a Message Batch; the stand-in ends a batch at
+its first poll and answers its request as it answers a call (caching simulated alike: Anthropic's
+caching of batches is best effort, so the cache share is an upper bound), and a batched request's
+dollars are half its list price. ``both`` runs the day twice in one process (off is the baseline) and
+writes the section "Cost per night with Message Batches".
 
 The workload (docs/model-jobs.md's shape): one project with a 200-file memory folder (and its index);
 over the day 10 sessions of ~100 KB finish, two before each of five catch-up runs (10:00 ... 18:00);
@@ -62,6 +70,7 @@ SESSIONS_PER_RUN = (2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0)  # finished before each 
 SESSION_BYTES = 100_000
 FILES = 200
 PRICES = Config().model.prices  # this checkout's list prices, for every version measured
+BATCH_RATE = 0.5  # Message Batches: 50% of the list price
 
 
 def price(model: str) -> dict[str, float] | None:
@@ -70,7 +79,7 @@ def price(model: str) -> dict[str, float] | None:
 
 
 def tally(requests: list[Any]) -> dict[str, Any]:
-    kinds = {"calls": 0, "input": 0, "cache_write": 0, "cache_read": 0, "output": 0, "usd": 0.0}
+    kinds = {"calls": 0, "input": 0, "cache_write": 0, "cache_read": 0, "output": 0, "usd": 0.0, "batched": 0}
     unknown: set[str] = set()
     for r in requests:
         u, body = r.usage, r.body
@@ -89,14 +98,18 @@ def tally(requests: list[Any]) -> dict[str, Any]:
         if p is None:
             unknown.add(str(body.get("model")))
             continue
-        kinds["usd"] += (u["input_tokens"] * p["input"] + u["cache_creation_input_tokens"] * p["cache_write"]
-                         + u["cache_read_input_tokens"] * p["cache_read"] + u["output_tokens"] * p["output"]) / 1e6
+        rate = BATCH_RATE if getattr(r, "batched", False) else 1.0  # a Message Batches request: half price
+        kinds["batched"] += int(rate != 1.0)
+        kinds["usd"] += rate * (u["input_tokens"] * p["input"] + u["cache_creation_input_tokens"] * p["cache_write"]
+                                + u["cache_read_input_tokens"] * p["cache_read"]
+                                + u["output_tokens"] * p["output"]) / 1e6
     kinds["usd"] = round(kinds["usd"], 5)
     kinds["unpriced"] = sorted(unknown)
     return kinds
 
 
-def night(seed: int = 24, models: dict[str, str] | None = None, stuck: bool = False) -> dict[str, Any]:
+def night(seed: int = 24, models: dict[str, str] | None = None, stuck: bool = False,
+          batch: str = "off", batch_caches: bool = True) -> dict[str, Any]:
     """One project's day and night (the module doc). ``stuck``: the catch-up model creates a new file
     each time, which the full index (200 lines) refuses: the issue's project whose catch-ups are
     refused run after run."""
@@ -104,6 +117,8 @@ def night(seed: int = 24, models: dict[str, str] | None = None, stuck: bool = Fa
     clock = ManualClock(datetime(2026, 3, 10, 9, 0, tzinfo=UTC))
     with tempfile.TemporaryDirectory() as tmp, B.StubAPI() as stub:
         stub.min_cache_by_model = dict(MIN_CACHE)
+        if not batch_caches:  # older stand-ins have no batches: only set when asked
+            stub.batch_caches = False
         stub.clock = clock.time
         dreamer = B.scripted_model(stub)
         added = [0]
@@ -133,6 +148,9 @@ def night(seed: int = 24, models: dict[str, str] | None = None, stuck: bool = Fa
         os.utime(index, (B.OLD, B.OLD))
         p = Project("-bench-night", d, d / "memory")
         cfg = Config(model=replace(ModelConfig(), base_url=stub.base_url, max_retries=0, **(models or {})))
+        if batch != "off":  # older versions have no model.batch: only set when asked
+            cfg = replace(cfg, model=replace(cfg.model, batch=batch, batch_poll_s=0.05))
+        unattended = {"unattended": True} if batch != "off" else {}  # the daemon's scheduled runs
         state = StateStore.open(Path(tmp) / "state")
         phases: dict[str, dict[str, Any]] = {}
         outcomes: list[str] = []
@@ -151,7 +169,7 @@ def night(seed: int = 24, models: dict[str, str] | None = None, stuck: bool = Fa
                     day.rmdir()
                     made += 1
                 jc = JobContext(config=cfg, claude_dir=claude, state_dir=Path(tmp) / "state", state=state,
-                                clock=clock)
+                                clock=clock, **unattended)
                 out = catchup_project(jc, p)
                 outcomes.append(out.outcome)
                 clock.advance(2 * 3600)
@@ -159,7 +177,7 @@ def night(seed: int = 24, models: dict[str, str] | None = None, stuck: bool = Fa
             clock.advance(6 * 3600)  # the night
             start = len(stub.requests)
             jc = JobContext(config=cfg, claude_dir=claude, state_dir=Path(tmp) / "state", state=state,
-                            clock=clock, force=True)
+                            clock=clock, force=True, **unattended)
             out = dream_project(jc, p)
             outcomes.append(out.outcome)
             phases["dream"] = tally(stub.requests[start:])
@@ -169,7 +187,7 @@ def night(seed: int = 24, models: dict[str, str] | None = None, stuck: bool = Fa
                  else sorted(set(phases["catch-up"][k]) | set(phases["dream"][k])))
              for k in phases["dream"]}
     return {"catch-up": phases["catch-up"], "dream": phases["dream"], "night": total, "outcomes": outcomes,
-            "models": {"catch-up": cfg.model.extract_model, "dream": cfg.model.dream_model}}
+            "models": {"catch-up": cfg.model.extract_model, "dream": cfg.model.dream_model}, "batch": batch}
 
 
 def reprice(doc: dict[str, Any]) -> dict[str, Any]:
@@ -239,12 +257,52 @@ def section(before: dict[str, Any] | None, after: dict[str, Any], also: dict[str
            f"**${stuck[1]['catch-up']['usd']:.4f}** ({stuck[1]['catch-up']['calls']} calls: three tries at the "
            "catch-up's pace, then one a day, parked after five). The refusal itself (a new file into an index "
            "at its 200 lines) is not fixed here."] if stuck else []),
-        "- Still to reach $0.05 on the default models (issue 24, not done): Message Batches at half price for "
-        "catch-ups of idle projects and the dream's first call (`model.batch`), and a dream that reads what "
-        "changed instead of the whole folder's manifest.",
+        "- Still to reach $0.05 on the default models (issue 24, not done): a dream that reads what changed "
+        "instead of the whole folder's manifest. Message Batches (`model.batch`, half price for each run's first "
+        "calls) are measured in \"Cost per night with Message Batches\" (`--batch both`).",
         "",
     ]
     return "\n".join(lines)
+
+
+def batch_section(off: dict[str, Any], auto: dict[str, Any], cold: dict[str, Any]) -> str:
+    """The night with ``model.batch`` off and auto, measured in one run (off is the baseline); ``cold``:
+    auto with batched requests outside the cache (the worst case of Anthropic's best effort)."""
+    rows = ["| part | model.batch | calls | batched | input (uncached) | cache write | cache read | output | "
+            "$ at list prices | vs off |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for part in ("catch-up", "dream", "night"):
+        for label, r in (("off", off), ("auto", auto), ("auto, batches uncached", cold)):
+            k = r[part]
+            ratio = k["usd"] / off[part]["usd"] if off[part]["usd"] else 0.0
+            rows.append(f"| {part} | {label} | {k['calls']} | {k.get('batched', 0)} | {k['input']:,} | "
+                        f"{k['cache_write']:,} | {k['cache_read']:,} | {k['output']:,} | ${k['usd']:.4f} | "
+                        f"{ratio:.2f}x |")
+    a, o, c = auto["night"]["usd"], off["night"]["usd"], cold["night"]["usd"]
+    return "\n".join([
+        "## Cost per night with Message Batches", "",
+        "Command: `.venv/bin/python bench/bench_cost.py --batch both --write-docs`. The night of \"Cost per active "
+        "project per night\" run twice in one process, as the daemon's scheduled runs (no one waits on them): "
+        "`model.batch = off`, the baseline, and `auto`, where the first call of each catch-up conversation and "
+        "of the dream is a Message Batch billed at half the list price (`bench/bench_cost.py`'s docstring). The "
+        "stand-in ends a batch at its first poll. Anthropic caches batched requests on a best-effort basis, so "
+        "`auto` is measured twice: with a batched request cached as a call is (it writes the prefix its "
+        "conversation's next calls read), and with batched requests outside the cache (all their input "
+        "uncached; the next call writes the prefix itself): the real night lies between the two.", "",
+        "\n".join(rows), "",
+        f"- With `model.batch = auto`: **${a:.4f} per active project per night** ({a / o:.2f}x of ${o:.4f} with "
+        f"`off`), **${c:.4f}** ({c / o:.2f}x) if no batched request touches the cache. Outcomes (auto): "
+        + ", ".join(auto["outcomes"]) + ".",
+        "- Only each conversation's first call is batched (the rest of its tool loop needs each reply at once), "
+        "so the saving is half of what those first calls cost: in a catch-up, the call that writes the "
+        "manifest and the span to the cache; in the dream, the one that writes its orientation. Uncached, a "
+        "first call pays 0.5x the input price instead of 1.25x, and the next call writes the prefix at 1.25x "
+        "instead of reading it at 0.1x: a loss, which `auto` sees (it judges each batched call by whether the "
+        "next call read its cache) and stops after three misses in a row per model, but for one probe a week "
+        "(`memd/llm/batch.py`). The uncached row is the first day from a fresh state (three catch-up misses in "
+        "the first runs, the dream's one); from then on an uncached world costs the `off` night, plus one "
+        "probe a week per model.",
+        "",
+    ])
 
 
 def main() -> int:
@@ -257,14 +315,25 @@ def main() -> int:
     ap.add_argument("--also", type=Path, help="the JSON of another run of this script (other models) to cite")
     ap.add_argument("--extract-model", help="another model.extract_model (default: the config's)")
     ap.add_argument("--dream-model", help="another model.dream_model (default: the config's)")
+    ap.add_argument("--batch", choices=("off", "auto", "both"), default="off",
+                    help="model.batch for the day's scheduled runs; both: off and auto in one run, compared")
     args = ap.parse_args()
     os.environ["ANTHROPIC_API_KEY"] = "bench"
     os.environ.pop("ANTHROPIC_BASE_URL", None)
     t0 = time.monotonic()
     models = {k: v for k, v in (("extract_model", args.extract_model), ("dream_model", args.dream_model)) if v}
-    after = night(models=models, stuck=args.stuck)
+    after = night(models=models, stuck=args.stuck, batch="auto" if args.batch == "auto" else "off")
     print(json.dumps(after, indent=1))
     print(f"({time.monotonic() - t0:.1f} s)", file=sys.stderr)
+    if args.batch == "both":
+        auto = night(models=models, stuck=args.stuck, batch="auto")
+        cold = night(models=models, stuck=args.stuck, batch="auto", batch_caches=False)
+        print(json.dumps({"batch_auto": auto, "batch_auto_uncached": cold}, indent=1))
+        text = batch_section(after, auto, cold)
+        print(text, file=sys.stderr)
+        if args.write_docs and not args.stuck:
+            B.write_section(text, "## Cost per night with Message Batches")
+        return 0
     before = reprice(json.loads(args.before.read_text())) if args.before else None
     pair = (reprice(json.loads(args.stuck_pair[0].read_text())), reprice(json.loads(args.stuck_pair[1].read_text()))
             ) if args.stuck_pair else None

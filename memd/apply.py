@@ -21,7 +21,9 @@ part, a callback that edits the staging copy (``edit(workspace) -> Edits``):
    team/, secrets), given what only the live folder can tell: whether a file the run would write or
    delete lies, in the live folder, behind a symlink or outside it (staging skips symlinks, so the
    model may "create" a file where the live folder has a symlinked folder), and which non-markdown
-   link targets exist. Any failure rejects the run whole.
+   link targets exist; for a model run (``Edits.resolutions`` given), its treatment of sync's
+   conflict blocks with its decisions (``RunResult.blocks`` then says what became of each). Any
+   failure rejects the run whole.
 4. ``apply``: memd's own temp files left by a crash are swept (``store.sweep_temps``); the live
    folder is snapshotted (``memd.history``) first; then each file is written
    atomically (``store.atomic_write``) only if it still has the content it had when staged. A file
@@ -62,6 +64,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from memd import history
+from memd.core import conflict as cblock
 from memd.core import guard as core_guard
 from memd.core import index as mindex
 from memd.core import secrets
@@ -319,7 +322,8 @@ def limits_of(config: Config) -> GuardLimits:
                        max_shrink_share=config.dream.max_shrink_share, min_shrink_chars=MIN_SHRINK_CHARS)
 
 
-def guard(st: Staging, chs: list[Change], config: Config, *, removed_by_user: Collection[str] = ()) -> list[str]:
+def guard(st: Staging, chs: list[Change], config: Config, *, removed_by_user: Collection[str] = (),
+          resolved: Collection[cblock.Resolution] | None = None) -> list[str]:
     """Every reason the staged result may not be applied (empty: it may). chs is ``changes(st)``:
     the staged folder is the baseline with chs on top, so it is not read again. The rules are
     ``memd.core.guard``'s; here only what the live folder tells is looked up for them."""
@@ -337,7 +341,7 @@ def guard(st: Staging, chs: list[Change], config: Config, *, removed_by_user: Co
               if not t.lower().endswith(".md") and t not in after and _live_exists(mem, t)} \
         if idx is not None else set()
     res = core_guard.check(before, after, limits_of(config), live_problems=problems, live_exists=exists,
-                           removed_by_user=removed_by_user)
+                           removed_by_user=removed_by_user, resolved=resolved)
     return list(res.reasons)
 
 
@@ -592,6 +596,10 @@ class Edits:
     # index lines the user removed or corrected themselves (a sync carrying another machine's edit):
     # the guard's prose rule does not count them as lost
     removed_by_user: tuple[str, ...] = ()
+    # a model run's decisions about sync's conflict blocks (``memd.core.conflict``): the guard judges
+    # the run's treatment of every block (``memd.core.guard.block_reasons``); None: a writer whose
+    # changes are the user's own (a sync), whose blocks are not judged
+    resolutions: tuple[cblock.Resolution, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -615,6 +623,7 @@ class RunResult:
     diff: str = ""  # the proposed diff (review only), cut at 20,000 characters
     note: str = ""  # the model's note, redacted, on one line
     summary: str = ""  # "+a ~c -d (index updated) - note", the index counted
+    blocks: tuple[cblock.Outcome, ...] = ()  # what became of each conflict block the run found (judged runs)
 
     @property
     def changed_anything(self) -> bool:
@@ -642,20 +651,42 @@ def run(project: Project, edit: Callable[[Workspace], Edits], *, state_dir: Path
         actions = tuple(finalize(st, config))
         if actions:  # the rebuild rewrote the staged index
             chs = changes(st)
-        reasons = tuple(guard(st, chs, config, removed_by_user=edits.removed_by_user))
+        reasons = tuple(guard(st, chs, config, removed_by_user=edits.removed_by_user,
+                              resolved=edits.resolutions))
         if reasons:
             if log is not None:
                 log.warning(f"{job}.rejected", project=project.name, run=run_id, reasons=list(reasons))
             return replace(base, verdict=Verdict.REJECTED, reasons=reasons, rebuild=actions, note=note)
+        blocks = tuple(block_outcomes(st, chs, edits.resolutions)) if edits.resolutions is not None else ()
         title = f"{job} {run_id}: {summarize(chs, note)}"  # the history's and the review's title
+        decided = [b.line_text() for b in blocks if b.resolved]
+        if decided:  # the history says, per block, what the run decided (the message's body)
+            title += "\n\nconflict blocks resolved:\n" + "\n".join(f"- {secrets.redact(t)}" for t in decided)
         if review:
-            path = keep_review(st, chs, f"# {title}\n# proposed, not applied")
+            path = keep_review(st, chs, "\n".join(f"# {ln}" for ln in title.split("\n")) + "\n# proposed, not applied")
             return replace(base, verdict=Verdict.REVIEW, rebuild=actions, review_path=path,
-                           diff=diff_text(chs, 20_000), note=note, summary=summarize(chs, note), **_files(chs))
+                           diff=diff_text(chs, 20_000), note=note, summary=summarize(chs, note), blocks=blocks,
+                           **_files(chs))
         res = apply(st, chs, title, log, budget=config.budget)
+        landed = {c.rel for c in res.applied}
+        # a resolution whose file was dropped (written meanwhile by Claude Code) did not happen
+        blocks = tuple(b if b.file in landed else b._replace(choice="", reason="") for b in blocks)
         return replace(base, verdict=Verdict.APPLIED, rebuild=actions, dropped=tuple(res.dropped),
                        faults=tuple(res.faults), history=res.after_commit, note=note,
-                       summary=summarize(res.applied, note), **_files(res.applied))
+                       summary=summarize(res.applied, note), blocks=blocks, **_files(res.applied))
+
+
+def block_outcomes(st: Staging, chs: list[Change], resolved: Iterable[cblock.Resolution]) -> list[cblock.Outcome]:
+    """What the run did to each conflict block of the folder it found (``memd.core.conflict.outcomes``)."""
+    before = {rel: b.data.decode("utf-8", "replace") for rel, b in st.baseline.items()
+              if not is_team(rel) and cblock.BEGIN.encode() in b.data}
+    if not before:
+        return []
+    after = dict(before)
+    for c in chs:
+        if c.rel in after:
+            after[c.rel] = c.after.decode("utf-8", "replace") if c.after is not None else ""
+    return cblock.outcomes(before, after, list(resolved))
 
 
 def _files(chs: Iterable[Change]) -> dict[str, Any]:

@@ -132,6 +132,17 @@ class ModelConfig(Record):
         3600.0, "Bound on one job run's deadline across all its calls and retries; the deadline is the "
         "run's call cap times timeout_s, at most this.", min=5)
     max_retries: int = key(2, "Retries of one call (rate limits, overload, 5xx) within the deadline.", min=0)
+    batch: str = key(
+        "auto", "Message Batches (half the list price) for the first call of a dream and of each catch-up "
+        "conversation: 'auto' only where no one waits on the run (the daemon's scheduled catch-ups and nightly "
+        "dreams; never a command's run), 'on' for every catch-up and dream run, 'off' never. A batch that errors, "
+        "expires or is not done within batch_wait_minutes is cancelled and the call made at once at the full price "
+        "(docs/model-jobs.md).", choices=("auto", "on", "off"))
+    batch_wait_minutes: float = key(
+        10.0, "Longest a run waits for its batched first calls, in all, before it cancels a pending batch and calls "
+        "at once; the wait does not count toward run_deadline_s, and in a child process it is cut to what "
+        "daemon.job_timeout_s leaves after run_deadline_s.", min=0)
+    batch_poll_s: float = key(30.0, "Seconds between two polls of a pending batch.", min=0.05)
     tool_max_file_bytes: int = key(32_000, "Largest memory file the model may write through the memory tool.",
                                    min=1024)
     tool_max_run_bytes: int = key(1_000_000, "Bytes the model may write through the memory tool in one run.",

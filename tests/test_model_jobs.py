@@ -276,7 +276,7 @@ def test_dream_merges_duplicates_and_rebuilds_the_index(env: Env) -> None:
     assert env.state.project(p.name).last_consolidation is not None
     body = s.requests[0].body
     assert body["model"] == env.config.model.dream_model
-    assert {t["name"] for t in body["tools"]} == {"memory", "search_transcripts"}
+    assert {t["name"] for t in body["tools"]} == {"memory", "search_transcripts", "resolve_conflict"}
     system = "".join(b["text"] for b in body["system"])
     assert "Orient" in system and "/memories/feedback_tabs_2.md [feedback]" in system
     assert "- [Tabs again](feedback_tabs_2.md)" in system  # the index, handed in

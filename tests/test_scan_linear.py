@@ -78,9 +78,15 @@ def _dense(draw: st.DrawFn) -> str:
           suppress_health_check=list(HealthCheck))
 @given(_dense())
 def test_a_dense_text_is_scanned_in_linear_time(text: str) -> None:
-    base = ra.plain_scan(text)
-    took = ra.timed(lambda: (secrets.scan(text), secrets.redact(text)), FLOOR + PLAIN_SCANS * base)
-    assert took is not None, f"{len(text)} characters of {text[:60]!r}: past {FLOOR} s + {PLAIN_SCANS} plain scans"
+    # A loaded shared machine can stall one run for seconds while the baseline, a few milliseconds, missed
+    # the stall: a quadratic path is 10-100x past the deadline every time, so the deadline is tried again
+    # with a fresh baseline before the test fails (it failed once in a full run at a load average of 10).
+    for _ in range(3):
+        base = ra.plain_scan(text)
+        took = ra.timed(lambda: (secrets.scan(text), secrets.redact(text)), FLOOR + PLAIN_SCANS * base)
+        if took is not None:
+            return
+    pytest.fail(f"{len(text)} characters of {text[:60]!r}: past {FLOOR} s + {PLAIN_SCANS} plain scans, 3 times")
 
 
 # --------------------------------------------------------------------------- the ratio, end to end

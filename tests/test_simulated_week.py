@@ -184,6 +184,8 @@ def test_a_simulated_week(week: Week) -> None:
     assert {r.outcome for r in catchups if r.outcome != "skipped"} == {e["outcome"] for e in finished} - {"skipped"}
     sent: Counter[str] = Counter()
     for req in s.requests:
+        if req.batched:  # the stub's record of a batched request answered: it was sent by its batch's create
+            continue
         body = json.dumps(req.body)
         for t in st.transcripts(A) + st.transcripts(B):
             if f"step 0 of marker-{t.session_id}" in body and "Consolidate" not in body:

@@ -84,3 +84,108 @@ def blocks(text: str) -> list[Block]:
 
 def count(text: str) -> int:
     return sum(1 for line in text.split("\n") if is_begin(line))
+
+
+# --------------------------------------------------------------------------- resolving blocks (the dream)
+#
+# A model run (the dream) resolves a block with an ordinary edit and says what it decided, per block
+# (``Resolution``); the guard (``memd.core.guard``) then lets that block's words go, and only that
+# block's. A block is named by its file and the line of its opening marker in the file as the run
+# found it (the staged baseline): those are the numbers the run was shown.
+
+CHOICES: dict[str, str] = {
+    "this": "kept this machine's lines",
+    "other": "took the other machine's lines",
+    "both": "kept both (they do not contradict)",
+    "ask": "kept both with a note to ask the user",
+}
+
+
+class Resolution(NamedTuple):
+    file: str  # folder-relative path
+    line: int  # the opening marker's 1-based line, in the file as the run found it
+    choice: str  # a key of CHOICES
+    reason: str
+
+
+class Span(NamedTuple):
+    """A closed block with its text: the opening marker's line (``head``) and the lines between."""
+
+    block: Block
+    head: str
+    inner: tuple[str, ...]
+
+
+def spans(text: str) -> list[Span]:
+    """The closed blocks of a file with their lines (an unclosed block is left out: ``broken`` names it)."""
+    lines = text.split("\n")
+    return [Span(b, lines[b.line - 1].strip(), tuple(lines[b.line:b.end - 1]))
+            for b in blocks(text) if b.end is not None]
+
+
+def broken(text: str) -> list[tuple[int, str]]:
+    """The markers without their partner, as (1-based line, what is wrong): an opening marker never
+    closed (or followed by another opening one first), a closing marker without an opening one."""
+    out: list[tuple[int, str]] = []
+    open_: int | None = None
+    for n, line in enumerate(text.split("\n"), 1):
+        if is_begin(line):
+            if open_ is not None:
+                out.append((open_, "a start marker without its end"))
+            open_ = n
+        elif is_end(line):
+            if open_ is None:
+                out.append((n, "an end marker without its start"))
+            open_ = None
+    if open_ is not None:
+        out.append((open_, "a start marker without its end"))
+    return out
+
+
+class Outcome(NamedTuple):
+    """What became of one block a run found: resolved (with the run's decision) or left open."""
+
+    file: str
+    line: int
+    machine: str
+    date: str
+    choice: str  # a key of CHOICES; "" when the block was left open
+    reason: str
+
+    @property
+    def resolved(self) -> bool:
+        return bool(self.choice)
+
+    def line_text(self) -> str:
+        """The report's line: ``db.md:8 (desktop, 2026-12-01): kept this machine's lines: <reason>``."""
+        who = f"{self.machine}, {self.date}" if self.date else self.machine
+        head = f"{self.file}:{self.line} ({who})"
+        if not self.choice:
+            return f"{head}: left open"
+        reason = " ".join(self.reason.split())
+        return f"{head}: {CHOICES.get(self.choice, self.choice)}" + (f": {reason}" if reason else "")
+
+
+def outcomes(before: dict[str, str], after: dict[str, str], resolved: list[Resolution]) -> list[Outcome]:
+    """Per block of ``before`` (file -> text), what the run did: resolved when the run said so and the
+    block is gone from the file, else left open. A block is gone when the file holds fewer blocks with
+    its opening line than before (blocks of one machine and day in one file are told apart by the
+    run's decisions, in line order)."""
+    said = {(r.file, r.line): r for r in resolved}
+    out: list[Outcome] = []
+    for rel in sorted(before):
+        found = spans(before[rel])
+        if not found:
+            continue
+        now = [s.head for s in spans(after.get(rel, ""))]
+        gone: dict[str, int] = {}
+        for head in {s.head for s in found}:
+            gone[head] = max(0, sum(1 for s in found if s.head == head) - now.count(head))
+        for s in found:
+            r = said.get((rel, s.block.line))
+            if r is not None and gone.get(s.head, 0) > 0:
+                gone[s.head] -= 1
+                out.append(Outcome(rel, s.block.line, s.block.machine, s.block.date, r.choice, r.reason))
+            else:
+                out.append(Outcome(rel, s.block.line, s.block.machine, s.block.date, "", ""))
+    return out

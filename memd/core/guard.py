@@ -23,7 +23,14 @@ reason. A run is rejected whole when any rule fails:
 - the run deletes every memory, or more than ``max_delete_share`` of them (one is always allowed);
 - a memory emptied, stripped of its name or description, or the memories' body text shrunk by
   more than ``max_shrink_share`` (and more than ``min_shrink_chars``);
-- a change whose target lies, in the live folder, behind a symlink or outside it.
+- a change whose target lies, in the live folder, behind a symlink or outside it;
+- (a model run, ``resolved`` given: ``block_reasons``) a sync conflict block (``memd.core.conflict``)
+  left half-removed (a start marker without its end, or the reverse), kept with its lines edited
+  (or merged with another block), removed without the run saying
+  what it decided, or whose lines are found after the run in no file while the run did not resolve
+  it: a block's words may go only with the run's decision about that block. Conflict markers are
+  memd's lines, never the user's prose; the lines of an index block the run resolved are released
+  from the prose and notes rules.
 
 What only the live folder can tell is handed in as values by the caller (``memd.apply``):
 ``live_problems`` (path -> why it may not be written there) and ``live_exists`` (the non-markdown
@@ -34,9 +41,11 @@ paths that exist, confined, in the live folder: staging holds only ``*.md``). Go
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING
 
+from memd.core import conflict as cblock
 from memd.core import frontmatter, secrets
 from memd.core import index as mindex
 from memd.core.links import fold_path, link_target
@@ -107,8 +116,11 @@ def link_targets(index_text: str) -> list[str]:
 
 def check(before: Mapping[str, bytes], after: Mapping[str, bytes], limits: GuardLimits, *,
           live_problems: Mapping[str, str] | None = None,
-          live_exists: Collection[str] = (), removed_by_user: Collection[str] = ()) -> GuardResult:
-    """Every reason ``after`` may not replace ``before`` (see the module doc)."""
+          live_exists: Collection[str] = (), removed_by_user: Collection[str] = (),
+          resolved: Collection[cblock.Resolution] | None = None) -> GuardResult:
+    """Every reason ``after`` may not replace ``before`` (see the module doc). ``resolved``: the
+    conflict blocks a model run resolved, with its decisions (None: a writer whose changes are the
+    user's own, such as a sync, whose blocks are not judged)."""
     chs = diff(before, after)
     parsed = _Parsed()
     reasons: list[str] = []
@@ -123,7 +135,10 @@ def check(before: Mapping[str, bytes], after: Mapping[str, bytes], limits: Guard
         reasons += _link_reasons(before, after, text, live_exists)
     elif INDEX_NAME in before:
         reasons.append("MEMORY.md was deleted")
-    reasons += _prose_reasons(before.get(INDEX_NAME), after, before, removed_by_user)
+    released = _released_lines(before.get(INDEX_NAME), resolved or ())
+    reasons += _prose_reasons(before.get(INDEX_NAME), after, before, removed_by_user, released)
+    if resolved is not None:
+        reasons += block_reasons(before, after, resolved)
     reasons += _deletion_reasons(before, after, limits)
     reasons += _content_reasons(chs, before, after, limits, parsed)
     problems = live_problems or {}
@@ -312,19 +327,21 @@ def normalise(line: str) -> str:
     return " ".join(s.split())
 
 
-def index_prose(text: str) -> list[str]:
+def index_prose(text: str, skip: Collection[int] = ()) -> list[str]:
     """The user's own text in an index: every line that is not an entry (a link to a memory) and
-    not blank once normalised, in file order, as written (headings, notes, rules, comments)."""
+    not blank once normalised, in file order, as written (headings, notes, rules, comments). Sync's
+    conflict markers are memd's, not the user's; ``skip``: 1-based lines left out (a resolved block's)."""
     idx = mindex.parse(text)
     entries = {e.line for e in idx.entries}
-    return [ln for n, ln in enumerate(idx.lines, 1) if n not in entries and normalise(ln)]
+    return [ln for n, ln in enumerate(idx.lines, 1)
+            if n not in entries and n not in skip and normalise(ln) and not cblock.is_marker(ln)]
 
 
-def lost_prose(old_index: str, after: Mapping[str, bytes]) -> list[str]:
+def lost_prose(old_index: str, after: Mapping[str, bytes], skip: Collection[int] = ()) -> list[str]:
     """The lines of ``index_prose(old_index)`` found nowhere in ``after``: neither in its index nor
     in one of its topic files (whitespace folded across lines, so a note re-wrapped still counts)."""
     hay = _haystack(after, index=True)
-    return [ln for ln in index_prose(old_index) if not _words_in(normalise(ln), hay)]
+    return [ln for ln in index_prose(old_index, skip) if not _words_in(normalise(ln), hay)]
 
 
 def _words_in(needle: str, hay: str) -> bool:
@@ -348,7 +365,7 @@ def _haystack(files: Mapping[str, bytes], *, index: bool) -> str:
     return "\n".join(" ".join(normalise(ln) for ln in t.decode("utf-8", "replace").splitlines()) for t in texts)
 
 
-def index_notes(old_index: str, before: Mapping[str, bytes]) -> list[tuple[str, str]]:
+def index_notes(old_index: str, before: Mapping[str, bytes], skip: Collection[int] = ()) -> list[tuple[str, str]]:
     """The user's words after the links of ``old_index``'s entries, as (what is the user's, the whole
     hook): each hook less the linked file's description, when what is left holds a letter or a digit
     and no topic file of ``before`` holds it (then it is the index's alone). In file order, normalised."""
@@ -356,7 +373,7 @@ def index_notes(old_index: str, before: Mapping[str, bytes]) -> list[tuple[str, 
     out: list[tuple[str, str]] = []
     for e in mindex.parse(old_index).entries:
         hook = normalise(e.hook)
-        if not hook:
+        if not hook or e.line in skip:
             continue
         rest = hook
         target, leaves = link_target(e.target, "")
@@ -370,10 +387,11 @@ def index_notes(old_index: str, before: Mapping[str, bytes]) -> list[tuple[str, 
     return out
 
 
-def lost_notes(old_index: str, before: Mapping[str, bytes], after: Mapping[str, bytes]) -> list[str]:
+def lost_notes(old_index: str, before: Mapping[str, bytes], after: Mapping[str, bytes],
+               skip: Collection[int] = ()) -> list[str]:
     """The ``index_notes`` of ``old_index`` found nowhere in ``after`` (its index or a topic file),
     neither the user's part nor the whole hook."""
-    notes = index_notes(old_index, before)
+    notes = index_notes(old_index, before, skip)
     if not notes:
         return []
     hay = _haystack(after, index=True)
@@ -381,16 +399,17 @@ def lost_notes(old_index: str, before: Mapping[str, bytes], after: Mapping[str, 
 
 
 def _prose_reasons(old: bytes | None, after: Mapping[str, bytes],
-                   before: Mapping[str, bytes] | None = None, removed_by_user: Collection[str] = ()) -> list[str]:
+                   before: Mapping[str, bytes] | None = None, removed_by_user: Collection[str] = (),
+                   released: Collection[int] = ()) -> list[str]:
     if old is None:
         return []
     text = old.decode("utf-8", "replace")
     # a line the user removed or corrected themselves (on another machine: a sync) is no loss
     gone = {normalise(ln) for ln in removed_by_user}
-    out = _lost_reason([ln for ln in lost_prose(text, after) if normalise(ln) not in gone],
+    out = _lost_reason([ln for ln in lost_prose(text, after, released) if normalise(ln) not in gone],
                        "text the user wrote into the index")
     if before is not None:
-        notes = lost_notes(text, before, after)
+        notes = lost_notes(text, before, after, released)
         if notes:
             first = notes[0] if len(notes[0]) <= _QUOTE else notes[0][:_QUOTE - 1].rstrip() + "…"
             n = f"{len(notes)} entr{'ies' if len(notes) != 1 else 'y'}"
@@ -410,3 +429,78 @@ def _lost_reason(lost: list[str], what: str) -> list[str]:
     return [f"MEMORY.md: the run drops {what} ({n}, {chars:,} characters) "
             f"that is in no file after it, first: \"{quote}\" (move it into a topic file and link it, "
             "never drop it)"]
+
+
+# --------------------------------------------------------------------------- sync's conflict blocks
+
+def _released_lines(old: bytes | None, resolved: Collection[cblock.Resolution]) -> set[int]:
+    """The 1-based lines of the index's blocks the run resolved (markers and lines between): their
+    words may go (the run decided about them)."""
+    said = {r.line for r in resolved if r.file == INDEX_NAME}
+    if old is None or not said:
+        return set()
+    out: set[int] = set()
+    for b in cblock.blocks(old.decode("utf-8", "replace")):
+        if b.line in said and b.end is not None:
+            out.update(range(b.line, b.end + 1))
+    return out
+
+
+def block_reasons(before: Mapping[str, bytes], after: Mapping[str, bytes],
+                  resolved: Collection[cblock.Resolution]) -> list[str]:
+    """A model run's treatment of sync's conflict blocks (see the module doc): a block is resolved by
+    an edit that removes it whole (both markers) and by the run saying what it decided (``resolved``);
+    a block the run did not resolve keeps its words in some file."""
+    said = {(r.file, r.line) for r in resolved}
+    hay: str | None = None
+    out: list[str] = []
+    for rel in sorted(set(before) | set(after)):
+        if is_team(rel) or not (rel == INDEX_NAME or _is_topic(rel)) or before.get(rel) == after.get(rel):
+            continue
+        old = before[rel].decode("utf-8", "replace") if rel in before else ""
+        new = after[rel].decode("utf-8", "replace") if rel in after else ""
+        bad = cblock.broken(new)
+        if len(bad) > len(cblock.broken(old)):
+            where = ", ".join(f"{why} at line {n}" for n, why in bad[:3])
+            out.append(f"{rel}: the run leaves a sync conflict block half-removed ({where}): a block goes whole, "
+                       "both markers, or stays")
+        found = cblock.spans(old)
+        if not found:
+            continue
+        now = cblock.spans(new)
+        # a block the run keeps stays as it was: its lines are not edited, two blocks are not merged
+        was = Counter((s.head, s.inner) for s in found)
+        known = {s.head for s in found}
+        edited: list[int] = []
+        for s in now:
+            if s.head in known and was[(s.head, s.inner)] > 0:
+                was[(s.head, s.inner)] -= 1
+            elif s.head in known:
+                edited.append(s.block.line)
+        if edited:
+            out.append(f"{rel}: the run changes the lines of a sync conflict block it keeps (line "
+                       f"{', '.join(map(str, edited[:3]))}): a block goes whole, with a decision, or stays as it was")
+        heads = [s.head for s in now]
+        for head in dict.fromkeys(s.head for s in found):
+            mine = [s for s in found if s.head == head]
+            gone = len(mine) - heads.count(head)
+            decided = sum(1 for s in mine if (rel, s.block.line) in said)
+            if gone > decided:
+                lines = ", ".join(str(s.block.line) for s in mine if (rel, s.block.line) not in said)
+                out.append(f"{rel}: the run removes {gone - decided} sync conflict block(s) (line {lines}, from "
+                           f"{mine[0].block.machine}) without saying what it decided")
+        if rel == INDEX_NAME:
+            continue  # the index's lines: the prose and notes rules
+        lost: list[str] = []
+        for s in found:
+            if (rel, s.block.line) in said:
+                continue
+            if hay is None:
+                hay = _haystack(after, index=True)
+            lost += [ln for ln in s.inner if normalise(ln) and not _words_in(normalise(ln), hay)]
+        if lost:
+            first = " ".join(lost[0].split())
+            quote = first if len(first) <= _QUOTE else first[:_QUOTE - 1].rstrip() + "…"
+            out.append(f"{rel}: the run drops words of a sync conflict block it did not resolve ({len(lost)} "
+                       f"line(s)), first: \"{quote}\" (resolve the block and say what was decided, or keep them)")
+    return out

@@ -27,7 +27,8 @@ and anything it started, e.g. an ``apiKeyHelper``), and no resource-tracker help
 
 Protocol: the daemon writes one hello line (``job``, ``config`` as plain data, ``claude_dir``,
 ``state_dir``) then one line per project (``project``: name, dir, memory_dir; ``force``, ``dry_run``,
-``wall``: the daemon's clock, so an injected clock carries over); the child answers with ``log``
+``wall``: the daemon's clock, so an injected clock carries over; ``unattended``: a scheduled run,
+which ``model.batch = auto`` may batch); the child answers with ``log``
 lines (``[level, event, fields]``, logged by the daemon: one writer of the log) and one ``outcome``
 line per project (the ``ProjectOutcome`` fields). EOF on its stdin ends the child.
 
@@ -130,7 +131,8 @@ class ChildJob:
             assert proc.stdin is not None
             proc.stdin.write(_line({"project": {"name": project.name, "dir": str(project.dir),
                                                 "memory_dir": str(project.memory_dir)},
-                                    "force": jc.force, "dry_run": jc.dry_run, "wall": jc.clock.time()}))
+                                    "force": jc.force, "dry_run": jc.dry_run, "wall": jc.clock.time(),
+                                    "unattended": jc.unattended}))
             proc.stdin.flush()
         except OSError as e:
             self._end(signal.SIGKILL)
@@ -367,7 +369,7 @@ def serve(hello: dict[str, Any], lines: Any, out: IO[bytes], stop: threading.Eve
             project = Project(p["name"], Path(p["dir"]), Path(p["memory_dir"]))
             jc = JobContext(config=cfg, claude_dir=Path(hello["claude_dir"]), state_dir=state_dir, state=state,
                             clock=OffsetClock(req["wall"]), force=req["force"], dry_run=req["dry_run"],
-                            stop=stop, log=log)
+                            stop=stop, log=log, unattended=bool(req.get("unattended")))
             try:
                 res = fn(jc, project)
             except Exception as e:  # as the runner does in-process: one project's failure is its own

@@ -155,7 +155,8 @@ class Worker:
 
         config, claude_dir = self._settings
         jc = JobContext(config=config, claude_dir=claude_dir, state_dir=self.state_dir, state=state,
-                        clock=self.clock, force=req.force, stop=self.stop, log=self.log)
+                        clock=self.clock, force=req.force, stop=self.stop, log=self.log,
+                        unattended=req.reason == "schedule")  # a user's trigger is run now, at full price
         with self._job_lock():
             if self.stop.is_set():
                 return

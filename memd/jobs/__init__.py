@@ -74,6 +74,9 @@ class JobContext:
     dry_run: bool = False  # compute and report, change nothing
     stop: threading.Event = field(default_factory=threading.Event)  # set on shutdown: abandon cleanly
     log: Any = None  # a structlog-style logger (memd.logs.get_logger()), or None for silence
+    # no one waits on this run (the daemon's scheduled catch-ups and nightly dreams): model.batch = auto
+    # may send its first call as a Message Batch (memd.llm.batch); a command's run is never unattended
+    unattended: bool = False
 
 
 @dataclass

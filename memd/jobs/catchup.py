@@ -24,6 +24,11 @@ consecutive short sessions go to the model together, in one conversation (one me
 ``<transcript>`` block each), up to ``BATCH_MAX_CHARS`` characters and ``BATCH_MAX_SESSIONS``
 sessions: the instructions and the manifest are sent once for them, not once per session.
 
+Message Batches (not the batching above): where ``model.batch`` allows (``auto``: the daemon's
+scheduled runs), each conversation's first call goes through the Message Batches API at half price,
+with a bounded wait and the call made at once when the batch fails or is late (``memd.llm.batch``);
+a shutdown while it waits leaves the batch for the next run to pick up, and the offsets unmoved.
+
 A full index (no room for one more line): the orientation says so (``index_full``), and the model is to
 put a new fact into the most related existing topic file; a new file whose line does not fit is kept
 unindexed by the final repair (``memd.apply.finalize``), so the run is not refused for it.
@@ -53,6 +58,7 @@ from memd.jobs import modelrun as mr
 
 if TYPE_CHECKING:
     from memd.layout import Project
+    from memd.llm.batch import BatchNote, BatchPlan
     from memd.llm.client import Client
     from memd.llm.memtool import StagedMemory
     from memd.state import TranscriptState
@@ -160,7 +166,7 @@ def catchup_project(jc: JobContext, project: Project) -> ProjectOutcome:
         ex.add_usage(out)
         if out.model_called:  # a reply came (and was billed): a try; a call that never got one is not
             _note_tries(jc, project, ex, out)
-        return out
+        return ex.note_batch(out)
     finally:
         ex.close()
     ex.add_usage(out)
@@ -173,15 +179,15 @@ def catchup_project(jc: JobContext, project: Project) -> ProjectOutcome:
         if ex.half_done:  # a cap stopped the model half-way through a change: nothing applied
             mr.partial(out, ex.caps, why=ex.half_done)
             _note_tries(jc, project, ex, out)
-            return out
+            return ex.note_batch(out)
         out.outcome = "skipped"  # shutdown mid-run: a half-read span is not extracted
         out.message = "stopped by shutdown; nothing changed"
-        return out
+        return ex.note_batch(out)
     if not result.staged:
         _save(jc, ex.advance)
         out.message = f"{len(ex.advance)} span(s) had nothing to extract"
-        return out
-    mr.record(out, result, ex.caps)
+        return ex.note_batch(out)
+    mr.record(out, result, ex.caps, blocks=False)  # it resolves no conflict block
     mr.note_idle(jc, "catchup", out)
     if (not jc.dry_run and not ex.caps and result.verdict in (ap.Verdict.UNCHANGED, ap.Verdict.APPLIED)
             and not result.dropped):
@@ -191,7 +197,7 @@ def catchup_project(jc: JobContext, project: Project) -> ProjectOutcome:
             jc.state.clear_warning(project.name, PARKED_WARNING)
     elif out.outcome in ("refused", "partial"):
         _note_tries(jc, project, ex, out)
-    return out
+    return ex.note_batch(out)
 
 
 EAGER_TRIES = 3  # tries of a span at the catch-up's own pace; later ones wait ``catchup.retry_hours``
@@ -269,6 +275,9 @@ class _Extraction:
         self.md_of: dict[str | None, str] = {}  # CLAUDE.md text of a session's cwd beyond the system prompt's
         self.tools = [_memory_tool_param()]
         self.st: ap.Staging | None = None
+        # each conversation's first call through Message Batches, where model.batch allows (memd.llm.batch)
+        self.batch: BatchPlan | None = None
+        self.batch_notes: list[BatchNote] = []
 
     def edit(self, ws: ap.Workspace) -> ap.Edits:
         from memd.transcripts.scan import read_span
@@ -313,7 +322,8 @@ class _Extraction:
             self.half_done = mr.consistency(self.st) or ""
         usage = self.client.usage if self.client is not None else None
         return ap.Edits("; ".join(self.notes), model_called=usage is not None and usage.calls > 0, usage=usage,
-                        abandoned=jc.stop.is_set() or bool(self.half_done))
+                        abandoned=jc.stop.is_set() or bool(self.half_done),
+                        resolutions=())  # the catch-up resolves no conflict block: their words are kept
 
     def _start(self, ws: ap.Workspace, span: Span) -> None:
         """The staging copy, the client, the memory tool and the system prompt, at the first span
@@ -325,8 +335,9 @@ class _Extraction:
         cfg, project = self.cfg, ws.project
         self.st = st = ws.get()
         # the deadline is sized to the call cap: each span's turns plus a max_tokens retry
-        self.client = llm.Client(cfg, deadline_s=llm.run_deadline(
-            cfg, cfg.catchup.max_sessions * (cfg.catchup.max_tool_turns + 1)))
+        deadline = llm.run_deadline(cfg, cfg.catchup.max_sessions * (cfg.catchup.max_tool_turns + 1))
+        self.client = llm.Client(cfg, deadline_s=deadline)
+        self.batch = mr.batch_plan(self.jc, "catchup", project.name, self.client, deadline, cfg.model.extract_model)
         self.tool = mr.memory_tool(st, cfg)
         material = "Existing memories (the manifest):\n" + mr.manifest(st.root, cfg, live=project.memory_dir)
         full = index_full(st.root, cfg)
@@ -414,7 +425,8 @@ class _Extraction:
         res = mr.tool_loop(self.client, model=self.cfg.model.extract_model, system=self.system,
                            user=self._user(parts), tools=self.tools, handlers={"memory": self.tool.handle},
                            max_turns=self.cfg.catchup.max_tool_turns, stop=self.jc.stop,
-                           token_cap=self.cfg.catchup.max_input_tokens)
+                           token_cap=self.cfg.catchup.max_input_tokens,
+                           batch=self._batch_for_conversation())
         self.conversations += 1
         self.extracted.extend(sp for sp, _ in parts)
         self.caps.extend(c for c in res.caps if c not in self.caps)
@@ -426,6 +438,18 @@ class _Extraction:
         if self.client is not None:
             mr.add_usage(out, self.client.usage)
             out.model_called = self.client.usage.calls > 0
+
+    def _batch_for_conversation(self) -> tuple[BatchPlan, BatchNote] | None:
+        from memd.llm.batch import BatchNote
+
+        if self.batch is None:
+            return None
+        self.batch_notes.append(BatchNote())
+        return self.batch, self.batch_notes[-1]
+
+    def note_batch(self, out: ProjectOutcome) -> ProjectOutcome:
+        mr.note_batch(out, self.batch_notes)
+        return out
 
     def close(self) -> None:
         if self.client is not None:

@@ -20,6 +20,12 @@ The gates (hours, sessions, the consolidate lock) are the runner's (``memd.jobs.
   staging copy is consistent and passes the guards, else nothing; never a consolidation.
 - The prompt states the budgets with the configured numbers; the CLAUDE.md files of the newest
   session's working folder are handed in (bounded, redacted) so the model does not duplicate them.
+- Sync's conflict blocks (``memd.core.conflict``, issue 21): the files holding one open the material,
+  whole, with line numbers; the model resolves a block with an ordinary edit and says what it
+  decided with ``resolve_conflict`` (``memd.llm.resolvetool``); the guard lets a block's words go
+  only with that decision (``memd.core.guard.block_reasons``); the outcome's details, message and
+  history say per block what was decided. A dream the model ran settles the conflicts sync kept for
+  it (``memd.sync.evidence``) whose file holds no open block after it.
 - Whether a dream counts as a consolidation is the runner's one rule
   (``memd.jobs.counts_as_consolidation``).
 """
@@ -36,6 +42,7 @@ from memd.jobs import modelrun as mr
 
 if TYPE_CHECKING:
     from memd.layout import Project
+    from memd.llm.batch import BatchNote
 
 MAX_INDEX_CHARS = 30_000  # the index as handed in (the budget is 25,000; an over-budget one is cut)
 
@@ -80,16 +87,23 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
     client: llm.Client | None = None  # made after the orientation: its run deadline starts then
     caps: list[str] = []  # the caps the model hit: a partial run
     half_done = ""  # why a capped run's staging copy may not be applied (``modelrun.consistency``)
+    blocked: set[str] = set()  # the files the run found holding a conflict block
+    batched: list[BatchNote] = []  # what became of the run's batched first call (``memd.llm.batch``)
 
     def edit(ws: ap.Workspace) -> ap.Edits:
         nonlocal client, half_done
         from memd.llm import prompts
         from memd.llm.memtool import MEMORY_TOOL, SEARCH_TOOL, SEARCH_TOOL_NAME
+        from memd.llm.resolvetool import RESOLVE_TOOL, RESOLVE_TOOL_NAME, Resolutions, found_blocks
 
         st = ws.get()
         tool = mr.memory_tool(st, cfg)
-        handlers: dict[str, mr.Handler] = {"memory": tool.handle}
-        tools: list[dict[str, Any]] = [dict(MEMORY_TOOL)]
+        found = found_blocks({rel: b.data for rel, b in st.baseline.items()})
+        blocked.update(found)
+        decisions = Resolutions(found)
+        handlers: dict[str, mr.Handler] = {"memory": tool.handle, RESOLVE_TOOL_NAME: decisions.handle}
+        # offered in every run (tools are part of the prompt prefix every project reads from the cache)
+        tools: list[dict[str, Any]] = [dict(MEMORY_TOOL), dict(RESOLVE_TOOL)]
         if cfg.dream.max_searches > 0:
             from memd.llm.memtool import TranscriptSearch
 
@@ -97,14 +111,22 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
                                       max_line_bytes=min(cfg.transcripts.max_line_bytes, 2_000_000))
             handlers[SEARCH_TOOL_NAME] = search.handle
             tools.append(dict(SEARCH_TOOL))
-        material = mr.redacted(_orientation(jc, project, st, last), out.details)
+        material = mr.redacted(_conflicts(st, found) + _orientation(jc, project, st, last), out.details)
         cmd = mr.claude_md(_cwd(jc, project), jc.claude_dir, out.details)
         system = llm.cached_system(prompts.render("dream", cfg), material + ("\n\n" + cmd if cmd else ""))
         # the deadline is sized to the call cap (one more call: a max_tokens retry)
-        client = llm.Client(cfg, deadline_s=llm.run_deadline(cfg, cfg.dream.max_tool_turns + 1))
+        deadline = llm.run_deadline(cfg, cfg.dream.max_tool_turns + 1)
+        client = llm.Client(cfg, deadline_s=deadline)
+        # the night's first call at half price, where model.batch allows it
+        plan = mr.batch_plan(jc, "dream", project.name, client, deadline, cfg.model.dream_model)
+        if plan is not None:
+            from memd.llm.batch import BatchNote
+
+            batched.append(BatchNote())
         res = mr.tool_loop(client, model=cfg.model.dream_model, system=system, user=_kickoff(now),
                            tools=tools, handlers=handlers, max_turns=cfg.dream.max_tool_turns, stop=jc.stop,
-                           token_cap=cfg.dream.max_input_tokens)
+                           token_cap=cfg.dream.max_input_tokens,
+                           batch=(plan, batched[0]) if plan is not None else None)
         out.details["tool_calls"] = res.tool_calls
         out.details["stop_reasons"] = res.stop_reasons
         out.details["refused"] = res.refused
@@ -119,7 +141,7 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         if caps and not jc.stop.is_set():
             half_done = mr.consistency(st) or ""
         return ap.Edits(res.final_text, model_called=client.usage.calls > 0, usage=client.usage,
-                        abandoned=jc.stop.is_set() or bool(half_done))
+                        abandoned=jc.stop.is_set() or bool(half_done), resolutions=decisions.resolutions())
 
     try:
         result = ap.run(project, edit, state_dir=jc.state_dir, job="dream", run_id=ap.new_run_id("dream", now),
@@ -131,6 +153,7 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         out.outcome = "failed"
         out.error = e.reason
         out.message = f"model call failed: {e.reason}; nothing changed"
+        mr.note_batch(out, batched)
         return out
     finally:
         if client is not None:
@@ -141,11 +164,22 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         out.model_called = result.model_called
         if half_done:  # a cap stopped the model half-way through a change: nothing applied
             mr.partial(out, caps, why=half_done)
+            mr.note_batch(out, batched)
             return out
         out.outcome = "skipped"
         out.message = "stopped by shutdown before applying; nothing changed"
+        mr.note_batch(out, batched)
         return out
     mr.record(out, result, caps)
+    if result.verdict is ap.Verdict.APPLIED and jc.log is not None:
+        for b in result.blocks:  # no reason in the log: the model's words may quote memory
+            jc.log.info("dream.conflict_block", project=project.name, file=b.file, line=b.line,
+                        machine=b.machine, decision=b.choice or "open")
+    if result.verdict in (ap.Verdict.APPLIED, ap.Verdict.UNCHANGED) and result.model_called and result.staged:
+        settled = _settle(jc, project, blocked, result.blocks)
+        if settled:
+            out.details["sync_conflicts_settled"] = settled
+    mr.note_batch(out, batched)
     note_consolidation(jc, "dream", out)  # also when run outside the runner
     mr.note_idle(jc, "dream", out)
     return out
@@ -241,6 +275,53 @@ def _orientation(jc: JobContext, project: Project, st: ap.Staging, last: float |
     parts.append("")
     parts.append(f"Last consolidation: {last_s}.")
     return "\n".join(parts)
+
+
+def _settle(jc: JobContext, project: Project, blocked: set[str], blocks: tuple[Any, ...]) -> int:
+    """The hand-off of sync's kept conflicts (``memd.sync.evidence``): a dream the model ran settles
+    those whose file holds no open block after it (resolved by this dream, by hand before it, or a
+    conflict that needed no block); a block left open keeps its conflict open. ``blocked``: the files
+    the run found holding blocks; ``blocks``: what the applied run did to each (none: nothing)."""
+    from memd.sync import evidence
+
+    rows = evidence.open_conflicts(jc.state_dir, project.name)
+    if not rows:
+        return 0
+    done = {b.file for b in blocks if b.resolved} - {b.file for b in blocks if not b.resolved}
+    still = blocked - done
+    return evidence.settle(jc.state_dir, project.name, [c.id for c in rows if c.file not in still])
+
+
+CONFLICT_FILE_CHARS = 8_000  # one file holding conflict blocks, as handed in
+CONFLICT_CHARS = 24_000  # all of them
+
+
+def _conflicts(st: ap.Staging, found: dict[str, list[Any]]) -> str:
+    """The files holding sync conflict blocks, first in the material and whole (bounded), with line
+    numbers: a dream that reads little still sees both sides of every block ("" when there is none)."""
+    from memd.llm.memtool import LINE_NUMBER_WIDTH
+
+    if not found:
+        return ""
+    n = sum(len(bs) for bs in found.values())
+    parts = [f"## Sync conflict blocks to resolve first ({n} in {len(found)} file(s))",
+             "Each file holding a block, as it is now, with line numbers (`resolve_conflict` takes the "
+             "line of a block's opening marker). The lines above a block are this machine's; the block "
+             "holds the other machine's differing lines.", ""]
+    left = CONFLICT_CHARS
+    for rel in sorted(found):
+        where = "; ".join(f"line {b.line} (from {b.machine}, {b.date or 'date unknown'})" for b in found[rel])
+        if left <= 0:
+            parts.append(f'<file path="/memories/{rel}" blocks="{where}">(left out: view it)</file>')
+            continue
+        text = st.baseline[rel].data.decode("utf-8", "replace")
+        rows = "\n".join(f"{i:>{LINE_NUMBER_WIDTH}}\t{ln}" for i, ln in enumerate(text.split("\n"), 1))
+        cap = min(CONFLICT_FILE_CHARS, left)
+        if len(rows) > cap:
+            rows = rows[:cap] + "\n... (cut: view the rest)"
+        left -= len(rows)
+        parts.append(f'<file path="/memories/{rel}" blocks="{where}">\n{rows}\n</file>')
+    return "\n".join(parts) + "\n\n"
 
 
 def _mtime(p: Path) -> float:

@@ -21,6 +21,11 @@ Caps (``LoopResult.caps``): the conversation's model calls (``max_turns``), the 
 may have stopped half-way through a change), ``record`` says ``partial`` whatever the guards say,
 and the jobs move no lock, gate or offset for it.
 
+Message Batches (``batch``, ``batch_plan``, ``memd.llm.batch``): where ``model.batch`` allows, a
+conversation's first call is submitted as a batch at half price and waited for (bounded); the loop
+goes on synchronously with its reply, read exactly as a synchronous reply is, and falls back to the
+call at once when the batch fails or is late. ``note_batch`` puts what happened in the outcome.
+
 ``record`` turns the result of ``memd.apply.run`` (which owns stage, rebuild, guard, apply) into
 the ProjectOutcome (added, changed, deleted, rejected reasons, usage, cost).
 """
@@ -38,6 +43,7 @@ from memd.llm import client as llm
 
 if TYPE_CHECKING:
     from memd.config import Config
+    from memd.llm.batch import BatchNote, BatchPlan
     from memd.llm.memtool import StagedMemory
 
 Handler = Callable[[Any], tuple[str, bool]]
@@ -114,9 +120,11 @@ def _mark_last(messages: list[dict[str, Any]], *, last_call: bool = False) -> No
 def tool_loop(client: llm.Client, *, model: str, system: list[dict[str, Any]], user: str,
               tools: list[dict[str, Any]], handlers: dict[str, Handler], max_turns: int,
               stop: Any = None, betas: tuple[str, ...] = (llm.MEMORY_BETA,),
-              token_cap: int | None = None) -> LoopResult:
+              token_cap: int | None = None, batch: tuple[BatchPlan, BatchNote] | None = None) -> LoopResult:
     """One conversation (see the module doc). ``token_cap``: the input tokens the client's calls may
-    reach in all (``Usage.total_input``); a call whose estimate would pass it is not made."""
+    reach in all (``Usage.total_input``); a call whose estimate would pass it is not made. ``batch``:
+    the conversation's first call goes through Message Batches (``memd.llm.batch.first_call``: the
+    same caps before it, the same validation and stop reasons after it, a synchronous fallback)."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": user}]}]
     res = LoopResult()
     budget, extra = llm.thinking_params(client.config, model)
@@ -132,8 +140,21 @@ def tool_loop(client: llm.Client, *, model: str, system: list[dict[str, Any]], u
                                  f"({token_cap:,}) would be passed")
                 return res
         _mark_last(messages, last_call=res.turns - res.max_tokens_retries >= max_turns - 1)
-        msg = client.create(model=model, system=system, messages=messages, tools=tools, betas=betas,
-                            max_tokens=budget, **extra)
+        if batch is not None and res.turns == 0:
+            from memd.llm import batch as lb
+
+            msg = lb.first_call(client, batch[0], batch[1], model=model, system=system, messages=messages,
+                                tools=tools, betas=list(betas), max_tokens=budget, **extra)
+            if msg is None:  # a shutdown while the batch was pending: it is kept for the next run
+                res.notes.append("stopped (shutdown)")
+                break
+        else:
+            msg = client.create(model=model, system=system, messages=messages, tools=tools, betas=betas,
+                                max_tokens=budget, **extra)
+            if batch is not None and res.turns == 1:  # did this call read what the batched first call cached?
+                from memd.llm import batch as lb
+
+                lb.learn(batch[0], batch[1], msg)
         res.turns += 1
         res.stop_reason = reason = llm.stop_reason(msg)
         res.stop_reasons.append(reason)
@@ -254,13 +275,59 @@ def add_usage(out: ProjectOutcome, usage: llm.Usage) -> None:
         out.cost_unknown = True
     if usage.rejected:
         out.details["usage_rejected"] = list(usage.rejected)
+    if usage.batched_calls:  # priced at the batch rate in cost_usd
+        out.details["batched_calls"] = usage.batched_calls
+        out.details["batch_saved_usd"] = round(usage.batch_saved_usd, 6)
 
 
-def record(out: ProjectOutcome, res: ap.RunResult, caps: list[str] | None = None) -> None:
+def batch_plan(jc: JobContext, job: str, project: str, client: llm.Client, run_deadline_s: float,
+               model: str) -> BatchPlan | None:
+    """How a run's conversations send their first call through Message Batches (``memd.llm.batch``),
+    or None when ``model.batch`` does not allow it here (``memd.llm.batch.decide``: the mode, the
+    provider, and for ``auto`` whether the model's batches have been paying)."""
+    from memd.llm import batch as lb
+
+    cache = lb.cache_record(jc.state, model)
+    now = jc.clock.time()
+    if lb.decide(jc.config, unattended=jc.unattended, source_kind=client.source.kind, cache=cache,
+                 now=now) is not None:
+        return None
+    # a dry run keeps no batch id and learns nothing: nothing of it is picked up later
+    plan = lb.BatchPlan(wait_s=lb.wait_limit(jc.config, run_deadline_s), poll_s=jc.config.model.batch_poll_s,
+                        key=lb.state_key(job, project), state=None if jc.dry_run else jc.state, stop=jc.stop,
+                        wall=now)
+    if jc.config.model.batch == "auto" and lb.probing(cache):
+        lb.mark_probe(plan, model, now)
+    return plan
+
+
+def note_batch(out: ProjectOutcome, notes: list[BatchNote]) -> None:
+    """What became of the run's batched first calls: in its details (``batch``: the run's first;
+    ``batches``: each, when there were several) and a few words in its message (the run log's
+    summary, which `memd report` lists)."""
+    notes = [n for n in notes if n.result]
+    if not notes:
+        return
+    out.details["batch"] = notes[0].as_dict()
+    if len(notes) > 1:
+        out.details["batches"] = [n.as_dict() for n in notes]
+        done = sum(1 for n in notes if n.result == "succeeded")
+        why = "; ".join(dict.fromkeys(n.reason for n in notes if n.fallback))
+        words = f"{done} of {len(notes)} first calls batched (half price)" + (f"; batch {why}" if why else "")
+    else:
+        words = notes[0].summary()
+    if words and words not in out.message:
+        out.message = f"{out.message}; {words}" if out.message else words
+
+
+def record(out: ProjectOutcome, res: ap.RunResult, caps: list[str] | None = None, *, blocks: bool = True) -> None:
     """Fill ``out`` from a staged run's result (``memd.apply.run``): outcome, message, counts, usage,
     details. An abandoned run, or one that never staged, is the job's to describe. ``caps``: the caps
-    the run hit; the outcome is then ``partial`` whatever was applied (``partial``)."""
+    the run hit; the outcome is then ``partial`` whatever was applied (``partial``). ``blocks``: say
+    what became of sync's conflict blocks (a job whose model resolves them: the dream)."""
     _record(out, res)
+    if blocks and res.verdict in (ap.Verdict.APPLIED, ap.Verdict.REVIEW):
+        _record_blocks(out, res)
     if caps:
         partial(out, caps, applied=res.verdict is ap.Verdict.APPLIED)
 
@@ -316,6 +383,31 @@ def _record(out: ProjectOutcome, res: ap.RunResult) -> None:
             out.message = res.summary
             if res.dropped:
                 out.message += f" ({len(res.dropped)} part(s) dropped: {ap.dropped_note(res.dropped)})"
+
+
+def _record_blocks(out: ProjectOutcome, res: ap.RunResult) -> None:
+    """Per conflict block the run found (``res.blocks``), what it decided: in the details whole (file,
+    line, machine, date, choice, the model's reason, redacted), in the message in short (no reason:
+    the message reaches the check-in report, which holds no memory content)."""
+    if not res.blocks:
+        return
+    from memd.core import secrets
+    from memd.core.conflict import CHOICES
+
+    out.details["conflict_blocks"] = [
+        {"file": b.file, "line": b.line, "machine": b.machine, "date": b.date,
+         "decision": b.choice or "open", "reason": secrets.redact(" ".join(b.reason.split()))[:300]}
+        for b in res.blocks]
+    done = [b for b in res.blocks if b.resolved]
+    left = len(res.blocks) - len(done)
+    verb = "proposed to resolve" if res.verdict is ap.Verdict.REVIEW else "resolved"
+    bits: list[str] = []
+    if done:
+        named = "; ".join(f"{b.file} from {b.machine}: {CHOICES.get(b.choice, b.choice)}" for b in done[:3])
+        bits.append(f"{len(done)} sync conflict block(s) {verb} ({named}{'; ...' if len(done) > 3 else ''})")
+    if left:
+        bits.append(f"{left} sync conflict block(s) left open")
+    out.message += "; " + ", ".join(bits)
 
 
 IDLE_WARNING = "model_runs_change_nothing"

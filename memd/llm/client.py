@@ -369,6 +369,8 @@ class Usage:
     cost_usd: float = 0.0
     unpriced: set[str] = field(default_factory=set)  # models missing from model.prices: cost unknown
     rejected: list[str] = field(default_factory=list)  # usage numbers that failed validation (why)
+    batched_calls: int = 0  # replies that came through Message Batches (priced at the batch rate)
+    batch_saved_usd: float = 0.0  # what those replies would have cost more at the list price
 
     @property
     def cost_known(self) -> bool:
@@ -383,7 +385,9 @@ class Usage:
     def total(self) -> int:
         return self.total_input + self.output_tokens
 
-    def add(self, config: Config, model: str, usage: Any) -> None:
+    def add(self, config: Config, model: str, usage: Any, *, rate: float = 1.0) -> None:
+        """Count one reply's usage; ``rate``: the share of the list price it is billed at (a Message
+        Batches reply: ``memd.llm.batch.BATCH_RATE``, half)."""
         def n(name: str) -> int:
             v = getattr(usage, name, None) if not isinstance(usage, dict) else usage.get(name)
             return usage_count(v, name, self.rejected)
@@ -391,6 +395,8 @@ class Usage:
         i, o = n("input_tokens"), n("output_tokens")
         w, r = n("cache_creation_input_tokens"), n("cache_read_input_tokens")
         self.calls += 1
+        if rate != 1.0:
+            self.batched_calls += 1
         self.input_tokens += i
         self.output_tokens += o
         self.cache_write += w
@@ -399,12 +405,15 @@ class Usage:
         if p is None:
             self.unpriced.add(model)
             return
-        self.cost_usd += (i * p["input"] + o * p["output"] + w * p["cache_write"] + r * p["cache_read"]) / 1e6
+        full = (i * p["input"] + o * p["output"] + w * p["cache_write"] + r * p["cache_read"]) / 1e6
+        self.cost_usd += full * rate
+        self.batch_saved_usd += full - full * rate
 
     def as_dict(self) -> dict[str, Any]:
         return {"calls": self.calls, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
                 "cache_write": self.cache_write, "cache_read": self.cache_read, "total_tokens": self.total,
-                "cost_usd": round(self.cost_usd, 6), "unpriced": sorted(self.unpriced)}
+                "cost_usd": round(self.cost_usd, 6), "unpriced": sorted(self.unpriced),
+                "batched_calls": self.batched_calls}
 
 
 # --------------------------------------------------------------------------- thinking and deadlines
@@ -537,11 +546,9 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def create(self, *, model: str, messages: Sequence[dict[str, Any]], system: Any = None,
-               tools: Iterable[dict[str, Any]] = (), max_tokens: int | None = None,
-               betas: Sequence[str] = (), beta: bool = True, timeout: float | None = None,
-               **extra: Any) -> Any:
-        """One Messages call (the beta endpoint unless beta=False), retried within the deadline."""
+    def params(self, *, model: str, messages: Sequence[dict[str, Any]], system: Any = None,
+               tools: Iterable[dict[str, Any]] = (), max_tokens: int | None = None, **extra: Any) -> dict[str, Any]:
+        """The body of one Messages request (what ``create`` sends, and a Message Batches request holds)."""
         params: dict[str, Any] = {"model": model, "max_tokens": max_tokens or self.config.model.max_tokens,
                                   "messages": list(messages)}
         if system:
@@ -550,6 +557,23 @@ class Client:
         if tool_list:
             params["tools"] = tool_list
         params.update(extra)
+        return params
+
+    def account(self, model: str, msg: Any, *, rate: float = 1.0) -> Any:
+        """A reply, counted then validated: one memd rejects as malformed was still billed, so its
+        usage counts first (``rate``: the share of the list price it is billed at). Raises ModelError
+        for a malformed reply."""
+        self.usage.add(self.config, model, getattr(msg, "usage", None), rate=rate)
+        _validate(msg)
+        return msg
+
+    def create(self, *, model: str, messages: Sequence[dict[str, Any]], system: Any = None,
+               tools: Iterable[dict[str, Any]] = (), max_tokens: int | None = None,
+               betas: Sequence[str] = (), beta: bool = True, timeout: float | None = None,
+               **extra: Any) -> Any:
+        """One Messages call (the beta endpoint unless beta=False), retried within the deadline."""
+        params = self.params(model=model, messages=messages, system=system, tools=tools, max_tokens=max_tokens,
+                             **extra)
         if beta and betas:
             params["betas"] = list(betas)
         attempt = 0
@@ -573,10 +597,7 @@ class Client:
                 # a reply the SDK could not read (not JSON, wrong shape): not worth retrying
                 raise ModelError(f"malformed reply ({type(e).__name__})") from None
             else:
-                # a reply memd rejects as malformed was still billed: its usage counts first
-                self.usage.add(self.config, model, getattr(msg, "usage", None))
-                _validate(msg)
-                return msg
+                return self.account(model, msg)
             if not retryable or attempt >= self.config.model.max_retries:
                 raise err
             wait = retry_after if retry_after is not None else min(8.0, 0.5 * 2 ** attempt) * (

@@ -92,17 +92,34 @@ def save(state_dir: Path, project: str, held: Held) -> None:
     atomic_write(_path(state_dir), json.dumps(data, indent=1, sort_keys=True) + "\n", mode=0o600)
 
 
-def hold_project(state_dir: Path, project: str, reason: str, command: str) -> None:
-    h = load(state_dir, project)
-    h.project = {"reason": reason, "command": command}
-    save(state_dir, project, h)
+WRITER = "writer"  # a project hold's kind: another memory folder of this machine syncs the identity
 
 
-def release_project(state_dir: Path, project: str) -> None:
+def hold_project(state_dir: Path, project: str, reason: str, command: str, *, kind: str = "") -> None:
     h = load(state_dir, project)
-    if h.project:
+    new = {"reason": reason, "command": command, **({"kind": kind} if kind else {})}
+    if h.project != new:
+        h.project = new
+        save(state_dir, project, h)
+
+
+def release_project(state_dir: Path, project: str, *, kind: str | None = None) -> None:
+    """Forget the project's hold (only one of ``kind`` when given)."""
+    h = load(state_dir, project)
+    if h.project and (kind is None or h.project.get("kind") == kind):
         h.project = {}
         save(state_dir, project, h)
+
+
+def release_writers(state_dir: Path, projects: list[str]) -> None:
+    """Forget the second-writer holds of ``projects`` (no longer second: resolved, excluded), in one write."""
+    data = _load_all(state_dir)
+    gone = [n for n in projects if isinstance(data.get(n), dict) and isinstance(data[n].get("project"), dict)
+            and data[n]["project"].get("kind") == WRITER]
+    for n in gone:
+        h = load(state_dir, n)
+        h.project = {}
+        save(state_dir, n, h)
 
 
 def forget(state_dir: Path, project: str) -> bool:

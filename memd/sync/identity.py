@@ -6,10 +6,27 @@ from the transcripts' ``cwd`` (the state's record of them, else the transcripts 
 only as far as the first ``cwd``), its ``origin`` from the repository's config. An explicit name in
 ``[sync.identities]`` wins. A project with neither is not synced. A local path as ``origin`` is no
 identity (it differs between machines).
+
+Identity is decided per **memory folder Claude Code uses** (issue 21 #1; proved with the real CLI in
+``tests/realcc/test_memory_home.py``): a session started in a linked git worktree or a monorepo
+subfolder keeps its transcripts in a ``projects/`` folder of its own (its cwd's) but its memory in the
+folder of the repository's canonical git root (the main checkout). So ``identify_all``:
+
+- a folder whose sessions' memory lives in another folder (its *home*) and which holds no memory of
+  its own is no sync participant; its sessions' cwds count for the home's identity (a main checkout
+  whose only sessions ran in worktrees is found through them);
+- such a folder that does hold memory files (Claude Code never loads them for its sessions: an older
+  memd or Claude Code left them) is held, never synced, and named in ``memd status``;
+- two memory folders with one identity (two clones of one repository on one machine: each clone is a
+  canonical git root with a memory folder of its own) are one project with **one writer**: the folder
+  the user chose (``memd sync --writer``), else the one that already shares the branch, else the one
+  holding memory, else the first by name. The others are held, named in ``memd status`` and
+  ``memd sync --list`` with the commands that resolve it; never two writers racing on one branch.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,14 +99,28 @@ class Identity:
     identity: str | None  # None: not synced
     source: str  # "config", "origin <url>", or why there is none
     excluded: bool = False  # the user opted this project out
+    home: str | None = None  # its sessions' memory lives in this other folder (a worktree's or subfolder's)
+    writer: str | None = None  # held: this other folder syncs the identity on this machine
+    why_held: str = ""  # held: the reason, in words
+    resolve: str = ""  # held: the commands that resolve it
 
     @property
     def branch(self) -> str | None:
         return branch_of(self.identity) if self.identity else None
 
+    @property
+    def held(self) -> bool:
+        return bool(self.why_held)
 
-def identify(project: Project, config: Config, state: Any = None) -> Identity:
-    """The project's identity (see the module doc)."""
+    @property
+    def syncs(self) -> bool:
+        """This folder reads and writes its identity's branch."""
+        return self.identity is not None and not self.held
+
+
+def _base(project: Project, config: Config, cwds: list[str], roots: dict[str, Path | None] | None = None) -> Identity:
+    """The identity a folder's own settings and sessions give it (before the one-writer rule); ``roots``
+    caches each cwd's git root (a main checkout's and its worktrees' sessions share them)."""
     sc = config.sync
     if project.name in sc.exclude:
         return Identity(project.name, None, "opted out in sync.exclude", excluded=True)
@@ -97,10 +128,11 @@ def identify(project: Project, config: Config, state: Any = None) -> Identity:
     if mapped:
         return Identity(project.name, mapped.strip().lower(), "config")
     seen_root = False
-    from memd.transcripts.sessions import project_cwds
-
-    for cwd in project_cwds(project, state):
-        root = layout.git_root(Path(cwd))
+    roots = {} if roots is None else roots
+    for cwd in cwds:
+        if cwd not in roots:
+            roots[cwd] = layout.git_root(Path(cwd))
+        root = roots[cwd]
         if root is None:
             continue
         seen_root = True
@@ -112,3 +144,157 @@ def identify(project: Project, config: Config, state: Any = None) -> Identity:
             return Identity(project.name, ident, f"origin {url}")
     why = "its repository has no usable origin URL" if seen_root else "no git repository found for its sessions"
     return Identity(project.name, None, f"not synced: {why} (map it in [sync.identities])")
+
+
+def _own_files(project: Project) -> int:
+    """How many memory files (the index, topic files) the folder's memory folder holds."""
+    from memd.memfolder.folder import file_map
+
+    try:
+        if not project.memory_dir.is_dir():
+            return 0
+        return sum(1 for rel in file_map(project.memory_dir) if _synced(rel))
+    except OSError:
+        return 0
+
+
+def _same_dir(a: Path, b: Path) -> bool:
+    try:
+        return a == b or os.path.realpath(a) == os.path.realpath(b)
+    except (OSError, ValueError):
+        return False
+
+
+def _synced(rel: str) -> bool:
+    from memd.sync.gitremote import synced
+
+    return synced(rel)
+
+
+def _home(project: Project, cwds: list[str], cache: dict[str, str]) -> str:
+    """The projects/ folder whose memory the folder's sessions use (catch-up's own mapping,
+    ``memd.transcripts.sessions.memory_project_for``): the newest session's cwd that is on this machine."""
+    from memd.transcripts.sessions import memory_project_for
+
+    root = project.dir.parent
+    for cwd in cwds:
+        home = memory_project_for(cwd, project.name, root, cache)
+        if home != project.name or Path(cwd).is_dir():
+            return home
+    return project.name
+
+
+def identify_all(projects: list[Project], config: Config, state: Any = None, *,
+                 everyone: list[Project] | None = None, seen: dict[str, Any] | None = None,
+                 writers: dict[str, str] | None = None) -> dict[str, Identity]:
+    """Each of ``projects``' identity, decided among ``everyone`` (every folder under the same
+    ``projects/``, listed when not given): see the module doc. ``seen`` is what each folder last
+    shared (``gitremote.seen``), ``writers`` the user's choice per identity (``load_writers``)."""
+    from memd.transcripts.sessions import project_cwds
+
+    if not projects:
+        return {}
+    if everyone is None:
+        everyone = layout.list_projects(projects[0].dir.parent.parent)
+    folders = {p.name: p for p in everyone}
+    folders.update((p.name, p) for p in projects)
+    seen = seen or {}
+    writers = writers or {}
+    cache: dict[str, str] = {}
+    roots: dict[str, Path | None] = {}
+    cwds = {name: project_cwds(p, state) for name, p in folders.items()}
+    homes = {name: _home(p, cwds[name], cache) for name, p in folders.items()}
+    fed: dict[str, list[str]] = {}
+    for name, home in homes.items():
+        if home != name:
+            fed.setdefault(home, []).extend(cwds[name])
+    out: dict[str, Identity] = {}
+    for name, p in folders.items():
+        home = homes[name]
+        if home != name:
+            # a memory folder moved for every project (autoMemoryDirectory, the environment's overrides) is
+            # the home's too: nothing of the folder's own
+            shared = home in folders and _same_dir(folders[home].memory_dir, p.memory_dir)
+            own = 0 if shared else _own_files(p)
+            if not own:
+                out[name] = Identity(name, None, f"not synced: its sessions' memory is in {home}'s memory folder "
+                                     "(a git worktree or subfolder of that repository), which syncs it", home=home)
+                continue
+            base = _base(p, config, cwds[name] + fed.get(name, []), roots)
+            if base.identity is None:
+                out[name] = base
+                continue
+            out[name] = Identity(name, base.identity, base.source, home=home, writer=home, why_held=(
+                f"held, not synced: its sessions' memory is in {home}'s memory folder (a git worktree or "
+                f"subfolder of that repository); the {own} file(s) in its own memory folder are not loaded by "
+                "Claude Code"), resolve=(
+                f"move what you need into {home}'s memory folder, then remove {p.memory_dir}; or add "
+                f'"{name}" to sync.exclude'))
+            continue
+        out[name] = _base(p, config, list(dict.fromkeys(cwds[name] + fed.get(name, []))), roots)
+    groups: dict[str, list[str]] = {}
+    for name, ident in out.items():
+        if ident.syncs and ident.identity is not None:
+            groups.setdefault(ident.identity, []).append(name)
+    for identity, names in groups.items():
+        if len(names) < 2:
+            continue
+        branch = branch_of(identity)
+
+        def rank(n: str, identity: str = identity, branch: str = branch) -> tuple[bool, bool, bool, str]:
+            row = seen.get(n)
+            return (writers.get(identity) != n, not (isinstance(row, dict) and row.get("branch") == branch),
+                    not _own_files(folders[n]), n)
+
+        writer = min(names, key=rank)
+        for n in names:
+            if n == writer:
+                continue
+            i = out[n]
+            row = seen.get(n)
+            if not _own_files(folders[n]) and not (isinstance(row, dict) and row.get("branch") == branch):
+                # nothing of its own to keep and never synced: a clone's memory folder still empty, a dead
+                # worktree's folder whose cwd is gone; no rival, nothing to say until it holds a memory
+                out[n] = Identity(n, None, f"not synced: {writer} syncs {identity} on this machine and this "
+                                  "folder holds no memory of its own", writer=writer)
+                continue
+            out[n] = Identity(n, i.identity, i.source, writer=writer, why_held=(
+                f"held, not synced: {writer} syncs {identity} on this machine (two memory folders of one "
+                "repository, e.g. two clones of it; one writer per branch); this folder's memory stays here"),
+                resolve=(f"`memd sync --writer {n}` makes this folder the one that syncs; or add \"{n}\" to "
+                         "sync.exclude (its memory stays on this machine)"))
+    return {p.name: out[p.name] for p in projects}
+
+
+def identify(project: Project, config: Config, state: Any = None) -> Identity:
+    """One project's identity (``identify_all`` over its siblings)."""
+    return identify_all([project], config, state)[project.name]
+
+
+# --------------------------------------------------------------------------- the user's choice of writer
+
+
+def _writers_path(state_dir: Path) -> Path:
+    return state_dir / "sync" / "writers.json"
+
+
+def load_writers(state_dir: Path) -> dict[str, str]:
+    """The folder the user chose (``memd sync --writer``) per identity."""
+    import json
+
+    try:
+        data = json.loads(_writers_path(state_dir).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(data, dict) \
+        else {}
+
+
+def choose_writer(state_dir: Path, identity: str, project: str) -> None:
+    import json
+
+    from memd.store import atomic_write
+
+    data = load_writers(state_dir)
+    data[identity] = project
+    atomic_write(_writers_path(state_dir), json.dumps(data, indent=1, sort_keys=True) + "\n", mode=0o600)

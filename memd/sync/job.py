@@ -6,8 +6,11 @@
    auth failure, a damaged remote: every project ends ``failed`` with the reason; nothing local is
    touched, and the next interval tries again.
 2. Per project, through ``memd.jobs.runner.run_job`` (the run log, the events): its identity
-   (``memd.sync.identity``); a remote branch that does not descend from what we last shared
-   (force-pushed, deleted) is ``refused`` with the reason, nothing applied.
+   (``memd.sync.identity.identify_all``: per memory folder Claude Code uses, one writer per identity on
+   this machine; a second folder of one identity is ``refused`` as held, with a status line); a remote
+   branch that does not descend from what we last shared (force-pushed, deleted) is ``refused`` with the
+   reason, nothing applied. A folder whose last sync is not what this machine last shared on the branch
+   (another local folder synced it) merges with no common base: nothing of the remote's counts as deleted.
 3. The merge (``memd.sync.merge``) against the last commit both sides shared, as the edit step of
    ``memd.apply.run``: the folder is staged, the merged files written into the copy, the index
    rebuilt deterministically, the guards run (a remote that would delete or empty too much of the
@@ -56,7 +59,7 @@ from memd.memfolder.folder import file_map
 from memd.projlock import ProjectBusyError
 from memd.sync import evidence, gitremote, held
 from memd.sync import merge as mg
-from memd.sync.identity import Identity, identify
+from memd.sync.identity import Identity, identify_all, load_writers
 
 if TYPE_CHECKING:
     from memd.jobs.runner import JobResult
@@ -245,7 +248,11 @@ class Session:
     # ------------------------------------------------------------------ one project
 
     def project(self, jc: JobContext, project: Project) -> ProjectOutcome:
-        ident = self.identities.get(project.name) or identify(project, jc.config, jc.state)
+        ident = self.identities.get(project.name) or identities(jc, [project])[project.name]
+        if ident.held:  # one writer per branch (issue 21 #1): this folder's memory stays here, said in status
+            if not jc.dry_run:
+                held.hold_project(jc.state_dir, project.name, ident.why_held, ident.resolve, kind=held.WRITER)
+            return ProjectOutcome(project.name, "refused", f"{ident.why_held}; resolve: {ident.resolve}")
         if ident.identity is None or ident.branch is None:
             return ProjectOutcome(project.name, "skipped", ident.source)
         if self.fetch_error is None and not jc.dry_run:
@@ -295,7 +302,14 @@ class Session:
             base_commit = gitremote.merge_base(repo, h.mine, h.remote) if h.mine and h.remote else None
             base = gitremote.files_of(repo, base_commit, max_bytes).files
             anew = _made_anew(project, last or {}, max_bytes)
-            if not self.push_deletions and anew:
+            if h.shared is not None and (last is None or last.get("branch") != branch
+                                         or last.get("remote") != h.shared):
+                # what this machine last shared on the branch is not what this folder last synced: another
+                # memory folder of this machine synced it (a second clone made the writer, two folders that
+                # both synced before issue 21 #1) or this folder never did. No common base, so nothing of the
+                # remote's counts as deleted here (issue 21 #1)
+                base = {}
+            elif not self.push_deletions and anew:
                 # a missing folder, or one removed and made again since the last sync (a reset, an rm -rf
                 # that Claude Code's next session undid by making it anew), is "nothing here yet", never
                 # "delete everything": merged with no common base, the remote's memory comes back and
@@ -349,6 +363,12 @@ class Session:
                                  for r, w in new.items()})
                 hold = frozenset(why_held)
             p = final[0]
+
+            def guard(outgoing: dict[str, bytes]) -> list[str]:  # the outgoing guard, as _send applies it
+                if h.remote is None or self.push_deletions:
+                    return []
+                return core_guard.loss_reasons(remote.files, outgoing, ap.limits_of(cfg), subject="this push")
+
             out.details["identity"] = ident
             out.details["conflicts"] = p.merged.conflict_files()
             out.details["held"] = sorted(why_held)
@@ -363,7 +383,7 @@ class Session:
                 return _with(out, "skipped", "stopped before applying")
             if res.verdict == ap.Verdict.REVIEW:
                 out.details["diff"] = res.diff
-                return _with(out, "proposed", _dry_note(p, remote))
+                return _with(out, "proposed", _dry_note(p, remote, hold, guard, local_only))
             if res.verdict == ap.Verdict.APPLIED:
                 out.run_id = run_id
                 out.outcome = "changed"
@@ -373,7 +393,8 @@ class Session:
                 return _with(out, "partial", f"{len(res.dropped)} file(s) changed here while merging were left "
                              "as they are; nothing sent (the next sync merges them)")
             if jc.dry_run:
-                return _with(out, "unchanged" if not p.local_changes else "proposed", _dry_note(p, remote))
+                return _with(out, "unchanged" if not p.local_changes else "proposed",
+                             _dry_note(p, remote, hold, guard, local_only))
             held.save(jc.state_dir, project.name, held.Held(why_held, {}, undone if not self.keep_local
                                                               else was.undone))
             try:
@@ -420,28 +441,12 @@ class Session:
         file an undo keeps here (``local_only``, the index too: the undo stays on this machine)."""
         mark = gitremote.folder_mark(project.memory_dir)  # before reading: a later write is seen next time
         now_files = {k: v for k, v in file_map(project.memory_dir, max_bytes).items() if gitremote.synced(k)}
-        outgoing: dict[str, bytes] = {}
-        withheld: dict[str, list[str]] = {}
-        for rel, data in now_files.items():
-            why = stays_here(rel, data)
-            if why is None:
-                outgoing[rel] = data
-                continue
-            withheld.setdefault(why, []).append(rel)
-            if rel in remote.files:  # the remote keeps its own version: never a deletion there
-                outgoing[rel] = remote.files[rel]
-        for rel in (hold - {INDEX_NAME}) | local_only:
-            if rel in remote.files:
-                outgoing[rel] = remote.files[rel]
-            else:
-                outgoing.pop(rel, None)
+        outgoing, withheld = outgoing_files(now_files, remote.files, hold, local_only)
         for why, files in withheld.items():
             (jc.log or _silent).warning("sync.withheld", project=project.name, files=files[:20], reason=why)
-        if INDEX_NAME not in outgoing and INDEX_NAME in remote.files:  # no index here: never a deletion there
-            outgoing[INDEX_NAME] = remote.files[INDEX_NAME]
         ot, oi = _split(outgoing)
         rt, ri = _split(remote.files)
-        note = "".join(f"; {len(files)} file(s) with {why} not sent" for why, files in withheld.items())
+        note = _withheld_note(withheld)
         if ot == rt and (oi is None or oi == ri) and (h.remote is not None or not outgoing):
             if h.remote is not None:
                 gitremote.remember(repo, branch, shared=h.remote, mine=h.remote)
@@ -496,6 +501,53 @@ class Session:
         for c in fresh:
             (jc.log or _silent).warning("sync.conflict", project=project.name, file=c.file, machine=c.machine,
                                         conflict=c.id, run=run)
+
+
+def outgoing_files(now_files: dict[str, bytes], remote: dict[str, bytes], hold: frozenset[str] = frozenset(),
+                   local_only: frozenset[str] = frozenset()) -> tuple[dict[str, bytes], dict[str, list[str]]]:
+    """What a push of the folder ``now_files`` carries over the remote's ``remote``, and what stays here
+    (why -> files): a file that ``stays_here`` or is held goes out as the remote has it (never a
+    deletion there), so does a file an undo keeps here (``local_only``, the index too), and so does the
+    remote's index when there is none here."""
+    outgoing: dict[str, bytes] = {}
+    withheld: dict[str, list[str]] = {}
+    for rel, data in now_files.items():
+        why = stays_here(rel, data)
+        if why is None:
+            outgoing[rel] = data
+            continue
+        withheld.setdefault(why, []).append(rel)
+        if rel in remote:  # the remote keeps its own version: never a deletion there
+            outgoing[rel] = remote[rel]
+    for rel in (hold - {INDEX_NAME}) | local_only:
+        if rel in remote:
+            outgoing[rel] = remote[rel]
+        else:
+            outgoing.pop(rel, None)
+    if INDEX_NAME not in outgoing and INDEX_NAME in remote:  # no index here: never a deletion there
+        outgoing[INDEX_NAME] = remote[INDEX_NAME]
+    return outgoing, withheld
+
+
+def _withheld_note(withheld: dict[str, list[str]]) -> str:
+    return "".join(f"; {len(files)} file(s) with {why} not sent" for why, files in withheld.items())
+
+
+def _counts(before: dict[str, bytes], after: dict[str, bytes]) -> str:
+    """``2 new, 1 changed, 1 deleted (a.md, b.md, c.md; deleted: d.md)`` between two sets of topic files."""
+    new = sorted(set(after) - set(before))
+    changed = sorted(r for r in set(after) & set(before) if after[r] != before[r])
+    gone = sorted(set(before) - set(after))
+    if not (new or changed or gone):
+        return "nothing"
+
+    def names(rels: list[str]) -> str:
+        return ", ".join(rels[:5]) + (f" and {len(rels) - 5} more" if len(rels) > 5 else "")
+
+    shown = [names(new + changed)] if new or changed else []
+    if gone:
+        shown.append(f"deleted: {names(gone)}")
+    return f"{len(new)} new, {len(changed)} changed, {len(gone)} deleted ({'; '.join(shown)})"
 
 
 def _mine(c: mg.FileMerge) -> bytes:
@@ -622,11 +674,28 @@ def _note(p: Plan, machine: str) -> str:
     return ", ".join(parts)
 
 
-def _dry_note(p: Plan, remote: gitremote.TreeFiles) -> str:
-    bits = [_note(p, remote.machine) or "nothing to take from the remote"]
+def _dry_note(p: Plan, remote: gitremote.TreeFiles, hold: frozenset[str], outgoing_guard: Callable[
+        [dict[str, bytes]], list[str]], local_only: frozenset[str] = frozenset()) -> str:
+    """Both directions of a dry run: what the merge would take into the folder, and what the push after
+    it would send (topic files, deletions counted; the index is rebuilt and sent with them), or why it
+    would be held."""
+    local_topics, local_index = _split(p.local)
+    bits = [f"would take from {remote.machine or 'the remote'}: {_counts(local_topics, p.merged.files)}"]
     if p.merged.conflicts:
-        bits.append("conflicts: " + ", ".join(p.merged.conflict_files()))
-    return "dry run: " + "; ".join(bits)
+        bits.append(f"{len(p.merged.conflicts)} conflict(s) kept with both sides in the file: "
+                    + ", ".join(p.merged.conflict_files()))
+    after = dict(p.merged.files)
+    index = p.index if p.index is not None else local_index
+    if index is not None:
+        after[INDEX_NAME] = index.encode("utf-8")
+    outgoing, withheld = outgoing_files(after, remote.files, hold, local_only)
+    sent = _counts(_split(remote.files)[0], _split(outgoing)[0])
+    lost = outgoing_guard(outgoing) if sent != "nothing" else []
+    if lost:
+        bits.append(f"would send nothing: held, {'; '.join(lost)} on the remote (`--push-deletions` sends it)")
+    else:
+        bits.append(f"would send: {sent}")
+    return "dry run: " + "; ".join(bits) + _withheld_note(withheld)
 
 
 def _summary(res: ap.RunResult, p: Plan, sent: str, why_held: dict[str, dict[str, Any]] | None = None,
@@ -669,9 +738,17 @@ def synced_projects(jc: JobContext, projects: list[Project], *,
                     named: bool) -> tuple[list[Project], dict[str, Identity]]:
     """The projects to sync and every project's identity: named projects are all run (an unsynced one
     ends ``skipped`` with the reason); of all projects, only those with an identity."""
-    idents = {p.name: identify(p, jc.config, jc.state) for p in projects}
+    idents = identities(jc, projects)
     chosen = projects if named else [p for p in projects if idents[p.name].identity is not None]
+    if not jc.dry_run:  # a folder no longer held as a second writer (resolved, excluded) is released
+        held.release_writers(jc.state_dir, [n for n, i in idents.items() if not i.held])
     return chosen, idents
+
+
+def identities(jc: JobContext, projects: list[Project]) -> dict[str, Identity]:
+    """The projects' identities, one writer per identity on this machine (``identify_all``)."""
+    return identify_all(projects, jc.config, jc.state, seen=gitremote.seen(jc.state_dir),
+                        writers=load_writers(jc.state_dir))
 
 
 def run_sync(jc: JobContext, projects: list[Project], *, named: bool = False, interactive: bool = False,

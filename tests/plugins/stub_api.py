@@ -29,6 +29,17 @@ headers are lower-cased; ``usage`` is what the stub answered with. ``/v1/message
 without ``?beta=true`` (SDK 2.14 sends beta calls to the plain path with an ``anthropic-beta`` header);
 ``/v1/messages/count_tokens`` answers with the estimate below.
 
+Message Batches (``/v1/messages/batches``: create, retrieve, results as a JSONL stream, cancel), as the
+SDK's ``client.beta.messages.batches`` reaches them: each batch follows a ``BatchScript`` (queued with
+``batch_script(...)``, else ``batch_default``): ``polls`` retrieves answer ``in_progress`` before it
+ends; it ends with every request ``succeeded`` (each answered like a ``/v1/messages`` request, from the
+queue, the responder or the fallback, with usage simulated, when the batch ends), ``errored``,
+``expired`` or ``canceled``; a cancel before the end cancels its requests (``on_cancel="succeeded"``:
+it ended anyway). A succeeded request is recorded in ``requests`` as ``Recorded("BATCH", "/v1/messages",
+..., body=its params, usage=...)`` (``batched`` True), so usage tallies see it; ``batches`` holds each
+batch's state (``creates``, ``cancels``: how many of each call came). ``batch_caches = False``: batched
+requests neither read nor write the simulated cache (Anthropic's caching of batches is best effort).
+
 Usage estimate (for scripted messages without ``usage``): tokens are estimated as characters / 4
 of the JSON text of tools, system and messages (an estimate, not Anthropic's tokenizer). Prompt
 caching is simulated: every ``cache_control`` breakpoint marks a prefix (tools -> system ->
@@ -78,6 +89,33 @@ class Recorded:
     def beta(self) -> bool:
         return self.query.get("beta") == ["true"]
 
+    @property
+    def batched(self) -> bool:
+        """A request answered through a Message Batch (billed at half the list price)."""
+        return self.method == "BATCH"
+
+
+@dataclass
+class BatchScript:
+    """How one Message Batch goes (the module doc)."""
+
+    result: str = "succeeded"  # succeeded | errored | expired | canceled
+    polls: int = 0  # retrieves answered in_progress before the batch ends
+    error_type: str = "invalid_request_error"  # of an errored request
+    on_cancel: str = "canceled"  # what a cancel before the end makes of the requests
+    before_retrieve: Callable[[], None] | None = None  # run before each retrieve is answered
+
+
+@dataclass
+class StubBatch:
+    id: str
+    script: BatchScript
+    requests: list[dict[str, Any]]
+    status: str = "in_progress"
+    polls: int = 0
+    cancelled: bool = False
+    results: list[dict[str, Any]] = field(default_factory=list)
+
 
 def _chars(obj: Any) -> int:
     return len(json.dumps(obj, ensure_ascii=False, sort_keys=True))
@@ -123,6 +161,14 @@ class StubAPI:
         self._closing = threading.Event()
         self._cached: dict[str, float] = {}  # prefix key -> when last written or read
         self._ids = itertools.count(1)
+        self.batch_default = BatchScript()
+        self._batch_queue: list[BatchScript] = []
+        self.batches: dict[str, StubBatch] = {}
+        # Anthropic caches batched requests on a best-effort basis: False simulates the worst case (a
+        # batched request neither reads nor writes the cache; the calls after it write their own)
+        self.batch_caches = True
+        self.creates = 0
+        self.cancels = 0
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -155,6 +201,11 @@ class StubAPI:
     def script(self, *replies: Reply | dict[str, Any]) -> None:
         for r in replies:
             self.enqueue(r)
+
+    def batch_script(self, *scripts: BatchScript) -> None:
+        """The next batches' scripts, in order (then ``batch_default``)."""
+        with self._lock:
+            self._batch_queue.extend(scripts)
 
     @property
     def pending(self) -> int:
@@ -259,9 +310,19 @@ class StubAPI:
         if parts.path == "/v1/messages/count_tokens" and isinstance(body, dict):
             self._send(h, Reply(body={"input_tokens": estimate_tokens(body)}))
             return
+        if parts.path.startswith("/v1/messages/batches"):
+            self._send(h, self._batches(h.command, parts.path, body))
+            return
         if parts.path != "/v1/messages":
             self._send(h, self.error(404, f"stub: no route {parts.path}"))
             return
+        reply = self._answer(body, rec)
+        if reply is not None:
+            self._send(h, reply)
+
+    def _answer(self, body: Any, rec: Recorded, *, cache: bool = True) -> Reply | None:
+        """The reply to one Messages request (None: the stub is closing). ``cache=False``: the request
+        neither reads nor writes the simulated cache (all its input uncached)."""
         with self._lock:
             reply = self._queue.pop(0) if self._queue else None
         if reply is None and self.responder is not None and isinstance(body, dict):
@@ -276,30 +337,114 @@ class StubAPI:
         if reply.before is not None:
             reply.before()
         if reply.delay and self._closing.wait(reply.delay):
-            return
+            return None
         if (reply.status == 200 and reply.raw is None and isinstance(reply.body, dict)
                 and reply.body.get("type") == "message"):
             out = dict(reply.body)
             if "usage" not in out:
-                usage = self.simulate_usage(body if isinstance(body, dict) else {})
+                usage = (self.simulate_usage(body if isinstance(body, dict) else {}) if cache else
+                         {"input_tokens": estimate_tokens(body if isinstance(body, dict) else {}), "output_tokens": 0,
+                          "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0})
                 usage["output_tokens"] = max(1, _chars(out.get("content")) // 4)
                 out["usage"] = usage
             if isinstance(body, dict) and body.get("model"):
                 out["model"] = body["model"]
             rec.usage = dict(out["usage"])
             reply = Reply(reply.status, out, reply.headers)
-        self._send(h, reply)
+        return reply
+
+    # ------------------------------------------------------------------ Message Batches
+
+    def _batches(self, method: str, path: str, body: Any) -> Reply:
+        rest = path[len("/v1/messages/batches"):].strip("/").split("/")
+        if method == "POST" and rest == [""]:
+            reqs = body.get("requests") if isinstance(body, dict) else None
+            if not isinstance(reqs, list) or not reqs or not all(
+                    isinstance(r, dict) and isinstance(r.get("custom_id"), str) and isinstance(r.get("params"), dict)
+                    for r in reqs):
+                return self.error(400, "stub: requests must be a list of {custom_id, params}")
+            with self._lock:
+                script = self._batch_queue.pop(0) if self._batch_queue else self.batch_default
+                b = StubBatch(f"msgbatch_stub{next(self._ids):04d}", script, reqs)
+                self.batches[b.id] = b
+                self.creates += 1
+            return Reply(body=self._batch_body(b))
+        b = self.batches.get(rest[0]) if rest and rest[0] else None
+        if b is None:
+            return self.error(404, "stub: no such batch")
+        tail = rest[1:]
+        if method == "GET" and not tail:
+            if b.script.before_retrieve is not None:
+                b.script.before_retrieve()
+            if b.status == "in_progress":
+                if b.polls >= b.script.polls:
+                    self._end(b, b.script.result)
+                else:
+                    b.polls += 1
+            return Reply(body=self._batch_body(b))
+        if method == "POST" and tail == ["cancel"]:
+            with self._lock:
+                self.cancels += 1
+            if b.status == "in_progress":
+                b.cancelled = True
+                self._end(b, b.script.on_cancel)
+                return Reply(body={**self._batch_body(b), "processing_status": "canceling"})
+            return Reply(body=self._batch_body(b))
+        if method == "GET" and tail == ["results"]:
+            if b.status != "ended":
+                return self.error(400, "stub: the batch has not ended")
+            lines = "".join(json.dumps(r) + "\n" for r in b.results)
+            return Reply(raw=lines.encode(), headers={"content-type": "application/binary"})
+        return self.error(404, f"stub: no route {path}")
+
+    def _end(self, b: StubBatch, result: str) -> None:
+        """End a batch: each request's result (a success answered as a Messages request)."""
+        b.status = "ended"
+        for r in b.requests:
+            params = r["params"]
+            if result == "succeeded":
+                rec = Recorded("BATCH", "/v1/messages", {}, {}, params, b"")
+                reply = self._answer(params, rec, cache=self.batch_caches)
+                if reply is None or reply.status != 200 or not isinstance(reply.body, dict):
+                    status = reply.status if reply is not None else 500
+                    res: dict[str, Any] = {"type": "errored", "error": {"type": "error", "error": {
+                        "type": "api_error", "message": f"stub: HTTP {status}"}}}
+                else:
+                    with self._lock:
+                        self.requests.append(rec)
+                    res = {"type": "succeeded", "message": reply.body}
+            elif result == "errored":
+                res = {"type": "errored", "error": {"type": "error", "error": {
+                    "type": b.script.error_type, "message": "stub: errored"}}}
+            else:
+                res = {"type": result}
+            b.results.append({"custom_id": r["custom_id"], "result": res})
+
+    def _batch_body(self, b: StubBatch) -> dict[str, Any]:
+        counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+        if b.status == "ended":
+            for r in b.results:
+                counts[r["result"]["type"]] += 1
+        else:
+            counts["processing"] = len(b.requests)
+        ended = b.status == "ended"
+        return {"id": b.id, "type": "message_batch", "processing_status": b.status, "request_counts": counts,
+                "created_at": "2026-03-10T09:00:00Z", "expires_at": "2026-03-11T09:00:00Z",
+                "ended_at": "2026-03-10T09:01:00Z" if ended else None,
+                "cancel_initiated_at": "2026-03-10T09:00:30Z" if b.cancelled else None, "archived_at": None,
+                "results_url": f"{self.base_url}/v1/messages/batches/{b.id}/results" if ended else None}
 
     @staticmethod
     def _send(h: BaseHTTPRequestHandler, reply: Reply) -> None:
         data = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
         try:
             h.send_response(reply.status)
-            h.send_header("content-type", "application/json")
+            h.send_header("content-type", reply.headers.get("content-type", "application/json"))
             h.send_header("content-length", str(len(data)))
             h.send_header("request-id", "req_stub")
             for k, v in reply.headers.items():
-                h.send_header(k, v)
+                if k != "content-type":
+                    h.send_header(k, v)
             h.end_headers()
             h.wfile.write(data)
             h.wfile.flush()
