@@ -36,12 +36,14 @@ conflict surfaced once; nothing is held.
 The quick tier runs in every test run (``tests/test_sync_fleet.py``); the long tier (2,000+ steps) is
 ``bench/bench_sync.py --fleet-only N [--seed S]``; figures in docs/sync.md ("The fleet test").
 
-Hook for issue 21 finding 1 (branch wt-syncid: identity per memory folder Claude Code uses): set
-``Fleet.SESSION_FOLDERS`` to ``("worktree", "subfolder")`` and every machine also gets, per project,
-a Claude folder for a session run in a git worktree of the repository and one for a session run in a
-monorepo subfolder (transcripts whose ``cwd`` is there, no memory of their own: Claude Code keeps their
-memory with the main checkout); syncs then run over every Claude folder (``memd sync --all``), and the
-same invariants say whether such a folder ever became a second writer of the project's branch.
+Issue 21 finding 1 (identity per memory folder Claude Code uses, merged from wt-syncid): every machine
+also has, per project, a Claude folder for a session run in a git worktree of the repository and one
+for a session run in a monorepo subfolder (transcripts whose ``cwd`` is there, no memory of their own:
+Claude Code keeps their memory with the main checkout; ``Fleet.SESSION_FOLDERS``,
+``add_session_folder``). Syncs then run over every Claude folder (``memd sync --all``); an invariant
+checks sync never made one of them a writer (no memory folder appears there), and every other
+invariant holds with them present. A second clone of the repository on one machine (a second memory
+folder, held as a second writer until ``memd sync --writer``) is not in the fleet yet.
 """
 
 from __future__ import annotations
@@ -254,7 +256,7 @@ class Fleet(RuleBasedStateMachine):
     """Three machines, one remote; see the module doc. Class attributes are the campaign's options."""
 
     PROJECTS: ClassVar[tuple[str, ...]] = ("app",)
-    SESSION_FOLDERS: ClassVar[tuple[str, ...]] = ()  # finding 1's hook: ("worktree", "subfolder")
+    SESSION_FOLDERS: ClassVar[tuple[str, ...]] = ("worktree", "subfolder")  # finding 1 (see the module doc)
     report: ClassVar[FleetReport] = FleetReport()
     stub: ClassVar[Any] = None  # a tests.plugins.stub_api.StubAPI: model dreams on (None: off)
     keep_dirs: ClassVar[bool] = False
@@ -269,6 +271,7 @@ class Fleet(RuleBasedStateMachine):
         self.words = Words()
         self.serial = 0
         self.stepping = False  # a rule started and its invariants have not all passed yet
+        self.session_folders: list[Path] = []  # Claude folders of worktree and subfolder sessions
         self.started = time.perf_counter()
         self.rep = type(self).report
         self.rep.examples += 1
@@ -294,7 +297,7 @@ class Fleet(RuleBasedStateMachine):
             for m in self.machines.values():
                 m.write(TEAM, TEAM_TEXT, key=key)
                 for kind in self.SESSION_FOLDERS:
-                    add_session_folder(m, key, kind)
+                    self.session_folders.append(add_session_folder(m, key, kind))
         for m in self.machines.values():
             self._sync(m)
         for m in self.machines.values():
@@ -676,6 +679,13 @@ class Fleet(RuleBasedStateMachine):
                 stray = [str(p.relative_to(folder)) for p in folder.rglob("*")
                          if p.is_file() and (p.suffix != ".md" or p.name.startswith("."))]
                 assert not stray, f"{m.name}: files of memd's own in the memory folder: {stray}"
+
+    @invariant()
+    def sessions_elsewhere_are_no_writers(self) -> None:
+        """A worktree's or a monorepo subfolder's session folder has no memory of its own (Claude Code keeps
+        it with the main checkout): sync never makes it a participant, never writes a memory folder there."""
+        made = [str(f) for f in self.session_folders if (f / "memory").exists()]
+        assert not made, f"memd made a memory folder in a session folder with none: {made}"
 
     @invariant()
     def what_is_held_is_said(self) -> None:
