@@ -4,17 +4,19 @@
   over file:// and over dulwich's smart-HTTP server; target well under a second;
 - a sync of 200 changed files: one machine sends 200 new topic files, another takes them (through
   the guarded apply pipeline: staging, index rebuild, guards, snapshot, per-file writes);
-- the fleet (`--fleet N`): three machines, N random operations (edits, new files, syncs, scripted
-  dreams, going offline), then a quiet period: convergence, lost edits, conflicts surfaced.
+- the fleet (`--fleet N`): issue 21's model-based test (tests/sync_fleet.py, hypothesis stateful
+  testing): three machines, at least N rule steps (edits, corrections, deletions, index edits, resets,
+  undos, keyless and model dreams, syncs, offline spells) in examples of `--per-example` steps, each
+  ended by a quiet period: convergence, words lost, removals that came back, conflicts surfaced.
 
 Results go to docs/benchmarks.md ("## Sync").
 
     .venv/bin/python bench/bench_sync.py [--runs N] [--fleet 2000] [--seed S] [--no-write]
-    .venv/bin/python bench/bench_sync.py --fleet-only 2000 [--seed S]   # the long tier of issue 21 alone
+    .venv/bin/python bench/bench_sync.py --fleet-only 2000 [--seed S] [--per-example 100]   # the long tier
 
-The fleet's long tier (at least 2,000 operations) also checks issue 21's invariants after every sync
-(no push past the outgoing guard, no token gone from the remote unseen, no silent hold, resets lose
-nothing that had left the machine); its figures are in docs/sync.md ("The fleet test").
+The fleet's long tier (at least 2,000 steps) checks issue 21's invariants after every step and every
+sync and at each example's quiescence; it exits 1 when one broke (the failing program is printed); its
+figures are in docs/sync.md ("The fleet test").
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ DOC = ROOT / "docs" / "benchmarks.md"
 from bench_check import topic_text, write_doc  # noqa: E402
 
 from tests.plugins.sync import HttpRemote, Machine, bare_remote  # noqa: E402
-from tests.sync_fleet import run_fleet, summary  # noqa: E402
+from tests.sync_fleet import run_campaign, summary  # noqa: E402
 
 
 def _isolate(tmp: Path) -> None:
@@ -110,17 +112,38 @@ def _two_hundred(tmp: Path, remote: str) -> dict[str, float]:
     return {"send_ms": send * 1000, "take_ms": take * 1000, "new_ms": new_ms}
 
 
-def _fleet_only(ops: int, seed: int) -> int:
+def _fleet(steps: int, seed: int, per_example: int) -> tuple[dict[str, Any], list[str]]:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         _isolate(tmp)
         t = time.perf_counter()
-        rep = run_fleet(tmp / "fleet", "file://" + str(bare_remote(tmp / "fleet.git")), ops, seed)
-        fleet = summary(rep) | {"seconds": round(time.perf_counter() - t, 1), "seed": seed}
+        rep, failures = run_campaign(steps, seed, per_example=per_example)
+        fleet = summary(rep) | {"wall_seconds": round(time.perf_counter() - t, 1), "seed": seed,
+                                "per_example": per_example, "failures": len(failures)}
+    return fleet, failures
+
+
+def _fleet_only(steps: int, seed: int, per_example: int) -> int:
+    fleet, failures = _fleet(steps, seed, per_example)
+    for f in failures:
+        print(f, file=sys.stderr)
     print(json.dumps(fleet, indent=2, default=str))
-    broken = (not rep.converged or rep.lost or rep.lost_on_remote or rep.guard_breaches or rep.silent_holds
-              or rep.duplicate_conflicts)
-    return 1 if broken else 0
+    return 1 if failures else 0
+
+
+def fleet_line(fleet: dict[str, Any], command: str) -> str:
+    """The fleet's figures in one paragraph (docs/benchmarks.md and docs/sync.md)."""
+    return (f"Fleet (`{command} --seed {fleet['seed']}`, hypothesis stateful testing, three machines, one "
+            f"remote): {fleet['steps']} steps in {fleet['examples']} examples of up to {fleet['per_example']}, "
+            f"{fleet['syncs']} syncs ({fleet['failed_syncs']} offline), {fleet['words']} words written, "
+            f"{fleet['words_removed']} removed on purpose ({fleet['armed_removals']} checked to stick), "
+            f"{fleet['model_dreams']} model dreams, {fleet['undos_kept_local']} undos kept local; converged "
+            f"{fleet['converged']} of {fleet['examples']}; words lost {fleet['lost']}; removals that came back "
+            f"{fleet['came_back']}; pushes past the outgoing guard {fleet['guard_breaches']}; live words gone "
+            f"from the remote {fleet['lost_on_remote']}; holds without a status line {fleet['silent_holds']}; "
+            f"conflicts {fleet['conflicts']} (each surfaced once: {fleet['duplicates']} twice), "
+            f"{fleet['open_blocks']} blocks left for the user; failures {fleet['failures']}; "
+            f"{fleet['wall_seconds']} s.")
 
 
 def main() -> int:
@@ -129,11 +152,13 @@ def main() -> int:
     ap.add_argument("--fleet", type=int, default=0, help="operations of the fleet campaign (0: skip it)")
     ap.add_argument("--seed", type=int, default=15)
     ap.add_argument("--no-write", action="store_true")
-    ap.add_argument("--fleet-only", type=int, default=0, help="run only the fleet campaign of this many operations "
-                    "and print its figures (JSON); exit 1 when an invariant broke")
+    ap.add_argument("--fleet-only", type=int, default=0, help="run only the fleet campaign of at least this many "
+                    "steps and print its figures (JSON); exit 1 when an invariant broke")
+    ap.add_argument("--per-example", type=int, default=100, help="the fleet's steps per example (each example "
+                    "ends with a quiet period and the checks at quiescence)")
     args = ap.parse_args()
     if args.fleet_only:
-        return _fleet_only(args.fleet_only, args.seed)
+        return _fleet_only(args.fleet_only, args.seed, args.per_example)
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         _isolate(tmp)
@@ -149,9 +174,9 @@ def main() -> int:
             srv.close()
         fleet: dict[str, Any] | None = None
         if args.fleet:
-            t = time.perf_counter()
-            rep = run_fleet(tmp / "fleet", "file://" + str(bare_remote(tmp / "fleet.git")), args.fleet, args.seed)
-            fleet = summary(rep) | {"seconds": round(time.perf_counter() - t, 1)}
+            fleet, failures = _fleet(args.fleet, args.seed, args.per_example)
+            for f in failures:
+                print(f, file=sys.stderr)
     results = {"nothing_new_file_ms": f_ms, "nothing_new_http_ms": h_ms, "nothing_new_cli_ms": cli_ms,
                "file": f_info, "http": h_info, "200_file": big, "200_http": big_http, "fleet": fleet}
     print(json.dumps(results, indent=2, default=str))
@@ -184,15 +209,7 @@ def main() -> int:
         "folder before and after; on this shared disk an fsync costs 5-20 ms.",
     ]
     if fleet:
-        lines += ["", f"Fleet campaign (`--fleet {fleet['ops']}`, seed {args.seed}, three machines, one remote): "
-                  f"{fleet['edits']} edits, {fleet['syncs']} syncs ({fleet['failed_syncs']} while offline), "
-                  f"{fleet['dreams']} scripted dreams, {fleet['offline_flips']} offline flips; "
-                  f"converged: {fleet['converged']} after {fleet['quiet_rounds']} quiet round(s); lost edits: "
-                  f"{fleet['lost']}; conflicts: {fleet['conflicts']} recorded, {fleet['conflict_events']} "
-                  f"`sync.conflict` events, {fleet['duplicates']} surfaced twice; {fleet['resets']} resets, "
-                  f"{fleet['guard_breaches']} pushes past the outgoing guard, {fleet['lost_on_remote']} tokens "
-                  f"gone from the remote unseen, {fleet['silent_holds']} holds without a status line; "
-                  f"{fleet['seconds']} s."]
+        lines += ["", fleet_line(fleet, f"--fleet {args.fleet}")]
     write_doc("\n".join(lines) + "\n", head="## Sync")
     return 0
 

@@ -571,6 +571,7 @@ class UndoResult:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (file, why)
     snapshot: str = ""
     undo_commit: str = ""
+    kept_local: list[str] = field(default_factory=list)  # synced files the undo keeps here (memd.sync.held)
 
 
 def undo_run(state_dir: Path, project: str, memory_dir: Path, run: str | None = None, *,

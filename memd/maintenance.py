@@ -3,7 +3,8 @@
 ``rebuild_project`` reads the folder once, plans with the pure core (``memd.core.rebuild``), and writes
 only MEMORY.md: after a snapshot, atomically, and only if the file is still what was read. No topic
 file and nothing in team/ is ever written. ``undo_project`` reverts a run through memd.history and
-brings the index back in line when it had to be left alone.
+brings the index back in line when it had to be left alone; in a project sync shares, what an undo
+changed stays on this machine until the user says otherwise (issue 21, finding 6: undo is local).
 """
 
 from __future__ import annotations
@@ -201,6 +202,7 @@ def _undo_locked(project: Project, config: Config, state_dir: Path, run: str | N
 
     res = history.undo_run(state_dir, project.name, project.memory_dir, run, dry_run=dry_run)
     if dry_run or not (res.restored or res.removed) or not any(rel == INDEX_NAME for rel, _ in res.skipped):
+        _keep_undo_local(res, None, project, config, state_dir, dry_run=dry_run)
         return res, None
     # A file the undo removed may still be linked: the index is rebuilt, read again when Claude Code
     # wrote it meanwhile (a few times: a busy session appends often), so no link to it is left behind.
@@ -208,4 +210,23 @@ def _undo_locked(project: Project, config: Config, state_dir: Path, run: str | N
         rb = rebuild_project(project, config, state_dir, dry_run=False, mode=REPAIR)
         if not rb.conflict:
             break
+    _keep_undo_local(res, rb, project, config, state_dir, dry_run=False)
     return res, rb
+
+
+def _keep_undo_local(res: UndoResult, rb: RebuildResult | None, project: Project, config: Config,
+                     state_dir: Path, *, dry_run: bool) -> None:
+    """Finding 6 of issue 21, "undo is local": in a project sync has shared, what the undo changed (the
+    index its repair rewrote included) is kept on this machine: the next sync neither sends it nor takes
+    the remote's version into it until the user says (``memd sync --keep-local`` / ``--take-remote``).
+    A project never synced, or sync off: nothing to keep apart, the undo is as it always was."""
+    changed = sorted(set(res.restored) | set(res.removed) | ({INDEX_NAME} if rb is not None and rb.written else set()))
+    if dry_run or not changed or not config.sync.remote.strip():
+        return
+    from memd.sync import gitremote, held
+
+    if project.name not in gitremote.seen(state_dir):
+        return
+    held.keep_undone(state_dir, project.name, changed, res.run, time.time(), before=res.snapshot,
+                     after=res.undo_commit)
+    res.kept_local = changed

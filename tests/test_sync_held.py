@@ -78,3 +78,27 @@ def test_a_held_push_is_a_status_line(machines: Any, tmp_path: Path, capsys: pyt
     assert f"--push-deletions {a.project().name}" in text and "deletes every memory" in text, text
     a.sync("app", push_deletions=True)
     assert held.status_lines(a.state_dir) == ""
+
+
+
+def _save_many(state_dir: str, project: str) -> None:
+    for i in range(300):
+        held.save(Path(state_dir), project, held.Held({f"f{i}.md": {"remote": "absent", "why": "x"}}, {}, {}))
+
+
+def test_saves_of_several_projects_at_once_keep_every_row(tmp_path: Path) -> None:
+    """held.json holds every project's row; a sync of one project and an undo of another (each under its
+    own project's lock only) may write it at once: none loses another's newest row (without the file's
+    own lock, 5 of 5 such runs lost one)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_save_many, args=(str(tmp_path), f"p{n}")) for n in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    assert all(p.exitcode == 0 for p in procs)
+    rows = held.load_all(tmp_path)
+    assert sorted(rows) == ["p0", "p1", "p2"]
+    assert all(set(r.files) == {"f299.md"} for r in rows.values()), {k: list(r.files) for k, r in rows.items()}

@@ -1,4 +1,5 @@
-"""`memd sync [PROJECT ...] [--all] [--dry-run] [--list] [--forget] [--push-deletions] [--keep-local] [--writer]`.
+"""`memd sync [PROJECT ...] [--all] [--dry-run] [--list] [--forget] [--push-deletions] [--keep-local]
+[--take-remote] [--writer]`: sync now.
 
 The job is ``memd.sync.job.run_sync`` (the daemon runs the same one after every applied run and every
 ``sync.interval_minutes``); see docs/sync.md.
@@ -30,7 +31,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--push-deletions", action="store_true", help="send PROJECT's push even when it deletes or "
                    "shrinks more of the remote's memory than the guard allows (held otherwise)")
     p.add_argument("--keep-local", action="store_true", help="resolve PROJECT's held files (`memd status` lists "
-                   "them) with this machine's version: it is sent over the remote's refused one")
+                   "them: refused by the guard, or kept here by `memd undo`) with this machine's version: it is "
+                   "sent over the remote's")
+    p.add_argument("--take-remote", action="store_true", help="resolve the files `memd undo` kept here in PROJECT "
+                   "with the remote's version: it comes back (snapshot first; `memd undo` reverts it)")
     p.add_argument("--writer", action="store_true", help="make PROJECT the one memory folder on this machine that "
                    "syncs its identity (two clones of one repository: the others are held)")
 
@@ -55,7 +59,12 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
             raise UsageError("--writer needs the one PROJECT to make its identity's writer on this machine")
         return _writer(select_projects(args, ctx)[0], ctx)
-    for flag, what in (("push_deletions", "whose deletions to send"), ("keep_local", "whose held files to resolve")):
+    if args.keep_local and args.take_remote:
+        from memd.errors import UsageError
+
+        raise UsageError("--keep-local and --take-remote say opposite things: name one")
+    for flag, what in (("push_deletions", "whose deletions to send"), ("keep_local", "whose held files to resolve"),
+                       ("take_remote", "whose undone files to take back")):
         if getattr(args, flag) and not args.projects:
             from memd.errors import UsageError
 
@@ -67,7 +76,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     return run_foreground("sync", args, ctx, force=False,
                           work=lambda jc, projects: run_sync(jc, projects, named=named, interactive=sys.stdin.isatty(),
                                                              push_deletions=args.push_deletions,
-                                                             keep_local=args.keep_local))
+                                                             keep_local=args.keep_local,
+                                                             take_remote=args.take_remote))
 
 
 def _list(projects: list[Project], ctx: Context) -> int:

@@ -9,7 +9,8 @@ if TYPE_CHECKING:
     from memd.cli import Context
 
 HELP = ("revert a run memd applied (default: the newest): files it changed or deleted come back, files "
-        "it added go; files changed since are left alone. The folder is snapshotted first.")
+        "it added go; files changed since are left alone. The folder is snapshotted first. With sync on, "
+        "the undo stays on this machine until `memd sync --keep-local` or `--take-remote`.")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -47,4 +48,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         if rb is not None:
             print("MEMORY.md rebuilt to match the files" if rb.written else
                   "MEMORY.md left as it is" + (f" ({'; '.join(rb.reasons)})" if rb.reasons else ""))
+        if res.kept_local:  # issue 21: undo is local; sync neither sends it nor takes it back unasked
+            from memd.sync.held import undone_line
+
+            print(f"sync: {undone_line(project.name, res.kept_local)}")
     return 0

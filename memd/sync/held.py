@@ -6,17 +6,29 @@ held file keeps this machine's version here and the remote's version on the remo
 remote's version of it unchanged), so nothing is lost on either side, until the user resolves it:
 ``memd sync --keep-local PROJECT`` sends this machine's version, or the remote's version changes (the
 hold is then judged anew). A whole project can be held too: a push the outgoing guard stops, a remote
-that was rewritten or is not memd's. ``memd status`` shows one ``sync`` line per project with what is
-held, why, and the command that resolves it; ``memd sync --list`` counts them.
+that was rewritten or is not memd's.
+
+Finding 6, "undo is local": the files ``memd undo`` changed in a project that sync shares are **kept
+here** (``undone``): a sync neither sends them (a push carries the remote's version of each) nor takes
+the remote's version into them (the remote never silently puts back what the undo reverted), until the
+user says which side wins: ``memd sync --keep-local PROJECT`` sends this machine's version (the outgoing
+guard still judges it), ``memd sync --take-remote PROJECT`` takes the remote's version back. A file whose
+version here is the remote's again (an undo undone, the same change made on the remote) is released by
+itself.
+
+``memd status`` shows one ``sync`` line per project with what is held, why, and the command that
+resolves it; ``memd sync --list`` counts them.
 
 The record is ``state_dir/sync/held.json``: per project, ``files`` (path -> reason, the held remote
-version's hash, since when) and ``project`` (a reason and its command, or absent).
+version's hash, since when), ``project`` (a reason and its command, or absent) and ``undone`` (path ->
+the undone run, since when, each undo's two history commits, the version shared when it was made).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,10 +45,11 @@ def version(data: bytes | None) -> str:
 class Held:
     files: dict[str, dict[str, Any]] = field(default_factory=dict)  # rel -> {reason, remote, since}
     project: dict[str, str] = field(default_factory=dict)  # {reason, command} when the whole project is held
+    undone: dict[str, dict[str, Any]] = field(default_factory=dict)  # rel -> {run, since}: kept here by an undo
 
     @property
     def empty(self) -> bool:
-        return not self.files and not self.project
+        return not self.files and not self.project and not self.undone
 
 
 def _path(state_dir: Path) -> Path:
@@ -57,7 +70,8 @@ def load(state_dir: Path, project: str) -> Held:
         return Held()
     files = row.get("files") if isinstance(row.get("files"), dict) else {}
     proj = row.get("project") if isinstance(row.get("project"), dict) else {}
-    return Held(dict(files or {}), dict(proj or {}))
+    undone = row.get("undone") if isinstance(row.get("undone"), dict) else {}
+    return Held(dict(files or {}), dict(proj or {}), dict(undone or {}))
 
 
 def load_all(state_dir: Path) -> dict[str, Held]:
@@ -65,6 +79,23 @@ def load_all(state_dir: Path) -> dict[str, Held]:
 
 
 def save(state_dir: Path, project: str, held: Held) -> None:
+    """Write one project's row. The file holds every project's, and a sync of one project and an undo of
+    another (each under its own project's lock) may write it at once: the read-modify-write is done
+    under a lock of the file's own, so neither loses the other's row."""
+    import fcntl
+
+    from memd.store import ensure_private_dir
+
+    ensure_private_dir(_path(state_dir).parent)
+    fd = os.open(_path(state_dir).with_name("held.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        _save_locked(state_dir, project, held)
+    finally:
+        os.close(fd)
+
+
+def _save_locked(state_dir: Path, project: str, held: Held) -> None:
     from memd.store import atomic_write
 
     data = _load_all(state_dir)
@@ -74,6 +105,8 @@ def save(state_dir: Path, project: str, held: Held) -> None:
         data.pop(project)
     else:
         data[project] = {"files": held.files, "project": held.project}
+        if held.undone:
+            data[project]["undone"] = held.undone
     atomic_write(_path(state_dir), json.dumps(data, indent=1, sort_keys=True) + "\n", mode=0o600)
 
 
@@ -108,9 +141,35 @@ def release_writers(state_dir: Path, projects: list[str]) -> None:
 
 
 def forget(state_dir: Path, project: str) -> bool:
+    """Forget what sync held (``memd sync --forget``); the files an undo keeps here stay kept (forgetting
+    them would send the undo, or take back what it reverted, without the user saying which)."""
     h = load(state_dir, project)
-    save(state_dir, project, Held())
-    return not h.empty
+    save(state_dir, project, Held(undone=h.undone))
+    return bool(h.files or h.project)
+
+
+def keep_undone(state_dir: Path, project: str, files: list[str], run: str, now: float, *, before: str,
+                after: str) -> None:
+    """Files ``memd undo`` changed in a synced project: kept here until the user says which side wins.
+    ``before`` and ``after`` are the undo's history commits (the folder it reverted, what it wrote); a
+    file undone again lists each undo in turn (``undos``): ``--take-remote`` takes them back out, newest
+    first."""
+    if not files:
+        return
+    h = load(state_dir, project)
+    for rel in files:
+        row = h.undone.setdefault(rel, {"run": run, "since": now, "undos": []})
+        row["undos"] = [*row.get("undos", []), {"run": run, "before": before, "after": after}]
+    save(state_dir, project, h)
+
+
+def undone_line(project: str, rels: list[str] | dict[str, Any]) -> str:
+    """The words for files an undo keeps here (``memd status``, ``memd undo``, the sync's outcome)."""
+    names = sorted(rels)
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return (f"{len(names)} file(s) undone here kept local, neither sent nor taken from the remote ({shown}); "
+            f"resolve: `memd sync --keep-local {project}` sends this machine's version, "
+            f"`memd sync --take-remote {project}` takes the remote's back")
 
 
 def summary(h: Held) -> str:
@@ -120,6 +179,8 @@ def summary(h: Held) -> str:
         bits.append(f"{len(h.files)} file(s)")
     if h.project:
         bits.append("project")
+    if h.undone:
+        bits.append(f"{len(h.undone)} undone")
     return ", ".join(bits) or "-"
 
 
@@ -137,4 +198,6 @@ def status_lines(state_dir: Path, projects: list[str] | None = None) -> str:
             out.append(f"sync: {name}: {len(h.files)} file(s) from the remote held here ({shown}{more}); the rest "
                        f"flows both ways; resolve: `memd sync --keep-local {name}` sends this machine's version, "
                        f"or fix it on the machine that wrote it")
+        if h.undone:
+            out.append(f"sync: {name}: {undone_line(name, h.undone)}")
     return "".join(line + "\n" for line in out)

@@ -16,6 +16,9 @@
    rebuilt deterministically, the guards run (a remote that would delete or empty too much of the
    folder is ``refused``), the live folder is snapshotted and written file by file without
    clobbering; ``memd undo`` reverts it like any run. A dry run keeps the diff (``proposed``).
+   Finding 6, undo is local: the files an undo changed (``held.Held.undone``) keep this machine's version
+   and go out as the remote has them, until ``--keep-local`` (the undo merged like any local change) or
+   ``--take-remote`` (the undo's change taken back out of this side, ``redone``, then merged).
 4. Conflicts (issue 21): the file keeps this machine's text and, after it, a conflict block with the
    other machine's differing lines, its name and the date (``memd.core.conflict``; never inside the
    frontmatter), so both sides' words are in the file on every machine (the other machine takes the
@@ -128,13 +131,18 @@ def _split(files: dict[str, bytes]) -> tuple[dict[str, bytes], str | None]:
     return {k: v for k, v in files.items() if k != INDEX_NAME}, _opt(files.get(INDEX_NAME))
 
 
+Redo = dict[str, list[tuple[bytes | None, bytes | None]]]  # rel -> per undo: (what it wrote, what it reverted)
+
+
 def plan(base: dict[str, bytes], local: dict[str, bytes], remote: gitremote.TreeFiles,
-         hold: frozenset[str] = frozenset(), date: str = "") -> Plan:
+         hold: frozenset[str] = frozenset(), date: str = "", redo: Redo | None = None) -> Plan:
     """The merge of the three sides; a file in ``hold`` keeps this machine's version (the index too). A
-    conflict block names the other machine and ``date`` (the sync's day)."""
+    conflict block names the other machine and ``date`` (the sync's day). ``redo`` (``--take-remote``
+    of an undo): the undo's change is taken back out of this machine's side first (``redone``), then
+    the three sides merge as ever."""
     local = {k: v for k, v in local.items() if gitremote.synced(k)}
     bt, bi = _split(base)
-    lt, li = _split(local)
+    lt, li = _split(redone(local, redo, date) if redo else local)
     rt, ri = _split(remote.files)
     merged = mg.merge_folder(bt, lt, rt, machine=remote.machine or "another machine", date=date)
     for rel in hold - {INDEX_NAME}:
@@ -145,6 +153,27 @@ def plan(base: dict[str, bytes], local: dict[str, bytes], remote: gitremote.Tree
         merged.taken = [r for r in merged.taken if r != rel]
         merged.conflicts = [c for c in merged.conflicts if c.rel != rel]
     return Plan(base, local, remote, merged, li if INDEX_NAME in hold else mg.merge_index(bi, li, ri))
+
+
+def redone(local: dict[str, bytes], redo: Redo, date: str) -> dict[str, bytes]:
+    """This machine's files with the undos' changes reverted, newest first (each a three-way merge from
+    what the undo wrote to what it reverted, over what the file is now): what was written here since,
+    and between two undos, stays."""
+    out = dict(local)
+    for rel, undos in redo.items():
+        for wrote, reverted in reversed(undos):
+            data: bytes | None
+            if rel == INDEX_NAME:
+                merged = mg.merge_index(_opt(wrote), _opt(out.get(rel)), _opt(reverted))
+                data = None if merged is None else merged.encode("utf-8")
+            else:
+                data = mg.merge_file(rel, wrote, out.get(rel), reverted, machine="the version before the undo",
+                                     date=date).result
+            if data is None:
+                out.pop(rel, None)
+            else:
+                out[rel] = data
+    return out
 
 
 def culprits(reasons: tuple[str, ...] | list[str], p: Plan) -> dict[str, str]:
@@ -187,6 +216,7 @@ class Session:
     pushes: int = 0
     push_deletions: bool = False  # the user said so: a push the outgoing guard would hold goes out
     keep_local: bool = False  # the user said so: held files are resolved with this machine's version
+    take_remote: bool = False  # the user said so: files an undo keeps here take the remote's version back
     _whose: str | None = None  # "" once the remote was found memd's, else why not
 
     @property
@@ -273,7 +303,7 @@ class Session:
                                   f"`memd sync --forget {project.name}`")
                 return ProjectOutcome(project.name, "refused", f"{why}; {UNTOUCHED}")
             last = gitremote.seen(jc.state_dir).get(project.name)
-            if (not jc.dry_run and not self.keep_local and not self.push_deletions
+            if (not jc.dry_run and not self.keep_local and not self.push_deletions and not self.take_remote
                     and h.remote is not None and h.remote == h.shared
                     and {k: v for k, v in (last or {}).items() if k not in ("dir", "files")}
                     == {"branch": branch, "remote": h.remote, "folder": gitremote.folder_mark(project.memory_dir)}):
@@ -281,6 +311,7 @@ class Session:
             remote = gitremote.files_of(repo, h.remote, max_bytes)
             base_commit = gitremote.merge_base(repo, h.mine, h.remote) if h.mine and h.remote else None
             base = gitremote.files_of(repo, base_commit, max_bytes).files
+            anew = _made_anew(project, last or {}, max_bytes)
             if h.shared is not None and (last is None or last.get("branch") != branch
                                          or last.get("remote") != h.shared):
                 # what this machine last shared on the branch is not what this folder last synced: another
@@ -288,7 +319,7 @@ class Session:
                 # both synced before issue 21 #1) or this folder never did. No common base, so nothing of the
                 # remote's counts as deleted here (issue 21 #1)
                 base = {}
-            elif not self.push_deletions and _made_anew(project, last or {}, max_bytes):
+            elif not self.push_deletions and anew:
                 # a missing folder, or one removed and made again since the last sync (a reset, an rm -rf
                 # that Claude Code's next session undid by making it anew), is "nothing here yet", never
                 # "delete everything": merged with no common base, the remote's memory comes back and
@@ -302,17 +333,34 @@ class Session:
                 (jc.log or _silent).warning("sync.ignored", project=project.name, entries=fresh[:20],
                                             count=len(fresh))
             was = held.load(jc.state_dir, project.name)
+            if anew and was.undone:  # what an undo kept here went with the folder: nothing left to keep apart
+                was.undone = {}
+            for row in was.undone.values():  # the shared version the undo was made over (the base moves on
+                row.setdefault("shared", base_commit or "")  # while the file is kept apart: pushes carry the
+                # remote's version of it), the base its resolution merges from
             # a file held before stays held while the remote's version is the one refused (judged anew
             # once it changes); --keep-local resolves every held file with this machine's version
             kept_local = frozenset(was.files) if self.keep_local else frozenset()
             why_held = {r: row for r, row in was.files.items() if not self.keep_local
                         and row.get("remote") == held.version(remote.files.get(r))}
             hold = frozenset(why_held)
+            # finding 6: what an undo changed stays here, neither sent nor taken, until the user says which
+            # side wins; a file that is the remote's version again is released. --keep-local: the undo is
+            # this machine's change like any other, merged against the shared base (what other machines
+            # wrote since stays); --take-remote: the undo's change is taken back out of this side first
+            # (what was written here since stays), then merged: no one's later words lost
+            undone = _still_undone(was.undone, project, remote, max_bytes) \
+                if not (self.keep_local or self.take_remote) else {}
+            local_only = frozenset(undone)
+            redo = _redo(jc, project.name, was.undone) if was.undone and self.take_remote else None
+            if was.undone and (self.keep_local or self.take_remote):
+                base = _undone_base(repo, base, was.undone, max_bytes)
             final: list[Plan] = []
             for _ in range(MAX_HOLD_ROUNDS):
                 run_id = ap.new_run_id("sync", jc.clock.time())
                 final.clear()
-                res = ap.run(project, self._edit(project, base, remote, hold | kept_local, final, max_bytes),
+                res = ap.run(project, self._edit(project, base, remote, hold | kept_local | local_only, final,
+                                                 max_bytes, redo),
                              state_dir=jc.state_dir, job="sync", run_id=run_id, config=cfg, review=jc.dry_run,
                              log=jc.log)
                 if res.verdict != ap.Verdict.REJECTED:
@@ -345,7 +393,7 @@ class Session:
                 return _with(out, "skipped", "stopped before applying")
             if res.verdict == ap.Verdict.REVIEW:
                 out.details["diff"] = res.diff
-                return _with(out, "proposed", _dry_note(p, remote, hold, guard))
+                return _with(out, "proposed", _dry_note(p, remote, hold, guard, local_only))
             if res.verdict == ap.Verdict.APPLIED:
                 out.run_id = run_id
                 out.outcome = "changed"
@@ -355,32 +403,36 @@ class Session:
                 return _with(out, "partial", f"{len(res.dropped)} file(s) changed here while merging were left "
                              "as they are; nothing sent (the next sync merges them)")
             if jc.dry_run:
-                return _with(out, "unchanged" if not p.local_changes else "proposed", _dry_note(p, remote, hold, guard))
-            held.save(jc.state_dir, project.name, held.Held(why_held, {}))
+                return _with(out, "unchanged" if not p.local_changes else "proposed",
+                             _dry_note(p, remote, hold, guard, local_only))
+            held.save(jc.state_dir, project.name, held.Held(why_held, {}, undone if not self.keep_local
+                                                              else was.undone))
             try:
-                sent = self._send(jc, repo, project, branch, h, remote, max_bytes, hold)
+                sent = self._send(jc, repo, project, branch, h, remote, max_bytes, hold, local_only)
             except _Held as e:
                 msg = held_message(project.name, e.reasons)
                 held.hold_project(jc.state_dir, project.name, "; ".join(e.reasons) + " on the remote",
                                   f"`memd sync --push-deletions {project.name}` if that is meant, else "
                                   f"`memd sync --forget {project.name}` takes the remote's memory back")
-                return _with(out, "refused", _summary(res, p, msg, why_held, project.name))
-            return _with(out, out.outcome, _summary(res, p, sent, why_held, project.name))
+                return _with(out, "refused", _summary(res, p, msg, why_held, project.name, undone))
+            if self.keep_local and was.undone:  # sent: this machine's version is the shared one now
+                held.save(jc.state_dir, project.name, held.Held(why_held, {}))
+            return _with(out, out.outcome, _summary(res, p, sent, why_held, project.name, undone))
         finally:
             repo.close()
 
     def _edit(self, project: Project, base: dict[str, bytes], remote: gitremote.TreeFiles, hold: frozenset[str],
-              final: list[Plan], max_bytes: int) -> Callable[[ap.Workspace], ap.Edits]:
+              final: list[Plan], max_bytes: int, redo: Redo | None = None) -> Callable[[ap.Workspace], ap.Edits]:
         """The merge as ``apply.run``'s edit step; the plan it made lands in ``final``."""
 
         def edit(ws: ap.Workspace) -> ap.Edits:
             day = time.strftime("%Y-%m-%d", time.localtime(self.jc.clock.time()))
-            first = plan(base, file_map(project.memory_dir, max_bytes), remote, hold, day)
+            first = plan(base, file_map(project.memory_dir, max_bytes), remote, hold, day, redo)
             final.append(first)
             if not first.local_changes:
                 return ap.Edits(note=_note(first, remote.machine))
             st = ws.get()  # merged again from exactly what was staged (the folder may have moved)
-            p = plan(base, {rel: b.data for rel, b in st.baseline.items()}, remote, hold, day)
+            p = plan(base, {rel: b.data for rel, b in st.baseline.items()}, remote, hold, day, redo)
             final[0] = p
             _write(st, p)
             # index lines the other machine's user removed or corrected: their removal sticks
@@ -392,13 +444,15 @@ class Session:
         return edit
 
     def _send(self, jc: JobContext, repo: Any, project: Project, branch: str, h: gitremote.Heads,
-              remote: gitremote.TreeFiles, max_bytes: int, hold: frozenset[str] = frozenset()) -> str:
+              remote: gitremote.TreeFiles, max_bytes: int, hold: frozenset[str] = frozenset(),
+              local_only: frozenset[str] = frozenset()) -> str:
         """Push the folder as it is now, unless the remote holds all of it; returns what was done. A held
-        file goes out as the remote has it (never this machine's version over the one held)."""
+        file goes out as the remote has it (never this machine's version over the one held); so does a
+        file an undo keeps here (``local_only``, the index too: the undo stays on this machine)."""
         mark = gitremote.folder_mark(project.memory_dir)  # before reading: a later write is seen next time
         now_files = {k: v for k, v in file_map(project.memory_dir, max_bytes).items() if gitremote.synced(k)}
         forgotten = frozenset(forgetting.withhold(jc.state_dir, project.name, now_files, remote.files))
-        outgoing, withheld = outgoing_files(now_files, remote.files, hold, forgotten)
+        outgoing, withheld = outgoing_files(now_files, remote.files, hold, local_only, forgotten)
         for why, files in withheld.items():
             (jc.log or _silent).warning("sync.withheld", project=project.name, files=files[:20], reason=why)
         ot, oi = _split(outgoing)
@@ -461,11 +515,13 @@ class Session:
 
 
 def outgoing_files(now_files: dict[str, bytes], remote: dict[str, bytes], hold: frozenset[str] = frozenset(),
-                   forgotten: frozenset[str] = frozenset()) -> tuple[dict[str, bytes], dict[str, list[str]]]:
+                   local_only: frozenset[str] = frozenset(), forgotten: frozenset[str] = frozenset()
+                   ) -> tuple[dict[str, bytes], dict[str, list[str]]]:
     """What a push of the folder ``now_files`` carries over the remote's ``remote``, and what stays here
     (why -> files): a file that ``stays_here``, is held, or holds again what `memd forget` took out
     (``forgotten``: ``memd.sync.forget.withhold``) goes out as the remote has it (never a deletion
-    there), and so does the remote's index when there is none here."""
+    there), so does a file an undo keeps here (``local_only``, the index too), and so does the remote's
+    index when there is none here."""
     outgoing: dict[str, bytes] = {}
     withheld: dict[str, list[str]] = {}
     for rel, data in now_files.items():
@@ -484,7 +540,7 @@ def outgoing_files(now_files: dict[str, bytes], remote: dict[str, bytes], hold: 
             outgoing[rel] = remote[rel]
         else:
             outgoing.pop(rel, None)
-    for rel in hold - {INDEX_NAME}:
+    for rel in (hold - {INDEX_NAME}) | local_only:
         if rel in remote:
             outgoing[rel] = remote[rel]
         else:
@@ -537,6 +593,61 @@ def _made_anew(project: Project, last: dict[str, Any], max_bytes: int) -> bool:
     return bool(now) and not (now & set(known))
 
 
+def _still_undone(undone: dict[str, dict[str, Any]], project: Project, remote: gitremote.TreeFiles,
+                  max_bytes: int) -> dict[str, dict[str, Any]]:
+    """The files an undo keeps here that still differ from the remote's version (the rest is released:
+    both sides agree again, nothing is left to keep apart)."""
+    if not undone:
+        return {}
+    local = file_map(project.memory_dir, max_bytes)
+    return {r: row for r, row in undone.items() if local.get(r) != remote.files.get(r)}
+
+
+def _undone_base(repo: Any, base: dict[str, bytes], undone: dict[str, dict[str, Any]],
+                 max_bytes: int) -> dict[str, bytes]:
+    """The merge base with each undone file as it was shared when the undo was made (recorded by the
+    first sync after it): what this machine's side and the remote's both descend from."""
+    out = dict(base)
+    trees: dict[str, dict[str, bytes] | None] = {}
+    for rel, row in undone.items():
+        commit = str(row.get("shared", ""))
+        if commit not in trees:
+            try:
+                trees[commit] = gitremote.files_of(repo, commit or None, max_bytes).files
+            except gitremote.SyncError:  # gone from the repository: the base as it is now
+                trees[commit] = None
+        tree = trees[commit]
+        if tree is None:
+            continue
+        if rel in tree:
+            out[rel] = tree[rel]
+        else:
+            out.pop(rel, None)
+    return out
+
+
+def _redo(jc: JobContext, project: str, undone: dict[str, dict[str, Any]]) -> Redo:
+    """Per undone file and undo, what the undo wrote and what it reverted, from its two history commits.
+    An undo whose commits memd's history no longer has is left as it is here (then merged as ever)."""
+    trees: dict[str, dict[str, bytes] | None] = {}
+
+    def tree(commit: str) -> dict[str, bytes] | None:
+        if commit not in trees:
+            try:
+                trees[commit] = history.files_at(jc.state_dir, project, commit) if commit else None
+            except MemdError:
+                trees[commit] = None
+        return trees[commit]
+
+    out: Redo = {}
+    for rel, row in undone.items():
+        for u in row.get("undos") or []:
+            wrote, reverted = tree(str(u.get("after") or "")), tree(str(u.get("before") or ""))
+            if wrote is not None and reverted is not None:
+                out.setdefault(rel, []).append((wrote.get(rel), reverted.get(rel)))
+    return out
+
+
 def held_message(project: str, reasons: list[str]) -> str:
     """The words for a push the outgoing guard holds."""
     return (f"held, nothing sent: {'; '.join(reasons)} on the remote (the guard's shares, "
@@ -585,7 +696,7 @@ def _note(p: Plan, machine: str) -> str:
 
 
 def _dry_note(p: Plan, remote: gitremote.TreeFiles, hold: frozenset[str], outgoing_guard: Callable[
-        [dict[str, bytes]], list[str]]) -> str:
+        [dict[str, bytes]], list[str]], local_only: frozenset[str] = frozenset()) -> str:
     """Both directions of a dry run: what the merge would take into the folder, and what the push after
     it would send (topic files, deletions counted; the index is rebuilt and sent with them), or why it
     would be held."""
@@ -598,7 +709,7 @@ def _dry_note(p: Plan, remote: gitremote.TreeFiles, hold: frozenset[str], outgoi
     index = p.index if p.index is not None else local_index
     if index is not None:
         after[INDEX_NAME] = index.encode("utf-8")
-    outgoing, withheld = outgoing_files(after, remote.files, hold)
+    outgoing, withheld = outgoing_files(after, remote.files, hold, local_only)
     sent = _counts(_split(remote.files)[0], _split(outgoing)[0])
     lost = outgoing_guard(outgoing) if sent != "nothing" else []
     if lost:
@@ -609,7 +720,7 @@ def _dry_note(p: Plan, remote: gitremote.TreeFiles, hold: frozenset[str], outgoi
 
 
 def _summary(res: ap.RunResult, p: Plan, sent: str, why_held: dict[str, dict[str, Any]] | None = None,
-             project: str = "PROJECT") -> str:
+             project: str = "PROJECT", undone: dict[str, dict[str, Any]] | None = None) -> str:
     bits = []
     if res.verdict == ap.Verdict.APPLIED:
         bits.append(f"took {res.summary}")
@@ -617,6 +728,8 @@ def _summary(res: ap.RunResult, p: Plan, sent: str, why_held: dict[str, dict[str
         bits.append(f"held {len(why_held)} file(s) of the remote here: "
                     + "; ".join(f"{r} ({row.get('reason', '')})" for r, row in sorted(why_held.items())[:3])
                     + f" (`memd sync --keep-local {project}` sends this machine's version)")
+    if undone:
+        bits.append(held.undone_line(project, undone))
     if p.merged.conflicts:
         bits.append(f"{len(p.merged.conflicts)} conflict(s) kept with both sides in the file (a marked block; "
                     "`memd check` shows where): "
@@ -660,7 +773,7 @@ def identities(jc: JobContext, projects: list[Project]) -> dict[str, Identity]:
 
 
 def run_sync(jc: JobContext, projects: list[Project], *, named: bool = False, interactive: bool = False,
-             push_deletions: bool = False, keep_local: bool = False,
+             push_deletions: bool = False, keep_local: bool = False, take_remote: bool = False,
              before_project: Callable[[Project], Any] | None = None,
              after_project: Callable[[Project, ProjectOutcome | None], Any] | None = None) -> JobResult:
     """The sync job over projects (see the module doc). Sync must be on (``sync.remote``)."""
@@ -669,7 +782,8 @@ def run_sync(jc: JobContext, projects: list[Project], *, named: bool = False, in
 
     if not jc.config.sync.remote.strip():
         raise ConfigError(["sync.remote: sync is off (set it to a private git repository of yours; docs/sync.md)"])
-    session = Session(jc, interactive=interactive, push_deletions=push_deletions, keep_local=keep_local)
+    session = Session(jc, interactive=interactive, push_deletions=push_deletions, keep_local=keep_local,
+                      take_remote=take_remote)
     chosen, session.identities = synced_projects(jc, projects, named=named)
     if any(i.identity for i in session.identities.values() if i.project in {p.name for p in chosen}):
         session.fetch()
