@@ -73,7 +73,7 @@ def _get(url: str, path: str = "/", *, host: str | None = None, cookie: str | No
     conn = http.client.HTTPConnection(u.hostname or "", u.port, timeout=30)
     headers = {"Host": host if host is not None else u.netloc}
     if cookie is not None:
-        headers["Cookie"] = f"{COOKIE}={cookie}"
+        headers["Cookie"] = f"{COOKIE}_{u.port}={cookie}"
     conn.request(method, path, headers=headers)
     resp = conn.getresponse()
     resp.read()
@@ -102,7 +102,7 @@ def test_a_wrong_host_or_a_missing_token_is_refused(claude_home: Path, serve: An
     first = _get(url, f"/?token={token}")
     assert first.status == 303 and first.getheader("Location") == "/"
     cookie = first.getheader("Set-Cookie") or ""
-    assert cookie.startswith(f"{COOKIE}={token};") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert cookie.startswith(f"{COOKIE}_{port}={token};") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
     for host in (f"127.0.0.1:{port}", f"localhost:{port}"):
         ok = _get(url, "/", host=host, cookie=token)
         assert ok.status == 200, host
@@ -236,8 +236,9 @@ def _over_budget(claude: Path, name: str = "-home-u-big") -> Path:
 def test_a_project_page_draws_the_cut_where_memd_check_puts_it(claude_home: Path, serve: Any, browser: Any) -> None:
     from selenium.webdriver.common.by import By
 
-    _over_budget(claude_home)
+    mem = _over_budget(claude_home)
     (report,) = _cli(claude_home, "check", "--format", "json", "--", "-home-u-big")
+    files = {p: p.stat().st_mtime_ns for p in mem.rglob("*")}
     hidden = sorted(f["line"] for f in report["findings"] if f["code"] == "MEM003")
     (over,) = [f for f in report["findings"] if f["code"] == "MEM001"]
     assert hidden and over["line"] == hidden[0]
@@ -256,6 +257,7 @@ def test_a_project_page_draws_the_cut_where_memd_check_puts_it(claude_home: Path
     assert report["budget"]["hidden_entries"] == len(marked)
     stripped = browser.find_element(By.CSS_SELECTOR, "li.line[data-line='3']")
     assert "stripped" in stripped.get_attribute("class")  # the comment never loads
+    assert {p: p.stat().st_mtime_ns for p in mem.rglob("*")} == files  # nothing in the memory folder changed
 
 
 @pytest.mark.slow

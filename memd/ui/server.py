@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 HOST = "127.0.0.1"
-COOKIE = "memd_ui_token"
+COOKIE = "memd_ui_token"  # then "_<port>": cookies are per host, not per port, so two viewers keep theirs
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
        "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 STATIC = {"ui.css": "text/css; charset=utf-8"}
@@ -54,6 +54,10 @@ class Viewer:
         self.env.filters["when"] = _when
         self.port = 0
 
+    @property
+    def cookie(self) -> str:
+        return f"{COOKIE}_{self.port}"
+
     def allowed_hosts(self) -> set[str]:
         return {f"{HOST}:{self.port}", f"localhost:{self.port}"}
 
@@ -73,10 +77,10 @@ def _when(t: float | None) -> str:
     return "-" if t is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
 
 
-def _cookie_token(header: str | None) -> str | None:
+def _cookie_token(header: str | None, cookie: str) -> str | None:
     for part in (header or "").split(";"):
         name, _, value = part.strip().partition("=")
-        if name == COOKIE:
+        if name == cookie:
             return value
     return None
 
@@ -117,7 +121,7 @@ class Handler(BaseHTTPRequestHandler):
         given = query["token"][0] if query.get("token") else None
         if self.viewer.token_ok(given):
             return given
-        if self.viewer.token_ok(_cookie_token(self.headers.get("Cookie"))):
+        if self.viewer.token_ok(_cookie_token(self.headers.get("Cookie"), self.viewer.cookie)):
             return None
         raise Refused(HTTPStatus.FORBIDDEN, "refused: no valid token (open the URL `memd ui` printed)")
 
@@ -131,7 +135,7 @@ class Handler(BaseHTTPRequestHandler):
         if from_url is not None:  # keep it as a cookie, and drop it from the address bar and history
             self._headers(HTTPStatus.SEE_OTHER, "text/plain; charset=utf-8", 0, {
                 "Location": quote(path, safe="/"),
-                "Set-Cookie": f"{COOKIE}={from_url}; HttpOnly; SameSite=Strict; Path=/"})
+                "Set-Cookie": f"{self.viewer.cookie}={from_url}; HttpOnly; SameSite=Strict; Path=/"})
             return
         self._serve(path)
 
@@ -159,12 +163,11 @@ class Handler(BaseHTTPRequestHandler):
         page = self.viewer.pages.get(parts[0] if parts else "")
         try:
             got = page(parts[1:]) if page is not None else None
-        except Exception as e:  # one project's bad input fails only its page, with the reason
+        except Exception as e:  # one project's bad input fails only its page, with the reason, never a traceback
             from memd.errors import MemdError
 
-            if not isinstance(e, MemdError | OSError | ValueError):
-                raise
-            got = ("error.html", {"message": str(e)})
+            known = isinstance(e, MemdError | OSError | ValueError)
+            got = ("error.html", {"message": str(e) if known else f"{type(e).__name__}: {e} (a bug in memd ui)"})
         if got is None:
             self._plain(HTTPStatus.NOT_FOUND, "no such page")
             return
