@@ -335,3 +335,54 @@ def test_a_secret_in_memory_is_masked_on_the_page(claude_home: Path, serve: Any,
     assert key not in browser.page_source
     browser.find_element(By.CSS_SELECTOR, "details.topic summary").click()
     assert "redacted]" in browser.find_element(By.CSS_SELECTOR, "details.topic pre.body").text
+
+
+@pytest.mark.slow
+def test_conflict_blocks_and_held_sync_show_where_check_and_status_put_them(claude_home: Path, serve: Any,
+                                                                            browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    from memd import layout
+    from memd.core import conflict
+    from memd.sync import held
+
+    mem = claude_home / "projects" / "-home-u-sync" / "memory"
+    block = f"{conflict.begin_line('laptop', '2026-12-01')}\nThe database is MySQL now.\n{conflict.END}\n"
+    write_tree(mem, {"MEMORY.md": "# Memory\n- [DB](db.md) — the database\n",
+                     "db.md": topic("db", "the database", "project", f"The database is Postgres 16.\n{block}")})
+    held.hold_project(layout.state_dir(""), "-home-u-sync", "the remote was rewritten",
+                      "`memd sync --adopt -home-u-sync`")
+    (report,) = _cli(claude_home, "check", "--format", "json", "--", "-home-u-sync")
+    want = sorted((f["path"], f["line"]) for f in report["findings"] if f["code"] == "MEM090")
+    assert want
+    status = subprocess.run([sys.executable, "-m", "memd", "--claude-dir", str(claude_home), "status"], cwd=ROOT,
+                            env=dict(os.environ), capture_output=True, text=True, timeout=120, check=False).stdout
+    url = serve(claude_home)
+    _open(browser, url)
+    row = browser.find_element(By.CSS_SELECTOR, "tr.project[data-project='-home-u-sync']")
+    assert row.get_attribute("data-conflicts") == str(len(want))
+    assert "the remote was rewritten" in row.text and "the remote was rewritten" in status
+    _open(browser, url, "/project/-home-u-sync")
+    shown = sorted((li.get_attribute("data-path"), int(li.get_attribute("data-line")))
+                   for li in browser.find_elements(By.CSS_SELECTOR, "#sync li.conflict"))
+    assert shown == want
+    assert "memd sync --adopt -home-u-sync" in browser.find_element(By.ID, "sync").text
+
+
+@pytest.mark.slow
+def test_the_morning_report_is_a_page(claude_home: Path, serve: Any, browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    from memd import layout
+    from memd.jobs.checkin import reports_dir
+
+    url = serve(claude_home)
+    _open(browser, url, "/report")
+    assert browser.find_element(By.ID, "no-report").is_displayed()
+    folder = reports_dir(layout.state_dir(""))
+    folder.mkdir(parents=True)
+    (folder / "checkin-20261202-0700.md").write_text(f"# memd check-in\n\n- dream: 1 changed {HOSTILE}\n")
+    browser.refresh()
+    text = browser.find_element(By.ID, "report").text
+    assert text.startswith("# memd check-in") and "<script>" in text
+    assert browser.execute_script("return document.querySelectorAll('script, img').length") == 0

@@ -43,7 +43,10 @@ def pages(ctx: Context) -> Pages:
             return None
         return "project.html", {"page": views.project_page(found, ctx.config, ctx.state_dir)}
 
-    return {"": overview, "project": project}
+    def report(rest: list[str]) -> tuple[str, dict[str, Any]] | None:
+        return None if rest else ("report.html", {"report": views.report_page(ctx.state_dir)})
+
+    return {"": overview, "project": project, "report": report}
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:

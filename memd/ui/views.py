@@ -139,6 +139,13 @@ class RunView:
 
 
 @dataclass
+class ConflictView:
+    path: str
+    line: int
+    message: str
+
+
+@dataclass
 class ProjectPage:
     name: str
     memory_dir: str
@@ -146,6 +153,8 @@ class ProjectPage:
     topics: list[TopicView]
     runs: list[RunView] = field(default_factory=list)
     history_problem: str | None = None
+    conflicts: list[ConflictView] = field(default_factory=list)  # `memd check`'s MEM090, where each block is
+    held: list[str] = field(default_factory=list)  # `memd status`'s sync lines: what is held, why, how to resolve
 
 
 def index_view(project: Project, config: Config) -> IndexView | None:
@@ -252,12 +261,34 @@ def _with_run_log(runs: list[RunView], project: str, state_dir: Path) -> None:
 
 def project_page(project: Project, config: Config, state_dir: Path) -> ProjectPage:
     from memd.errors import MemdError
+    from memd.inspect import check_project
+    from memd.sync.held import status_lines
 
     page = ProjectPage(project.name, str(project.memory_dir), index_view(project, config),
                        topic_views(project, config))
+    checked = check_project(project, config.budget, team_pii=config.hooks.team_pii, cache_dir=state_dir)
+    page.conflicts = [ConflictView(f.path, f.line, redact(f.message)) for f in checked.findings if f.code == "MEM090"]
+    page.held = [redact(line.removeprefix(f"sync: {project.name}: "))
+                 for line in status_lines(state_dir, [project.name]).splitlines()]
     try:
         page.runs = run_views(project, state_dir)
         _with_run_log(page.runs, project.name, state_dir)
     except MemdError as e:
         page.history_problem = f"the history cannot be read: {e}"
     return page
+
+
+@dataclass
+class ReportPage:
+    path: str | None
+    text: str
+
+
+def report_page(state_dir: Path) -> ReportPage:
+    """The latest morning check-in, as `memd report` prints it (``memd.jobs.checkin.latest_report``)."""
+    from memd.jobs.checkin import latest_report
+
+    path = latest_report(state_dir)
+    if path is None:
+        return ReportPage(None, "")
+    return ReportPage(str(path), redact(path.read_text(encoding="utf-8", errors="replace")))
