@@ -386,3 +386,25 @@ def test_the_morning_report_is_a_page(claude_home: Path, serve: Any, browser: An
     text = browser.find_element(By.ID, "report").text
     assert text.startswith("# memd check-in") and "<script>" in text
     assert browser.execute_script("return document.querySelectorAll('script, img').length") == 0
+
+
+@pytest.mark.slow
+def test_the_first_screen_shows_the_last_catchup_and_dream_and_the_weeks_cost(claude_home: Path, serve: Any,
+                                                                               browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    from memd import layout
+    from memd.state import StateStore
+
+    write_tree(claude_home / "projects" / "-home-u-app" / "memory", {"MEMORY.md": "# Memory\n"})
+    now = time.time()
+    with StateStore.open(layout.state_dir("")) as st:
+        for job, ago, outcome, cost in (("dream", 9 * 86400, "changed", 1.0), ("dream", 3600, "failed", 0.25),
+                                        ("catchup", 7200, "changed", 0.125), ("catchup", 600, "skipped", 0.0)):
+            rid = st.start_run(job, "-home-u-app", now - ago)
+            st.finish_run(rid, outcome=outcome, ended=now - ago + 5, cost_usd=cost, summary=f"{job} {outcome}")
+    _open(browser, serve(claude_home))
+    row = browser.find_element(By.CSS_SELECTOR, "tr.project[data-project='-home-u-app']")
+    assert "failed" in row.find_element(By.CSS_SELECTOR, "td.last-dream").text  # the newest dream
+    assert "changed" in row.find_element(By.CSS_SELECTOR, "td.last-catchup").text  # a skipped one never ran
+    assert row.find_element(By.CSS_SELECTOR, "td.week-cost").text == "$0.3750"  # the 9-day-old dream is out

@@ -11,6 +11,7 @@ page passes ``memd.core.secrets.redact`` first; escaping is the templates' (auto
 from __future__ import annotations
 
 import difflib
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ class ProjectRow:
     last: dict[str, LastRun | None]
     held: list[str]  # `memd status`'s sync lines for this project
     conflict_blocks: int
+    week_cost: float = 0.0  # the run log's cost of this project's runs over the last 7 days
 
 
 @dataclass
@@ -63,9 +65,10 @@ def overview(projects: list[Project], config: Config, state_dir: Path) -> Overvi
 
     rows = status_rows(projects, config, state_dir)
     last: dict[str, dict[str, LastRun | None]] = {}
+    costs: dict[str, float] = {}
     problem: str | None = None
     try:
-        last = _last_runs([r.project for r in rows if r.has_memory], state_dir)
+        last, costs = _last_runs([r.project for r in rows if r.has_memory], state_dir, time.time())
     except MemdError as e:  # an unreadable run log loses that column only
         problem = f"the run log cannot be read: {e}"
     out: list[ProjectRow] = []
@@ -77,25 +80,33 @@ def overview(projects: list[Project], config: Config, state_dir: Path) -> Overvi
         out.append(ProjectRow(
             r.project, r.as_json(), _pct(r.index_lines, r.max_lines), _pct(r.index_chars, r.max_chars),
             last.get(r.project, dict.fromkeys(JOBS)), [redact(h) for h in held],
-            int(r.extra.get("sync_conflicts", 0))))
+            int(r.extra.get("sync_conflicts", 0)), costs.get(r.project, 0.0)))
     return Overview(out, sum(1 for r in rows if not r.has_memory), problem)
 
 
-def _last_runs(names: list[str], state_dir: Path) -> dict[str, dict[str, LastRun | None]]:
+WEEK_S = 7 * 86400
+
+
+def _last_runs(names: list[str], state_dir: Path,
+               now: float) -> tuple[dict[str, dict[str, LastRun | None]], dict[str, float]]:
+    """Each project's last catch-up and dream that ran (as `memd status`'s idle rule counts them:
+    ``StateStore.last_runs``) and the cost of its runs over the last 7 days."""
     from memd.state import StateStore
 
     if not (state_dir / "state.sqlite3").exists():  # the viewer never creates memd's state
-        return {}
+        return {}, {}
     out: dict[str, dict[str, LastRun | None]] = {}
+    costs: dict[str, float] = {}
     with StateStore.open(state_dir) as st:
         for name in names:
+            costs[name] = sum(r.cost_usd for r in st.runs(project=name, since=now - WEEK_S, limit=100_000))
             got: dict[str, LastRun | None] = {}
             for job in JOBS:
                 runs = st.last_runs(name, (job,), 1)
                 got[job] = (LastRun(job, runs[0].started, runs[0].outcome, redact(runs[0].summary),
                                     runs[0].cost_usd) if runs else None)
             out[name] = got
-    return out
+    return out, costs
 
 
 @dataclass
