@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 COMMANDS = [
     "check", "rebuild", "status", "config", "scan", "render", "run", "trigger", "dream", "catchup",
     "report", "logs", "service", "history", "undo", "forget", "uninstall", "prompts", "hook", "hooks", "recall",
-    "sync",
+    "sync", "ui",
 ]
 _GLOBAL_WITH_VALUE = ("--claude-dir", "--config")
 PROJECT_ARG_MARK = "\x00"  # memd.layout.PROJECT_ARG_MARK, spelled here so the door need not import pathlib

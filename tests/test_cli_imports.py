@@ -27,6 +27,10 @@ SLOW = {"dataclasses", "inspect", "typing", "pathlib", "shutil", "argparse", "ri
         "structlog", "anthropic", "apscheduler", "watchdog", "dulwich", "memd.layout", "memd.core.lint"}
 
 
+# the viewer's (issue 26): its server and templates, imported by `memd ui` only, inside its run
+UI_STACK = {"jinja2", "markupsafe", "http.server", "socketserver", "memd.ui", "memd.ui.server", "memd.ui.views"}
+
+
 _RUN = ("import sys\nfrom memd.__main__ import main\nsys.argv[1:] = sys.argv[2:]\n"
         "try:\n    rc = main()\nexcept SystemExit as e:\n    rc = e.code\n"
         "print('\\n#modules ' + ' '.join(sorted(sys.modules)), file=sys.stderr)\nraise SystemExit(rc)\n")
@@ -87,6 +91,8 @@ def test_each_command_imports_only_its_own_module(command: str) -> None:
     assert proc.returncode == 0 and proc.stdout.startswith(f"usage: memd {command}"), proc.stderr
     commands = {m.rpartition(".")[2] for m in mods if m.startswith("memd.commands.")}
     assert commands - {c for c in commands if c.startswith("_")} == {command}
+    if command != "ui":  # the viewer's stack is imported by `memd ui` only, and only when it runs
+        assert not UI_STACK & mods, UI_STACK & mods
     if command in ("check", "rebuild"):  # (the other commands' modules import typing for TYPE_CHECKING)
         assert not {"shutil", "dataclasses", "typing", "pathlib"} & mods  # argparse's help, told the width
 

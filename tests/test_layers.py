@@ -32,8 +32,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
               "memd.sync")),
     # only wiring: watch, debounce, schedule, signals, the worker
     ("daemon", ("memd.daemon",)),
-    # the door: the CLI and its commands, the Claude Code hooks
-    ("door", ("memd.cli", "memd.__main__", "memd.commands", "memd.hooks")),
+    # the door: the CLI and its commands, the Claude Code hooks, the viewer (`memd ui`)
+    ("door", ("memd.cli", "memd.__main__", "memd.commands", "memd.hooks", "memd.ui")),
 ]
 CORE_MAY_IMPORT = ("memd.core", "memd.record")  # the core's only memd imports (not even memd.errors)
 # standard-library modules that read or write files, run processes or reach the network

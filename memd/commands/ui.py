@@ -1,0 +1,82 @@
+"""`memd ui`: serve the local memory viewer on 127.0.0.1 and print its URL (with this start's token).
+
+The pages read through the owners the CLI reads through (memd.ui.views); the server and its safety
+checks are memd.ui.server (docs/ui.md). Jinja2 and the server are imported here only, inside ``run``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memd.cli import Context
+    from memd.ui.server import Pages
+
+HELP = "serve a read-only local viewer of every project's memory, budgets and history on 127.0.0.1"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--port", type=int, default=0, metavar="N",
+                   help="port on 127.0.0.1 (default: a free one the system picks)")
+    p.add_argument("--open", action="store_true", help="open the viewer in the browser")
+
+
+def pages(ctx: Context) -> Pages:
+    """The viewer's pages, each reading afresh on every request (the page is what is on disk now)."""
+    from memd import layout
+    from memd.ui import views
+
+    def projects() -> list[layout.Project]:
+        return layout.list_projects(ctx.claude_dir)
+
+    def overview(rest: list[str]) -> tuple[str, dict[str, Any]] | None:
+        if rest:
+            return None
+        return "overview.html", {"view": views.overview(projects(), ctx.config, ctx.state_dir)}
+
+    def project(rest: list[str]) -> tuple[str, dict[str, Any]] | None:
+        if len(rest) != 1:
+            return None
+        found = next((p for p in projects() if p.name == rest[0]), None)
+        if found is None:
+            return None
+        return "project.html", {"page": views.project_page(found, ctx.config, ctx.state_dir)}
+
+    def report(rest: list[str]) -> tuple[str, dict[str, Any]] | None:
+        return None if rest else ("report.html", {"report": views.report_page(ctx.state_dir)})
+
+    return {"": overview, "project": project, "report": report}
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    from memd.commands._projects import require_claude_dir
+    from memd.errors import UsageError
+
+    require_claude_dir(args, ctx)
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port}: a port is 0 to 65535")
+    try:
+        import jinja2  # noqa: F401
+    except ImportError:
+        raise UsageError("memd ui needs Jinja2: pip install 'memd[ui]'") from None
+    from memd.ui.server import Viewer, make_server, url
+
+    viewer = Viewer(pages(ctx))
+    try:
+        server = make_server(viewer, args.port)
+    except OSError as e:
+        raise UsageError(f"cannot listen on 127.0.0.1:{args.port}: {e.strerror}") from None
+    address = url(viewer)
+    print(f"memd ui: {address}\n(read-only; Ctrl-C stops it)", flush=True)
+    if args.open:
+        import webbrowser
+
+        webbrowser.open(address)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print("memd ui: stopped")
+    finally:
+        server.server_close()
+    return 0

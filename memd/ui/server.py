@@ -1,0 +1,208 @@
+"""The viewer's HTTP server: the standard library's ThreadingHTTPServer on loopback, Jinja2 pages.
+
+Safety (docs/ui.md, "Safety model"), checked on every request before anything is read:
+- bound to 127.0.0.1 only, and the ``Host`` header must be ``127.0.0.1:<port>`` or ``localhost:<port>``
+  (a DNS-rebinding page reaches the port under its own name, and is refused);
+- a random token per start: given once in the URL (``?token=``), then kept in a cookie (HttpOnly,
+  SameSite=Strict) and the URL redirected without it; a request with neither is refused;
+- no CORS headers at all; a strict Content-Security-Policy (nothing but this origin's own style and
+  script, no inline script, no framing) and ``X-Content-Type-Options: nosniff`` on every answer;
+- only GET and HEAD: this slice has no actions (the POST of a later one takes a CSRF token, see
+  ``csrf_ok``), so every other method is refused.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import threading
+from collections.abc import Callable
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+HOST = "127.0.0.1"
+COOKIE = "memd_ui_token"  # then "_<port>": cookies are per host, not per port, so two viewers keep theirs
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+       "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+STATIC = {"ui.css": "text/css; charset=utf-8"}
+
+# A page is (template name, its values); a renderer is given the path's parts after the first.
+Pages = dict[str, Callable[[list[str]], tuple[str, dict[str, Any]] | None]]
+
+
+class Refused(Exception):
+    def __init__(self, status: HTTPStatus, why: str) -> None:
+        super().__init__(why)
+        self.status = status
+
+
+class Viewer:
+    """One start of the viewer: its token, its pages and its templates."""
+
+    def __init__(self, pages: Pages, *, token: str | None = None) -> None:
+        import jinja2
+
+        self.token = token or secrets.token_urlsafe(32)
+        self.csrf = secrets.token_urlsafe(32)  # for the actions of a later slice (POST forms)
+        self.pages = pages
+        self.env = jinja2.Environment(
+            loader=jinja2.PackageLoader("memd.ui", "templates"), autoescape=True,
+            undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+        self.env.filters["when"] = _when
+        self.port = 0
+
+    @property
+    def cookie(self) -> str:
+        return f"{COOKIE}_{self.port}"
+
+    def allowed_hosts(self) -> set[str]:
+        return {f"{HOST}:{self.port}", f"localhost:{self.port}"}
+
+    def token_ok(self, given: str | None) -> bool:
+        return given is not None and hmac.compare_digest(given.encode(), self.token.encode())
+
+    def csrf_ok(self, given: str | None) -> bool:
+        return given is not None and hmac.compare_digest(given.encode(), self.csrf.encode())
+
+    def render(self, name: str, values: dict[str, Any]) -> bytes:
+        return self.env.get_template(name).render(csrf=self.csrf, **values).encode("utf-8")
+
+
+def _when(t: float | None) -> str:
+    import time
+
+    return "-" if t is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
+
+
+def _cookie_token(header: str | None, cookie: str) -> str | None:
+    for part in (header or "").split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == cookie:
+            return value
+    return None
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = "memd-ui"
+    sys_version = ""
+    viewer: Viewer  # set on the subclass made for each server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the terminal shows the URL, not a line per request (which would carry the token)
+
+    def _headers(self, status: HTTPStatus, ctype: str, length: int, extra: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(length))
+        self.send_header("Content-Security-Policy", CSP)
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Referrer-Policy", "no-referrer")
+        self.send_header("Cache-Control", "no-store")
+        for k, v in (extra or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+
+    def _plain(self, status: HTTPStatus, text: str) -> None:
+        body = (text + "\n").encode("utf-8")
+        self._headers(status, "text/plain; charset=utf-8", len(body))
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _check(self) -> str | None:
+        """Refuse what is not this viewer's own page asked by its own user; the token given in the URL
+        (to set as the cookie), else None."""
+        if self.headers.get("Host", "") not in self.viewer.allowed_hosts():
+            raise Refused(HTTPStatus.FORBIDDEN, "refused: this Host is not the viewer's (127.0.0.1 or localhost "
+                                                "with its port)")
+        query = parse_qs(urlsplit(self.path).query)
+        given = query["token"][0] if query.get("token") else None
+        if self.viewer.token_ok(given):
+            return given
+        if self.viewer.token_ok(_cookie_token(self.headers.get("Cookie"), self.viewer.cookie)):
+            return None
+        raise Refused(HTTPStatus.FORBIDDEN, "refused: no valid token (open the URL `memd ui` printed)")
+
+    def do_GET(self) -> None:
+        try:
+            from_url = self._check()
+        except Refused as e:
+            self._plain(e.status, str(e))
+            return
+        path = urlsplit(self.path).path
+        if from_url is not None:  # keep it as a cookie, and drop it from the address bar and history
+            self._headers(HTTPStatus.SEE_OTHER, "text/plain; charset=utf-8", 0, {
+                "Location": quote(path, safe="/"),
+                "Set-Cookie": f"{self.viewer.cookie}={from_url}; HttpOnly; SameSite=Strict; Path=/"})
+            return
+        self._serve(path)
+
+    def do_HEAD(self) -> None:
+        self.do_GET()
+
+    def _refuse_method(self) -> None:
+        try:
+            self._check()
+        except Refused as e:
+            self._plain(e.status, str(e))
+            return
+        self._plain(HTTPStatus.METHOD_NOT_ALLOWED, "refused: the viewer is read-only (no actions yet)")
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _refuse_method
+
+    def _serve(self, path: str) -> None:
+        parts = [unquote(p) for p in path.strip("/").split("/") if p]
+        if len(parts) == 2 and parts[0] == "static" and parts[1] in STATIC:
+            body = resources.files("memd.ui").joinpath("static", parts[1]).read_bytes()
+            self._headers(HTTPStatus.OK, STATIC[parts[1]], len(body))
+            if self.command != "HEAD":
+                self.wfile.write(body)
+            return
+        page = self.viewer.pages.get(parts[0] if parts else "")
+        try:
+            got = page(parts[1:]) if page is not None else None
+        except Exception as e:  # one project's bad input fails only its page, with the reason, never a traceback
+            from memd.errors import MemdError
+
+            known = isinstance(e, MemdError | OSError | ValueError)
+            got = ("error.html", {"message": str(e) if known else f"{type(e).__name__}: {e} (a bug in memd ui)"})
+        if got is None:
+            self._plain(HTTPStatus.NOT_FOUND, "no such page")
+            return
+        body = self.viewer.render(*got)
+        self._headers(HTTPStatus.OK, "text/html; charset=utf-8", len(body))
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+
+def make_server(viewer: Viewer, port: int = 0) -> ThreadingHTTPServer:
+    """The server bound to 127.0.0.1 (``port`` 0: one the system picks); the viewer learns its port."""
+    handler = type("BoundHandler", (Handler,), {"viewer": viewer})
+    server = ThreadingHTTPServer((HOST, port), handler)
+    server.daemon_threads = True
+    viewer.port = server.server_address[1]
+    return server
+
+
+def url(viewer: Viewer) -> str:
+    return f"http://{HOST}:{viewer.port}/?token={viewer.token}"
+
+
+class Running:
+    """A server in a thread, for tests and the daemon of a later slice: ``with Running(viewer) as url``."""
+
+    def __init__(self, viewer: Viewer) -> None:
+        self.server = make_server(viewer)
+        self.viewer = viewer
+        self.thread = threading.Thread(target=self.server.serve_forever, name="memd-ui", daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        return url(self.viewer)
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
