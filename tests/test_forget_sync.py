@@ -169,6 +169,28 @@ def test_a_file_written_again_with_what_was_forgotten_is_not_sent(machines: Any,
     assert "ask Dana" in (a.read("again.md") or "")
 
 
+def test_a_machine_whose_files_no_longer_hold_it_finds_it_in_its_history(machines: Any, file_remote: str) -> None:
+    """Found by the sync fleet (issue 21): the other machine's live files no longer hold the forgotten text (it
+    removed it, or its folder was reset), only its memd history and sync repository do. Looking there read the
+    history's head with a refs API dulwich does not have: the honouring sync failed (an AttributeError, an
+    empty message) at every sync, the project never synced again and the text stayed in that history."""
+    a, b = machines("ma"), machines("mb")
+    remote = Path(file_remote.removeprefix("file://"))
+    shared_phrase(a, b)
+    b.write("vault.md", topic("vault", "The vault phrase is with Dana now.\n"))  # not synced yet
+    pb = b.project()
+    assert objects_holding(history.repo_dir(b.state_dir, pb.name), PHRASE) > 0
+    forget_on(a, sync_forget.What("literal", PHRASE), apply=True)
+    out = b.outcome("app")
+    assert out.outcome in ("changed", "unchanged") and "taken out here too" in out.message, out
+    assert "history commit(s) rewritten" in out.message, out
+    assert objects_holding(history.repo_dir(b.state_dir, pb.name), PHRASE) == 0
+    assert objects_holding(gitremote.repo_path(b.state_dir), PHRASE) == 0
+    assert remote_holds(remote, PHRASE) == 0
+    a.sync("app")
+    assert "with Dana now" in (a.read("vault.md") or "")  # b's own change flows as usual
+
+
 def test_forget_with_a_moved_remote_is_refused_with_the_reason(machines: Any, file_remote: str) -> None:
     a, b = machines("ma"), machines("mb")
     remote = Path(file_remote.removeprefix("file://"))

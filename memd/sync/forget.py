@@ -501,7 +501,11 @@ def honour(jc: JobContext, project: Project, branch: str) -> Honoured | None:
                 hr = history_repo(state_dir, project.name)
                 if hr is not None:
                     try:
-                        tip = hr.refs.get(history.BRANCH, None)
+                        # dulwich's refs have no .get (ruff's SIM401 suggests one): look up, KeyError when none
+                        try:
+                            tip = hr.refs[history.BRANCH]
+                        except KeyError:
+                            tip = None
                         if tip is not None:
                             yield from _blobs(hr, [tip])
                     finally:
