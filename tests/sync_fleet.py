@@ -773,9 +773,10 @@ class Fleet(RuleBasedStateMachine):
             return
         mach = self.machines[m]
         self._step("forget")
-        held_here = tokens(text_of(self.held_snapshot)) if m == self.CLONE else set()
-        # a word still in the held clone's folder is left out: memd never touches a held folder (docs/sync.md)
-        choices = sorted((tokens(text_of(files_of(mach))) & self.words.live) - held_here - self.held_words)
+        # a word the held clone's folder holds too stays there (memd never touches a held folder) until that
+        # folder is made the writer: then it applies the record before it sends anything (the remote is checked
+        # after every sync, its files and history at quiescence)
+        choices = sorted(tokens(text_of(files_of(mach))) & self.words.live)
         if not choices:
             return
         w = choices[i % len(choices)]
@@ -786,6 +787,7 @@ class Fleet(RuleBasedStateMachine):
         self.rep.forgets += 1
         self.forgotten[w] = m
         self.words.live.discard(w)
+        self.held_words.discard(w)
         self.words.armed.pop(w, None)
         self.rep.words_removed += 1
         after = files_of(mach)
