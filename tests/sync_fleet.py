@@ -42,8 +42,15 @@ for a session run in a monorepo subfolder (transcripts whose ``cwd`` is there, n
 Claude Code keeps their memory with the main checkout; ``Fleet.SESSION_FOLDERS``,
 ``add_session_folder``). Syncs then run over every Claude folder (``memd sync --all``); an invariant
 checks sync never made one of them a writer (no memory folder appears there), and every other
-invariant holds with them present. A second clone of the repository on one machine (a second memory
-folder, held as a second writer until ``memd sync --writer``) is not in the fleet yet.
+invariant holds with them present.
+
+The second clone (``Fleet.CLONE``'s machine): another checkout of app with a memory folder of its own,
+held while the other syncs. ``Machine.repos["app"]`` is always the writing checkout (so every rule and
+invariant above sees the writer), ``held_src`` the held one; ``clone_session_writes`` writes in the held
+folder, ``writer_switch`` runs the real ``memd sync --writer``. Invariants: the held folder is never
+touched (byte for byte), none of its words reaches the branch, it has its status line, the writers
+converge. ``forget_word`` runs the real ``memd forget --string``: the word is then in no machine's writing
+folder or its history, and not on the remote (after every sync, and at quiescence).
 """
 
 from __future__ import annotations
