@@ -981,6 +981,8 @@ class Fleet(RuleBasedStateMachine):
         self.rep.not_converged += not converged
         rows = [c for m in self.machines.values() for k in self.PROJECTS
                 for c in evidence.load(m.state_dir, m.project(k).name)]
+        if self.held_src is not None and self.CLONE is not None:  # what the held clone met while it wrote
+            rows += evidence.load(self.machines[self.CLONE].state_dir, self._held_project().name)
         events = sum(len(m.events.named("sync.conflict")) for m in self.machines.values())
         ids = [c.id for c in rows]
         self.rep.conflicts += len(rows)
