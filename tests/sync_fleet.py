@@ -42,8 +42,15 @@ for a session run in a monorepo subfolder (transcripts whose ``cwd`` is there, n
 Claude Code keeps their memory with the main checkout; ``Fleet.SESSION_FOLDERS``,
 ``add_session_folder``). Syncs then run over every Claude folder (``memd sync --all``); an invariant
 checks sync never made one of them a writer (no memory folder appears there), and every other
-invariant holds with them present. A second clone of the repository on one machine (a second memory
-folder, held as a second writer until ``memd sync --writer``) is not in the fleet yet.
+invariant holds with them present.
+
+The second clone (``Fleet.CLONE``'s machine): another checkout of app with a memory folder of its own,
+held while the other syncs. ``Machine.repos["app"]`` is always the writing checkout (so every rule and
+invariant above sees the writer), ``held_src`` the held one; ``clone_session_writes`` writes in the held
+folder, ``writer_switch`` runs the real ``memd sync --writer``. Invariants: the held folder is never
+touched (byte for byte), none of its words reaches the branch, it has its status line, the writers
+converge. ``forget_word`` runs the real ``memd forget --string``: the word is then in no machine's writing
+folder or its history, and not on the remote (after every sync, and at quiescence).
 """
 
 from __future__ import annotations
@@ -107,6 +114,11 @@ class FleetReport:
     open_blocks: int = 0  # conflict blocks left at quiescence (visible, for the user or the dream)
     model_dreams: int = 0
     undos_kept_local: int = 0
+    clone_words: int = 0  # words a session of the second clone wrote into its own (held) folder
+    writer_switches: int = 0  # `memd sync --writer` between the two clones
+    clone_races: list[str] = field(default_factory=list)  # the held folder's words on the remote, or touched
+    forgets: int = 0  # `memd forget --string` runs that took a word out
+    forgotten_left: list[str] = field(default_factory=list)  # a forgotten word still in files, history, remote
     converged: int = 0
     not_converged: int = 0
     quiet_rounds: int = 0
@@ -125,7 +137,9 @@ def summary(rep: FleetReport) -> dict[str, Any]:
             "silent_holds": len(rep.silent_holds), "conflicts": rep.conflicts,
             "conflict_events": rep.conflict_events, "duplicates": rep.duplicate_conflicts,
             "blocks_seen": rep.blocks_seen, "open_blocks": rep.open_blocks, "model_dreams": rep.model_dreams,
-            "undos_kept_local": rep.undos_kept_local, "converged": rep.converged,
+            "undos_kept_local": rep.undos_kept_local, "clone_words": rep.clone_words,
+            "writer_switches": rep.writer_switches, "clone_races": len(rep.clone_races), "forgets": rep.forgets,
+            "forgotten_left": len(rep.forgotten_left), "converged": rep.converged,
             "not_converged": rep.not_converged, "quiet_rounds": rep.quiet_rounds, "rules": rep.rules,
             "outcomes": rep.outcomes, "seconds": round(rep.seconds, 1)}
 
@@ -161,6 +175,43 @@ def files_of(m: Machine, key: str = "app") -> dict[str, bytes]:
     if not m.mem(key).is_dir():
         return {}
     return {k: v for k, v in file_map(m.mem(key)).items() if not k.startswith("team/")}
+
+
+def dir_files(folder: Path) -> dict[str, bytes]:
+    """A memory folder's synced files by path (the held clone's; ``files_of`` is the writer's)."""
+    from memd.memfolder.folder import file_map
+
+    return {k: v for k, v in file_map(folder).items() if not k.startswith("team/")} if folder.is_dir() else {}
+
+
+def remote_holds(remote: str, word: str) -> int:
+    """How many objects a ref of the bare remote reaches hold ``word`` (git's own view of it)."""
+    import subprocess
+
+    where = remote.removeprefix("file://")
+
+    def git(*args: str, data: bytes | None = None) -> bytes:
+        return subprocess.run(["git", "-C", where, *args], input=data, capture_output=True, check=True).stdout
+
+    shas = [ln.split()[0] for ln in git("rev-list", "--all", "--objects").decode().splitlines() if ln]
+    return git("cat-file", "--batch", data="\n".join(shas).encode() + b"\n").count(word.encode()) if shas else 0
+
+
+def history_holds(state_dir: Path, project: str, word: str) -> int:
+    """How many objects of a project's memd history (every object it keeps, reachable or not) hold ``word``."""
+    from dulwich.repo import Repo
+
+    from memd import history
+
+    path = history.repo_dir(state_dir, project)
+    if not path.exists():
+        return 0
+    repo = Repo(str(path))
+    try:
+        return sum(1 for sha in repo.object_store
+                   if word.encode() in getattr(repo[sha], "data", b"") + getattr(repo[sha], "message", b""))
+    finally:
+        repo.close()
 
 
 def text_of(files: dict[str, bytes]) -> str:
@@ -258,6 +309,7 @@ class Fleet(RuleBasedStateMachine):
     PROJECTS: ClassVar[tuple[str, ...]] = ("app",)
     SESSION_FOLDERS: ClassVar[tuple[str, ...]] = ("worktree", "subfolder")  # finding 1 (see the module doc)
     report: ClassVar[FleetReport] = FleetReport()
+    CLONE: ClassVar[str | None] = "mc"  # the machine with a second clone of app (None: no clone)
     stub: ClassVar[Any] = None  # a tests.plugins.stub_api.StubAPI: model dreams on (None: off)
     keep_dirs: ClassVar[bool] = False
 
@@ -272,6 +324,14 @@ class Fleet(RuleBasedStateMachine):
         self.serial = 0
         self.stepping = False  # a rule started and its invariants have not all passed yet
         self.session_folders: list[Path] = []  # Claude folders of worktree and subfolder sessions
+        # the second clone (CLONE's): ``Machine.repos["app"]`` is the checkout whose folder writes the branch,
+        # ``self.held_src`` the other one; what the held folder must hold, byte for byte, and the words in it
+        # that join the fleet's when it becomes the writer
+        self.held_src: Path | None = None
+        self.held_snapshot: dict[str, bytes] = {}
+        self.held_words: set[str] = set()
+        self.forgotten: dict[str, str] = {}  # word -> the machine that ran `memd forget --string` on it
+        self.confs: dict[str, Path] = {}
         self.started = time.perf_counter()
         self.rep = type(self).report
         self.rep.examples += 1
@@ -302,6 +362,47 @@ class Fleet(RuleBasedStateMachine):
             self._sync(m)
         for m in self.machines.values():
             self._sync(m)
+        if self.CLONE is not None:
+            self._make_clone(self.machines[self.CLONE])
+
+    def _make_clone(self, mach: Machine) -> None:
+        """A second clone of app on mach, made after the first one shares the branch (so that one stays the
+        writer): its own git root, its own memory folder (Claude Code's rule), a memory of its own."""
+        from memd import layout
+
+        main = mach.repos["app"]
+        src = main.parent / f"{main.name}-copy"
+        (src / ".git").mkdir(parents=True)
+        shutil.copy(main / ".git" / "config", src / ".git" / "config")
+        folder = mach.claude / "projects" / layout.sanitize(str(src))
+        (folder / "memory").mkdir(parents=True)
+        rec = {"type": "user", "cwd": str(src), "sessionId": str(uuid.uuid4()), "message": {"content": "hi"}}
+        (folder / f"{uuid.uuid4()}.jsonl").write_text(json.dumps(rec) + "\n")
+        self.held_src = src
+        self._clone_write(0, 0, new=True)
+
+    def _held_project(self) -> Any:
+        from memd import layout
+
+        assert self.held_src is not None and self.CLONE is not None
+        return layout.resolve_project(str(self.held_src), self.machines[self.CLONE].claude)
+
+    def _memd(self, mach: Machine, *args: str) -> tuple[int, str]:
+        """The real command line, in this process, against mach's HOME (its Claude folder, its config)."""
+        import contextlib
+        import io
+
+        from memd.cli import main
+
+        conf = self.confs.get(mach.name)
+        if conf is None:
+            conf = self.confs[mach.name] = self.root / f"{mach.name}.toml"
+            conf.write_text(f'[paths]\nstate_dir = "{mach.state_dir}"\n[sync]\nremote = "{self.remote}"\n'
+                            f'machine = "{mach.name}"\ntimeout_s = 30.0\n')
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+            rc = main([*args, "--claude-dir", str(mach.claude), "--config", str(conf)])
+        return rc, buf.getvalue()
 
     def teardown(self) -> None:
         try:
@@ -519,6 +620,7 @@ class Fleet(RuleBasedStateMachine):
 
     def _resolve_undo(self, m: str, key: str, send: bool) -> None:
         from memd import history
+        from memd.errors import MemdError
         from memd.sync import held
 
         mach = self.machines[m]
@@ -529,7 +631,11 @@ class Fleet(RuleBasedStateMachine):
         before: set[str] = set()
         rows = held.load(mach.state_dir, mach.project(key).name).undone
         for commit in {str(u.get("before") or "") for r in rows.values() for u in r.get("undos", [])} - {""}:
-            was = history.files_at(mach.state_dir, mach.project(key).name, commit)
+            try:
+                was = history.files_at(mach.state_dir, mach.project(key).name, commit)
+            except MemdError:  # `memd forget` rewrote the history since the undo: the remote's version of the
+                # undone files stands for what the undo reverted (what --keep-local may take off the remote)
+                was = remote_files(self.remote, key)
             before |= tokens(text_of({r: was[r] for r in rows if r in was}))
         self.words.disarm(before | tokens(text_of(files_of(mach, key))))
         self._sync(mach, keep_local=send, take_remote=not send, allowed=before if send else set())
@@ -603,6 +709,104 @@ class Fleet(RuleBasedStateMachine):
             if before.get(rel) != after.get(rel):
                 self._wrote(mach, rel, (before.get(rel) or b"").decode(), (after.get(rel) or b"").decode())
 
+    # ---------------------------------------------------------------- rules: the second clone
+
+    @precondition(lambda self: self.held_src is not None)
+    @rule(i=st.integers(0, 99), slot=st.integers(0, SLOTS - 1), new=st.booleans())
+    def clone_session_writes(self, i: int, slot: int, new: bool) -> None:
+        """A session in the held clone writes memory, into ITS folder (as Claude Code does)."""
+        self._step("clone_write")
+        self._clone_write(i, slot, new=new)
+
+    def _clone_write(self, i: int, slot: int, *, new: bool) -> None:
+        assert self.CLONE is not None
+        folder = self._held_project().memory_dir
+        self.serial += 1
+        w = f"tok-{self.serial}-{self.CLONE}"
+        self.rep.words += 1
+        self.rep.clone_words += 1
+        files = sorted(k for k in dir_files(folder) if k != "MEMORY.md")
+        if new or not files:
+            name = f"clone{self.serial}"
+            rel, text = f"{name}.md", topic(name, _body(name) + w + "\n")
+        else:
+            rel = files[i % len(files)]
+            lines = (folder / rel).read_text(encoding="utf-8").splitlines(keepends=True)
+            at = next((n for n, ln in enumerate(lines) if ln.startswith(f"<!-- slot {slot} of ")), len(lines) - 1)
+            lines.insert(at + 1, w + "\n")
+            text = "".join(lines)
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text, encoding="utf-8")
+        self.held_words.add(w)
+        self.held_snapshot = dir_files(folder)
+
+    @precondition(lambda self: self.held_src is not None)
+    @rule(then_sync=st.booleans())
+    def writer_switch(self, then_sync: bool) -> None:
+        """`memd sync --writer HELD`: the held clone's folder syncs from now on, the other one is held. The new
+        writer merges with the branch with no common base (nothing of the remote's counts as deleted); the
+        words of the old one that never left it stay in it. ``then_sync``: the user syncs right away.
+        (Named so that hypothesis, which orders rules by their number of arguments then by name, still
+        starts an example with syncs, not with switches.)"""
+        assert self.CLONE is not None and self.held_src is not None
+        mach = self.machines[self.CLONE]
+        self._step("switch_writer")
+        new = self._held_project()
+        rc, out = self._memd(mach, "sync", "--writer", new.name)
+        assert rc == 0 and f"{new.name}: syncs github.com/me/app" in out, out
+        self.rep.writer_switches += 1
+        mine, theirs = files_of(mach), dir_files(new.memory_dir)
+        elsewhere = tokens(text_of(remote_files(self.remote)) + text_of(theirs)
+                           + "".join(text_of(files_of(o)) for n, o in self.machines.items() if n != mach.name))
+        stays = (tokens(text_of(mine)) - elsewhere) & self.words.live  # only in the old writer: held with it
+        self.words.live -= stays
+        self.words.live |= self.held_words
+        # merged with no common base: every stale copy in the new writer comes back (no removal can stick)
+        self.words.disarm(tokens(text_of(theirs)))
+        self.held_words = stays
+        self.held_src, mach.repos["app"] = mach.repos["app"], self.held_src
+        self.held_snapshot = mine
+        if then_sync:
+            self._sync(mach)
+
+    # ---------------------------------------------------------------- rules: memd forget --string
+
+    @rule(m=st.sampled_from(NAMES), i=st.integers(0, 999), go=st.integers(0, 3))
+    def forget_word(self, m: str, i: int, go: int) -> None:
+        """`memd forget PROJECT --string WORD --apply` with sync on (a quarter of the draws: it rewrites the
+        remote's branch and every machine's history): taken out here, on the remote, and by every other
+        machine at its next sync; no other word lost."""
+        if go:
+            return
+        mach = self.machines[m]
+        self._step("forget")
+        # a word the held clone's folder holds too stays there (memd never touches a held folder) until that
+        # folder is made the writer: then it applies the record before it sends anything (the remote is checked
+        # after every sync, its files and history at quiescence)
+        choices = sorted(tokens(text_of(files_of(mach))) & self.words.live)
+        if not choices:
+            return
+        w = choices[i % len(choices)]
+        before = files_of(mach)
+        rc, out = self._memd(mach, "forget", mach.project().name, "--string", w, "--apply")
+        assert rc == 0, out
+        assert "sync remote: " in out and "failed" not in out and "refused" not in out, out
+        self.rep.forgets += 1
+        self.forgotten[w] = m
+        self.words.live.discard(w)
+        self.held_words.discard(w)
+        self.words.armed.pop(w, None)
+        self.rep.words_removed += 1
+        after = files_of(mach)
+        self._wrote_all(mach, before, after)
+        assert w not in text_of(after), f"{m}: memd forget left {w} in its files: {out}"
+        assert not remote_holds(self.remote, w), f"{m}: memd forget left {w} on the remote: {out}"
+
+    def _wrote_all(self, mach: Machine, before: dict[str, bytes], after: dict[str, bytes]) -> None:
+        for rel in set(before) | set(after):
+            if before.get(rel) != after.get(rel):
+                self._wrote(mach, rel, (before.get(rel) or b"").decode(), (after.get(rel) or b"").decode())
+
     # ---------------------------------------------------------------- rules: syncs, offline spells
 
     @rule(m=st.sampled_from(NAMES))
@@ -663,7 +867,29 @@ class Fleet(RuleBasedStateMachine):
                 raise AssertionError(f"{mach.name}'s sync took live words off the remote: {sorted(gone)[:10]} "
                                      f"{[o.message for o in res.outcomes]}")
             self.rep.blocks_seen += sum(cblock.count(v.decode("utf-8", "replace")) for v in after.values())
+        if self.held_src is not None and mach.name == self.CLONE:
+            self._clone_held(mach, lines)
+        back = sorted(w for w in self.forgotten if remote_holds(self.remote, w))
+        if back:
+            self.rep.forgotten_left += [f"{w} on the remote after {mach.name}'s sync" for w in back]
+            raise AssertionError(f"{mach.name}'s sync sent forgotten words back to the remote: {back}")
         return res
+
+    def _clone_held(self, mach: Machine, lines: str) -> None:
+        """After a sync of the machine with two clones: the held one never raced the writer (none of its
+        words reached the branch) and it has its status line."""
+        from memd.sync import gitremote
+
+        held_p = self._held_project()
+        raced = sorted(self.held_words & tokens(text_of(remote_files(self.remote))))
+        if raced:
+            self.rep.clone_races += raced
+            raise AssertionError(f"the held clone {held_p.name}'s words reached the branch: {raced[:10]}")
+        row = gitremote.seen(mach.state_dir).get(held_p.name)
+        shared = isinstance(row, dict) and row.get("branch") == BRANCHES["app"]
+        if (dir_files(held_p.memory_dir) or shared) and f"sync: {held_p.name}: held" not in lines:
+            self.rep.silent_holds.append(f"{mach.name}: {held_p.name} (the held clone)")
+            raise AssertionError(f"{mach.name}: the held clone {held_p.name} has no status line: {lines!r}")
 
     # ---------------------------------------------------------------- invariants, every step
 
@@ -686,6 +912,18 @@ class Fleet(RuleBasedStateMachine):
         it with the main checkout): sync never makes it a participant, never writes a memory folder there."""
         made = [str(f) for f in self.session_folders if (f / "memory").exists()]
         assert not made, f"memd made a memory folder in a session folder with none: {made}"
+
+    @invariant()
+    def the_held_clone_is_left_as_written(self) -> None:
+        """memd never writes in the held clone's folder: its words stay there, byte for byte."""
+        if self.held_src is None:
+            return
+        now = dir_files(self._held_project().memory_dir)
+        if now != self.held_snapshot:
+            self.rep.clone_races.append("the held clone's folder changed")
+            gone = sorted(tokens(text_of(self.held_snapshot)) - tokens(text_of(now)))
+            raise AssertionError(f"memd changed the held clone's folder: words gone {gone[:10]}, files "
+                                 f"{sorted(set(now) ^ set(self.held_snapshot))}")
 
     @invariant()
     def what_is_held_is_said(self) -> None:
@@ -743,6 +981,8 @@ class Fleet(RuleBasedStateMachine):
         self.rep.not_converged += not converged
         rows = [c for m in self.machines.values() for k in self.PROJECTS
                 for c in evidence.load(m.state_dir, m.project(k).name)]
+        if self.held_src is not None and self.CLONE is not None:  # what the held clone met while it wrote
+            rows += evidence.load(self.machines[self.CLONE].state_dir, self._held_project().name)
         events = sum(len(m.events.named("sync.conflict")) for m in self.machines.values())
         ids = [c.id for c in rows]
         self.rep.conflicts += len(rows)
@@ -755,13 +995,32 @@ class Fleet(RuleBasedStateMachine):
         self.rep.lost += lost
         self.rep.came_back += [f"{w} ({self.words.armed[w]})" for w in came_back]
         self.rep.armed += len(self.words.armed)
-        leftover = [(m.name, held.status_lines(m.state_dir)) for m in self.machines.values()
-                    if held.status_lines(m.state_dir)]
+        # the held clone's lines stay (holding it is the user's choice until `memd sync --writer`; what an undo
+        # kept in it while it was the writer stays kept with it)
+        clone = f"sync: {self._held_project().name}: " if self.held_src is not None else "\0"
+        leftover = [(m.name, lines) for m in self.machines.values()
+                    if (lines := "".join(ln + "\n" for ln in held.status_lines(m.state_dir).splitlines()
+                                         if not ln.startswith(clone)))]
+        left = self._forgotten_left()
         assert converged, [sorted(f) for f in finals]
         assert not lost, f"words lost: {lost[:10]}"
         assert not came_back, f"removals that did not stick: {self.rep.came_back[-10:]}"
         assert len(ids) == len(set(ids)) and events == len(rows), (len(ids), len(set(ids)), events)
         assert not leftover, leftover
+        assert not left, f"forgotten words still held: {left[:10]}"
+
+    def _forgotten_left(self) -> list[str]:
+        """Where a forgotten word still is: a machine's files (the writer's; a held folder is memd's to leave
+        alone), the memd history of that folder, the remote."""
+        left: list[str] = []
+        for w, by in sorted(self.forgotten.items()):
+            where = [m.name for m in self.machines.values() if w in text_of(files_of(m))]
+            where += [f"{m.name}'s history" for m in self.machines.values()
+                      if history_holds(m.state_dir, m.project().name, w)]
+            where += ["the remote"] * bool(remote_holds(self.remote, w))
+            left += [f"{w} (forgotten on {by}) in {', '.join(where)}"] if where else []
+        self.rep.forgotten_left += left
+        return left
 
 
 # --------------------------------------------------------------------------- campaigns (the long tier)

@@ -169,6 +169,28 @@ def test_a_file_written_again_with_what_was_forgotten_is_not_sent(machines: Any,
     assert "ask Dana" in (a.read("again.md") or "")
 
 
+def test_a_machine_whose_files_no_longer_hold_it_finds_it_in_its_history(machines: Any, file_remote: str) -> None:
+    """Found by the sync fleet (issue 21): the other machine's live files no longer hold the forgotten text (it
+    removed it, or its folder was reset), only its memd history and sync repository do. Looking there read the
+    history's head with a refs API dulwich does not have: the honouring sync failed (an AttributeError, an
+    empty message) at every sync, the project never synced again and the text stayed in that history."""
+    a, b = machines("ma"), machines("mb")
+    remote = Path(file_remote.removeprefix("file://"))
+    shared_phrase(a, b)
+    b.write("vault.md", topic("vault", "The vault phrase is with Dana now.\n"))  # not synced yet
+    pb = b.project()
+    assert objects_holding(history.repo_dir(b.state_dir, pb.name), PHRASE) > 0
+    forget_on(a, sync_forget.What("literal", PHRASE), apply=True)
+    out = b.outcome("app")
+    assert out.outcome in ("changed", "unchanged") and "taken out here too" in out.message, out
+    assert "history commit(s) rewritten" in out.message, out
+    assert objects_holding(history.repo_dir(b.state_dir, pb.name), PHRASE) == 0
+    assert objects_holding(gitremote.repo_path(b.state_dir), PHRASE) == 0
+    assert remote_holds(remote, PHRASE) == 0
+    a.sync("app")
+    assert "with Dana now" in (a.read("vault.md") or "")  # b's own change flows as usual
+
+
 def test_forget_with_a_moved_remote_is_refused_with_the_reason(machines: Any, file_remote: str) -> None:
     a, b = machines("ma"), machines("mb")
     remote = Path(file_remote.removeprefix("file://"))
@@ -279,3 +301,41 @@ def test_a_machine_that_never_synced_the_project_can_forget_then_sync(machines: 
     assert rem.status == "changed" and rem.commits == 0 and "a record" in rem.message, rem
     out = b.outcome("app")
     assert out.outcome == "changed" and b.read("a.md") == a.read("a.md"), out
+
+
+def test_a_held_clone_made_the_writer_after_a_forget_does_not_send_it_back(machines: Any, file_remote: str,
+                                                                          tmp_path: Path) -> None:
+    """Found while adding `memd forget` and the second clone to the sync fleet (issue 21): a second clone of the
+    repository on one machine, held while the first syncs, still holds what another machine forgot (memd never
+    touches a held folder). Made the writer (`memd sync --writer`), it merges with the branch as a newcomer;
+    the forget record is behind what this machine shares, and the records it applied were the first clone's:
+    the newcomer must apply them too, not send the forgotten text back to the remote."""
+    from memd.cli import main as memd
+    from tests.test_sync_identity import cli, memory, outcomes, repo, session
+
+    b = machines("mb")
+    remote = Path(file_remote.removeprefix("file://"))
+    b.write("vault.md", _vault())
+    b.sync("app")
+    a: Machine = machines("ma", repos=())
+    one, two = repo(a.home / "src" / "app"), repo(a.home / "src" / "app-copy")
+    session(a, one)
+    session(a, two)
+    mem1 = memory(a, one, {"a1.md": "clone one's memory\n"})
+    mem2 = memory(a, two, {"c2.md": f"clone two noted the phrase {PHRASE} too\n"})
+    out = outcomes(a)
+    assert out[mem2.parent.name].outcome == "refused" and PHRASE in (mem1 / "vault.md").read_text()
+    _local, rem = forget_on(b, sync_forget.What("literal", PHRASE), apply=True)
+    assert rem.status == "changed", rem
+    out = outcomes(a)  # clone one honours the record; clone two is held, left as it is
+    assert "taken out here too" in out[mem1.parent.name].message, out
+    assert PHRASE not in (mem1 / "vault.md").read_text() and PHRASE in (mem2 / "c2.md").read_text()
+    assert remote_holds(remote, PHRASE) == 0
+    assert memd(cli(a, tmp_path, "sync", "--writer", mem2.parent.name)) == 0
+    out = outcomes(a)
+    assert out[mem2.parent.name].outcome in ("changed", "unchanged"), out
+    assert remote_holds(remote, PHRASE) == 0, out[mem2.parent.name].message
+    assert PHRASE not in (mem2 / "c2.md").read_text(), out[mem2.parent.name].message
+    assert objects_holding(history.repo_dir(a.state_dir, mem2.parent.name), PHRASE) == 0
+    b.sync("app")
+    assert "clone two noted the phrase" in (b.read("c2.md") or "")  # the rest of its memory flows

@@ -30,10 +30,14 @@ def test_three_machines_converge_and_lose_nothing(fleet: type[Fleet]) -> None:
     run_state_machine_as_test(fleet, settings=QUICK)
     rep = fleet.report
     s = summary(rep)
+    print(s)
     # the invariants raise inside the run (hypothesis prints the program that broke one); here: every
     # example reached quiescence clean, and the run really exercised the protocol
     assert rep.examples >= 2 and rep.converged == rep.examples and rep.not_converged == 0, s
     assert rep.lost == [] and rep.came_back == [] and rep.guard_breaches == [] and rep.lost_on_remote == [], s
     assert rep.silent_holds == [] and rep.duplicate_conflicts == 0, s
+    assert rep.clone_races == [] and rep.forgotten_left == [], s
     assert rep.steps >= 60 and len(rep.rules) >= 10, s
+    # the second clone (held, written in, writers switched) and `memd forget --string` were exercised
+    assert rep.writer_switches >= 1 and rep.rules.get("clone_write", 0) >= 1 and rep.forgets >= 1, s
     assert rep.syncs > rep.examples * 6 and rep.words > 10, s

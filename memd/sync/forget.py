@@ -405,12 +405,15 @@ def _records(repo: Any, head: str | None, stop: str | None) -> list[tuple[str, f
     return out[::-1]
 
 
-def pending(repo: Any, h: gitremote.Heads, done: set[str]) -> list[tuple[str, forgetting.Record]]:
+def pending(repo: Any, h: gitremote.Heads, done: set[str], *,
+            everything: bool = False) -> list[tuple[str, forgetting.Record]]:
     """The records on the remote's branch this machine has not applied: those since the base it shares
-    (all of the branch when it was rewritten)."""
+    (all of the branch when it was rewritten, or with ``everything``: a folder that is not the one that
+    shared that base)."""
     if h.remote is None:
         return []
-    stop = h.shared if h.shared is not None and gitremote.descends(repo, h.shared, h.remote) else None
+    stop = h.shared if (not everything and h.shared is not None and gitremote.descends(repo, h.shared, h.remote)) \
+        else None
     return [(c, r) for c, r in _records(repo, h.remote, stop) if r.id not in done]
 
 
@@ -477,7 +480,12 @@ def honour(jc: JobContext, project: Project, branch: str) -> Honoured | None:
     repo = gitremote.open_repo(state_dir)
     try:
         h = gitremote.heads(repo, branch)
-        todo = pending(repo, h, {r.id for r in applied(state_dir, project.name)})
+        # a folder that did not share the base this machine shares (another memory folder of this machine did:
+        # the second clone made the writer) applied none of the records before it: the whole branch is
+        # walked, else what the other folder forgot would go out again from this one's files (issue 21 #1)
+        seen = gitremote.seen(state_dir).get(project.name)
+        newcomer = not (isinstance(seen, dict) and seen.get("branch") == branch and seen.get("remote") == h.shared)
+        todo = pending(repo, h, {r.id for r in applied(state_dir, project.name)}, everything=newcomer)
         if not todo:
             return None
         out = Honoured(dry=jc.dry_run)
@@ -501,7 +509,11 @@ def honour(jc: JobContext, project: Project, branch: str) -> Honoured | None:
                 hr = history_repo(state_dir, project.name)
                 if hr is not None:
                     try:
-                        tip = hr.refs.get(history.BRANCH, None)
+                        # dulwich's refs have no .get (ruff's SIM401 suggests one): look up, KeyError when none
+                        try:
+                            tip = hr.refs[history.BRANCH]
+                        except KeyError:
+                            tip = None
                         if tip is not None:
                             yield from _blobs(hr, [tip])
                     finally:
