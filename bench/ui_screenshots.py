@@ -1,0 +1,149 @@
+"""The README's screenshots of `memd ui`, made by a script (issue 26), never by hand.
+
+    .venv/bin/python bench/ui_screenshots.py [--claude-data ../shared/claude-data] [--out docs/img]
+
+A copy of the real Claude Code data (read-only: copied to a temp HOME first) gets two projects of
+made-up memory beside its own (so the real data's words stay out of the pictures): one whose index links
+a file that is gone, repaired by a keyless run (``memd dream --force`` without a key keeps the line's
+words as a plain line: a run with a diff), and one whose index is past Claude Code's budget. Then the
+viewer is started in this process and headless Chromium (Debian's ``chromium`` and ``chromium-driver``,
+through selenium) saves the first screen, the big project's page at its cut, and the run opened to its
+diff, as PNG files. Needs the ``test`` extra (selenium, jinja2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import quote, urlsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT = "-home-me-src-shop"  # made up here: gets a run with a diff
+BIG = "-home-me-src-platform"  # made up here, past the budget: the page draws the cut
+CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome")
+DRIVER = ("/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver")
+
+
+def _first(paths: tuple[str, ...]) -> str | None:
+    return next((p for p in paths if os.access(p, os.X_OK)), shutil.which(os.path.basename(paths[0])))
+
+
+def _topic(name: str, description: str, body: str, kind: str = "project") -> str:
+    return f"---\nname: {name}\ndescription: {description}\ntype: {kind}\n---\n\n{body}\n"
+
+
+def _made_up(projects: Path) -> None:
+    """Two projects of invented memory (the real data's words stay out of the README's pictures)."""
+    shop = projects / PROJECT / "memory"
+    shop.mkdir(parents=True)
+    facts = [("tabs", "feedback", "Indent with tabs in Go, 4 spaces in Python", "The linter enforces it."),
+             ("deploys", "project", "Deploys go out on Tuesdays through the release train", "Ask in #releases."),
+             ("role", "user", "The user is a backend engineer who reviews SQL first", "Explain joins briefly."),
+             ("tests", "feedback", "Run the integration suite before a PR", "`make it` starts the containers.")]
+    lines = ["# Memory", ""]
+    for name, kind, desc, body in facts:
+        (shop / f"{kind}_{name}.md").write_text(_topic(name, desc, f"{desc}. {body}", kind), encoding="utf-8")
+        lines.append(f"- [{name.title()}]({kind}_{name}.md) — {desc}")
+    lines.append("- [VPN notes](vpn_notes.md) — ask Sam for the staging VPN token")  # its file is gone
+    (shop / "MEMORY.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    big = projects / BIG / "memory"
+    big.mkdir(parents=True)
+    lines = ["# Platform memory", ""]
+    areas = ["billing", "search", "auth", "queue", "cache", "ingest", "reports", "mobile"]
+    for i in range(230):
+        area = areas[i % len(areas)]
+        name = f"{area} note {i + 1}"
+        desc = (f"how the {area} service handles case {i + 1}: retries, timeouts and the alert that pages "
+                "the on-call engineer")
+        rel = f"project_{area}_{i + 1}.md"
+        (big / rel).write_text(_topic(name, desc, desc.capitalize() + "."), encoding="utf-8")
+        lines.append(f"- [{name.title()}]({rel}) — {desc}")
+    (big / "MEMORY.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _sandbox(claude_data: Path, home: Path) -> Path:
+    claude = home / ".claude"
+    shutil.copytree(claude_data, claude, ignore=shutil.ignore_patterns("SOURCES.tsv"))
+    for p in [claude, *claude.rglob("*")]:
+        p.chmod(p.stat().st_mode | 0o200)
+    _made_up(claude / "projects")
+    env = {**os.environ, "HOME": str(home), "XDG_STATE_HOME": str(home / ".local" / "state"),
+           "XDG_CONFIG_HOME": str(home / ".config")}
+    for k in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CONFIG_DIR"):
+        env.pop(k, None)
+    subprocess.run([sys.executable, "-m", "memd", "dream", PROJECT, "--force"], env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+    os.environ.update({k: env[k] for k in ("HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME")})
+    for k in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CONFIG_DIR"):
+        os.environ.pop(k, None)
+    return claude
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--claude-data", type=Path, default=ROOT.parent / "shared" / "claude-data")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "img")
+    args = ap.parse_args()
+    if not (args.claude_data / "projects").is_dir():
+        print(f"ui_screenshots: no projects folder under {args.claude_data}", file=sys.stderr)
+        return 2
+    chromium, driver = _first(CHROMIUM), _first(DRIVER)
+    if chromium is None or driver is None:
+        print("ui_screenshots: needs chromium and chromium-driver (apt-get install chromium chromium-driver)",
+              file=sys.stderr)
+        return 2
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+
+    with tempfile.TemporaryDirectory(prefix="memd-shots-") as tmp:
+        claude = _sandbox(args.claude_data, Path(tmp))
+        from memd.cli import Context
+        from memd.commands.ui import pages
+        from memd.ui.server import Running, Viewer
+
+        ctx = Context(argparse.Namespace(claude_dir=str(claude)))
+        opts = webdriver.ChromeOptions()
+        opts.binary_location = chromium
+        for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                    "--no-first-run", "--disable-extensions", "--window-size=1280,900", "--hide-scrollbars"):
+            opts.add_argument(arg)
+        browser = webdriver.Chrome(options=opts, service=Service(executable_path=driver))
+        args.out.mkdir(parents=True, exist_ok=True)
+        try:
+            with Running(Viewer(pages(ctx))) as url:
+                browser.get(url)
+                base = "{0.scheme}://{0.netloc}".format(urlsplit(url))
+                shots = {"ui-projects.png": ("/", ""), "ui-project-cut.png": (f"/project/{quote(BIG)}", "#cut"),
+                         "ui-run-diff.png": (f"/project/{quote(PROJECT)}", "details.run")}
+                for name, (path, element) in shots.items():
+                    browser.set_window_size(1280, 900)
+                    browser.get(base + path)
+                    if element == "details.run":  # the newest run, opened to its diff: that element alone
+                        run = browser.find_elements(By.CSS_SELECTOR, element)[0]
+                        browser.execute_script("arguments[0].open = true; arguments[0].scrollIntoView()", run)
+                        time.sleep(0.5)
+                        run.screenshot(str(args.out / name))
+                    elif element:  # the cut line in the middle of the window
+                        mark = browser.find_element(By.CSS_SELECTOR, element)
+                        browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", mark)
+                        time.sleep(0.5)
+                        browser.save_screenshot(str(args.out / name))
+                    else:
+                        height = browser.execute_script("return document.documentElement.scrollHeight")
+                        browser.set_window_size(1280, min(max(400, int(height) + 160), 1800))
+                        browser.save_screenshot(str(args.out / name))
+                    print(args.out / name)
+        finally:
+            browser.quit()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
