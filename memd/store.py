@@ -17,6 +17,7 @@ import signal
 import stat
 import time
 from pathlib import Path
+from typing import Any
 
 from memd.core.paths import is_team
 from memd.errors import ConflictError, MemdError
@@ -168,6 +169,18 @@ def atomic_write(path: Path, data: str | bytes, *, expect: Signature | bool | No
         raise
     fault("store.after_rename", path.name)
     fsync_dir(folder)
+
+
+def read_json_dict(path: Path) -> dict[str, Any]:
+    """A state file holding one JSON object, or {} when it is missing, unreadable, not JSON or not an
+    object (memd's own record files: a damaged one starts over, never stops the job)."""
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def is_memd_temp(name: str) -> bool:

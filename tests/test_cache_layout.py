@@ -5,30 +5,17 @@ run reads the shared system prefix; no breakpoint where the prefix is under the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from memd.config import replace
 from memd.jobs import modelrun as mr
 from memd.jobs.catchup import catchup_project
 from memd.layout import Project
 from memd.llm import client as llm
-from tests.plugins.stub_api import StubAPI
+from tests import test_model_jobs
 from tests.test_model_jobs import Env, _fake_session, _user, topic
 
-
-@pytest.fixture
-def env(tmp_path: Path, stub_api: StubAPI, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
-    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
-    e = Env(tmp_path, stub_api, tmp_path / "claude")
-    try:
-        yield e
-    finally:
-        e.state.close()
+env = test_model_jobs.env  # the model-job tests' fixture, shared
 
 
 def _project(env: Env, sessions: int, words: int = 400) -> Project:

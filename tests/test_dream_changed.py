@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from memd import history
 from memd.config import replace
 from memd.jobs.dream import dream_project
 from memd.layout import Project
-from tests.plugins.stub_api import StubAPI
+from tests import test_model_jobs
 from tests.test_model_jobs import Env, dup_folder, topic
+
+env = test_model_jobs.env  # the model-job tests' fixture, shared
 
 BODIES = {  # each topic file's body in dup_folder: never in the manifest nor the index
     "feedback_tabs.md": "Use tabs.",
@@ -24,17 +23,6 @@ BODIES = {  # each topic file's body in dup_folder: never in the manifest nor th
     "user_role.md": "The user is a backend engineer.",
     "project_deploy.md": "Deploys happen on Fridays.",
 }
-
-
-@pytest.fixture
-def env(tmp_path: Path, stub_api: StubAPI, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
-    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
-    e = Env(tmp_path, stub_api, tmp_path / "claude")
-    try:
-        yield e
-    finally:
-        e.state.close()
 
 
 def _first_request(env: Env, start: int) -> str:

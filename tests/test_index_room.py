@@ -6,10 +6,6 @@ in ``memd status`` and ``memd report`` (the warning ``index_held_back``), not on
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from memd.core import index as mindex
 from memd.core.rebuild import REPAIR, TopicInfo, plan_rebuild
@@ -18,19 +14,10 @@ from memd.jobs import checkin
 from memd.jobs.catchup import catchup_project
 from memd.jobs.modelrun import HELD_BACK_WARNING
 from memd.layout import Project
-from tests.plugins.stub_api import StubAPI
+from tests import test_model_jobs
 from tests.test_model_jobs import Env, _fake_session, _full_index_project, _user, topic
 
-
-@pytest.fixture
-def env(tmp_path: Path, stub_api: StubAPI, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
-    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
-    e = Env(tmp_path, stub_api, tmp_path / "claude")
-    try:
-        yield e
-    finally:
-        e.state.close()
+env = test_model_jobs.env  # the model-job tests' fixture, shared
 
 
 def _desc(i: int) -> str:

@@ -91,11 +91,9 @@ def _state_path(state_dir: Path) -> Path:
 
 
 def _load_all(state_dir: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(_state_path(state_dir).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    from memd.store import read_json_dict
+
+    return read_json_dict(_state_path(state_dir))
 
 
 def _save_all(state_dir: Path, data: dict[str, Any]) -> None:

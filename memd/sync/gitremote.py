@@ -466,13 +466,9 @@ def _seen_path(state_dir: Path) -> Path:
 
 def seen(state_dir: Path) -> dict[str, Any]:
     """Per project, the remote head and the folder's mark as the last complete sync left them."""
-    import json
+    from memd.store import read_json_dict
 
-    try:
-        data = json.loads(_seen_path(state_dir).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return read_json_dict(_seen_path(state_dir))
 
 
 def folder_id(memory_dir: Path) -> str | None:

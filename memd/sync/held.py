@@ -57,11 +57,9 @@ def _path(state_dir: Path) -> Path:
 
 
 def _load_all(state_dir: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(_path(state_dir).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    from memd.store import read_json_dict
+
+    return read_json_dict(_path(state_dir))
 
 
 def load(state_dir: Path, project: str) -> Held:
@@ -130,7 +128,7 @@ def release_project(state_dir: Path, project: str, *, kind: str | None = None) -
 
 
 def release_writers(state_dir: Path, projects: list[str]) -> None:
-    """Forget the second-writer holds of ``projects`` (no longer second: resolved, excluded), in one write."""
+    """Forget the second-writer holds of ``projects`` (no longer second: resolved, excluded)."""
     data = _load_all(state_dir)
     gone = [n for n in projects if isinstance(data.get(n), dict) and isinstance(data[n].get("project"), dict)
             and data[n]["project"].get("kind") == WRITER]
