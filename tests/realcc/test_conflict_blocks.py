@@ -117,7 +117,7 @@ def recalled(claude_cli: Path, request: pytest.FixtureRequest) -> Iterator[tuple
         (sb.memory / "project_db.md").write_text(db_file(), encoding="utf-8")
         (sb.home / ".claude.json").write_text(json.dumps({"cachedGrowthBookFeatures": {"tengu_moth_copse": True}}))
         stub.side_reply = lambda rec: '{"selected_memories": ["project_db.md"]}'
-        stub.turns(stub.message(stub.tool_use("Bash", {"command": "true", "description": "wait"})))
+        stub.turns(stub.message(stub.tool_use("Bash", {"command": "sleep 2", "description": "wait"})))
         run = sb.run("which database do we use?", env=RECALL_ENV)
         assert run.rc == 0, run.stderr[-2000:]
         side = [r for r in stub.side if "Available memories:" in "\n".join(user_texts(r.body))]
