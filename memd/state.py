@@ -969,6 +969,12 @@ class StateStore:
     def delete(self, key: str) -> None:
         self._exec("DELETE FROM kv WHERE key = ?", (key,))
 
+    def items(self, prefix: str) -> dict[str, str]:
+        """Every key/value whose key starts with ``prefix`` (a literal prefix, not a pattern)."""
+        rows = self._exec("SELECT key, value FROM kv WHERE substr(key, 1, ?) = ? ORDER BY key",
+                          (len(prefix), prefix)).fetchall()
+        return {str(r[0]): str(r[1]) for r in rows}
+
 
 # ---------------------------------------------------------------------- helpers
 

@@ -160,6 +160,7 @@ def test_a_file_written_again_with_what_was_forgotten_is_not_sent(machines: Any,
     line = sync_forget.status_lines(b.state_dir)
     assert "again.md" in line and "`memd forget`" in line and "not sent" in line, line
     assert status_lines(b.state_dir) == ""  # not a hold of the remote's files
+    assert list(sync_forget.held_files(b.state_dir)[b.project().name]) == ["again.md"]  # status --format json
     a.sync("app")
     assert "staging" in (a.read("deploy.md") or "") and a.read("again.md") is None
     b.write("again.md", topic("again", "Reminder: ask Dana for the phrase.\n"))

@@ -270,6 +270,14 @@ def test_a_restart_picks_up_the_pending_batch_instead_of_paying_twice(env: Env) 
     assert t is not None and t.extract_offset == 0  # nothing applied, the span unmoved
     assert env.state.get(lb.state_key("catchup", p.name)) is not None  # the batch id is kept
     assert calls(env) == [] and env.stub.creates == 1
+    # `memd status` says it is pending, and whose next run picks it up
+    from memd.daemon import info
+
+    assert [(b.job, b.project, b.batch_id) for b in lb.pending(env.state)] == [
+        ("catchup", p.name, first.details["batch"]["id"])]
+    shown = info.daemon_status(env.state_dir, cfg)
+    assert [b["project"] for b in shown["batches"]] == [p.name]
+    assert f"batch {first.details['batch']['id']} (catchup of {p.name}" in info.render(shown)
     # the daemon restarts; the next scheduled run sends the same request: the batch is picked up
     env.stub.batches[first.details["batch"]["id"]].script.before_retrieve = None
     second = catchup_project(env.jc(config=cfg, unattended=True), p)
@@ -280,6 +288,7 @@ def test_a_restart_picks_up_the_pending_batch_instead_of_paying_twice(env: Env) 
     t = env.state.transcript(sess)
     assert t is not None and t.extract_offset == sess.stat().st_size
     assert env.state.get(lb.state_key("catchup", p.name)) is None
+    assert lb.pending(env.state) == [] and info.daemon_status(env.state_dir, cfg)["batches"] == []
 
 
 def test_a_recorded_batch_for_another_request_is_cancelled(env: Env) -> None:

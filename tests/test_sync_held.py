@@ -49,6 +49,14 @@ def test_one_refused_file_is_held_and_the_rest_flows(machines: Any, tmp_path: Pa
     assert main(_cli(b, tmp_path, "status")) == 0
     text = capsys.readouterr().out
     assert "leak.md" in text and f"--keep-local {b.project().name}" in text, text
+    import json
+
+    assert main(_cli(b, tmp_path, "status", "--format", "json")) == 0
+    doc = json.loads(capsys.readouterr().out)["sync"]  # the same, as values
+    assert list(doc["held"]) == [b.project().name]
+    assert list(doc["held"][b.project().name]["files"]) == ["leak.md"]
+    assert "secret" in doc["held"][b.project().name]["files"]["leak.md"]
+    assert any("leak.md" in line and "--keep-local" in line for line in doc["lines"]), doc
     assert main(_cli(b, tmp_path, "sync", "--list")) == 0
     assert "1 file(s)" in capsys.readouterr().out
     # held across syncs: a later sync neither takes it nor drops it from the remote

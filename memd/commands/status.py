@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from memd.cli import project_args
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from memd.cli import Context
     from memd.inspect import StatusRow
 
@@ -90,7 +92,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
         doc = {"projects": [r.as_json() for r in rows],
                "warnings": [*warnings, *({"recorded": True, **w} for w in recorded)],
-               "daemon": daemon, "model": cred,
+               "daemon": daemon, "model": cred, "sync": _sync_json(ctx.state_dir, {r.project for r in rows}),
                "config": None if bad_config is None else {"path": bad_config.path, "problems": bad_config.problems}}
         sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
         return _exit_code(bad_config is not None, rows)
@@ -122,6 +124,30 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
     sys.stdout.write(forgotten_lines(ctx.state_dir))
     return _exit_code(bad_config is not None, rows)
+
+
+def _sync_json(state_dir: Path, names: set[str]) -> dict[str, Any]:
+    """What the text's sync lines say, as values: per project, what sync holds (files with their reason,
+    the whole project, files an undo keeps here), conflicts kept for the dream, files held for holding
+    what `memd forget` took out; and the lines themselves."""
+    from memd.sync import evidence, forget, held
+
+    out: dict[str, Any] = {"held": {}, "conflicts": {}, "forgotten": {}}
+    for name, h in held.load_all(state_dir).items():
+        if name in names and not h.empty:
+            out["held"][name] = {"files": {rel: row.get("reason", "refused") for rel, row in sorted(h.files.items())},
+                                 "project": dict(h.project) or None, "undone": sorted(h.undone)}
+    for name in sorted(names):
+        n = len(evidence.open_conflicts(state_dir, name))
+        if n:
+            out["conflicts"][name] = n
+    for name, files in forget.held_files(state_dir).items():
+        if name in names:
+            out["forgotten"][name] = files
+    text = (evidence.status_line(state_dir, sorted(names)) + held.status_lines(state_dir, sorted(names))
+            + forget.status_lines(state_dir))
+    out["lines"] = text.splitlines()
+    return out
 
 
 def _exit_code(bad_config: bool, rows: list[Any]) -> int:

@@ -88,7 +88,11 @@ def daemon_status(state_dir: Path, config: Config, *, now: datetime | None = Non
                      **{k: w.details[k] for k in ("lines", "chars", "files", "hidden", "runs", "sessions", "reason")
                         if k in w.details}}
                     for w in st.warnings()]
+        from memd.llm.batch import pending
+
+        batches = [{**b.as_json(), "at": _stamp(b.at)} for b in pending(st)]
     info["jobs"] = jobs
+    info["batches"] = batches
     info["warnings"] = warnings
     return info
 
@@ -119,6 +123,9 @@ def render(info: dict[str, Any], *, warnings: bool = True) -> str:
         else:
             last_s = "never run"
         lines.append(f"  {job:<8} {when}; next {j.get('next', '-')}; {last_s}")
+    for b in info.get("batches", []):
+        lines.append(f"  batch {b['id']} ({b['job']} of {b['project']}, submitted {b.get('at') or '?'}) is pending: "
+                     f"the project's next {b['job']} with the same request picks it up")
     if warnings:
         ws = info["warnings"]
         lines.extend([f"open warnings ({len(ws)}):", *warning_lines(ws)] if ws else ["open warnings: none"])

@@ -164,6 +164,37 @@ def state_key(job: str, project: str) -> str:
     return f"{KEY_PREFIX}{job}.{project}"
 
 
+@dataclass(frozen=True)
+class Pending:
+    """A batch a run submitted and left (a shutdown while it waited): its project's next run with the
+    same request picks it up (``memd status`` shows it)."""
+
+    job: str
+    project: str
+    batch_id: str
+    at: float | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"job": self.job, "project": self.project, "id": self.batch_id, "at": self.at}
+
+
+def pending(state: Any) -> list[Pending]:
+    """The batches recorded in ``state`` (a StateStore) and not yet read, cancelled or gone."""
+    out: list[Pending] = []
+    for key, raw in state.items(KEY_PREFIX).items():
+        job, _, project = key[len(KEY_PREFIX):].partition(".")
+        if job == "cache" or not project:  # batch.cache.<model>: the cache judgements, not a batch
+            continue
+        try:
+            rec = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("id"), str):
+            at = rec.get("at")
+            out.append(Pending(job, project, rec["id"], float(at) if isinstance(at, int | float) else None))
+    return out
+
+
 @dataclass
 class BatchPlan:
     """How one run batches its first call: the wait, the poll interval, where its batch id is kept

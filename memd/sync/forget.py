@@ -145,13 +145,20 @@ def set_held(state_dir: Path, project: str, files: dict[str, str]) -> None:
     _save_all(state_dir, data)
 
 
+def held_files(state_dir: Path) -> dict[str, dict[str, str]]:
+    """Per project, the files sync holds back because they hold something forgotten (path -> why)."""
+    out: dict[str, dict[str, str]] = {}
+    for project, row in sorted(_load_all(state_dir).items()):
+        files = row.get("held") if isinstance(row, dict) else None
+        if isinstance(files, dict) and files:
+            out[project] = {str(rel): str(why) for rel, why in sorted(files.items())}
+    return out
+
+
 def status_lines(state_dir: Path) -> str:
     """``memd status``'s lines: a file sync holds back because it holds something forgotten."""
     out = []
-    for project, row in sorted(_load_all(state_dir).items()):
-        files = row.get("held") if isinstance(row, dict) else None
-        if not isinstance(files, dict) or not files:
-            continue
+    for project, files in held_files(state_dir).items():
         shown = "; ".join(f"{rel}: {why}" for rel, why in sorted(files.items())[:3])
         more = f" and {len(files) - 3} more" if len(files) > 3 else ""
         out.append(f"sync: {project}: {len(files)} file(s) hold what `memd forget` took out and are not sent "
