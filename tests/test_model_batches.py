@@ -164,6 +164,48 @@ def test_a_batch_that_did_not_succeed_falls_back_to_the_call_at_once(env: Env, r
     assert out.cost_usd == pytest.approx(expected_cost(cfg, recs), abs=1e-6)
     assert "batched_calls" not in out.details
     assert env.state.get(lb.state_key("dream", p.name)) is None
+    assert lb.pending(env.state) == []  # the endpoint's record is not a pending batch
+
+
+def test_an_endpoint_without_batches_is_not_asked_again_for_a_week(env: Env) -> None:
+    """A proxy without the batches route costs one failed create, not one a run: `auto` remembers it
+    for a week, then tries once more; `on` tries every run; a submitted batch clears the record."""
+    from datetime import UTC, datetime
+
+    from memd.clock import ManualClock
+
+    clock = ManualClock(datetime(2026, 3, 10, 1, 0, tzinfo=UTC))
+    tries: list[str] = []
+    original = env.stub._batches
+
+    def no_batches(method: str, path: str, body: Any) -> Any:
+        tries.append(path)
+        return env.stub.error(404, "no batches here")
+
+    def night(mode: str = "auto") -> Any:
+        dream_script(env.stub)
+        out = dream_project(env.jc(config=batched_cfg(env, batch=mode), force=True, unattended=True, clock=clock),
+                            dup_folder(env))
+        assert out.outcome == "changed", out
+        return out
+
+    env.stub._batches = no_batches  # type: ignore[method-assign]
+    try:
+        assert night().details["batch"]["reason"] == "not submitted (HTTP 404)"
+        assert len(tries) == 1
+        clock.advance(86_400)
+        assert "batch" not in night().details and len(tries) == 1  # not asked again: no failed request
+        assert night("on").details["batch"]["reason"] == "not submitted (HTTP 404)"  # on tries regardless
+        assert len(tries) == 2
+        clock.advance(lb.PROBE_EVERY_S + 1)
+        assert night().details["batch"]["reason"] == "not submitted (HTTP 404)"  # the week's try
+        assert len(tries) == 3
+    finally:
+        env.stub._batches = original  # type: ignore[method-assign]
+    clock.advance(lb.PROBE_EVERY_S + 1)
+    env.stub.batch_script(BatchScript())
+    assert night().details["batch"]["result"] == "succeeded"  # the endpoint has them now
+    assert env.state.items(lb.ENDPOINT_KEY) == {}
 
 
 def test_a_batch_not_done_in_time_is_cancelled_and_the_call_made_at_once(env: Env) -> None:

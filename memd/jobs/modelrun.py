@@ -315,13 +315,13 @@ def batch_plan(jc: JobContext, job: str, project: str, client: llm.Client, run_d
                model: str) -> BatchPlan | None:
     """How a run's conversations send their first call through Message Batches (``memd.llm.batch``),
     or None when ``model.batch`` does not allow it here (``memd.llm.batch.decide``: the mode, the
-    provider, and for ``auto`` whether the model's batches have been paying)."""
+    provider, and for ``auto`` whether the model's batches have been paying and the endpoint has them)."""
     from memd.llm import batch as lb
 
     cache = lb.cache_record(jc.state, model)
     now = jc.clock.time()
     if lb.decide(jc.config, unattended=jc.unattended, source_kind=client.source.kind, cache=cache,
-                 now=now) is not None:
+                 now=now, endpoint=lb.endpoint_record(jc.state, client)) is not None:
         return None
     # a dry run keeps no batch id and learns nothing: nothing of it is picked up later
     plan = lb.BatchPlan(wait_s=lb.wait_limit(jc.config, run_deadline_s), poll_s=jc.config.model.batch_poll_s,

@@ -36,6 +36,11 @@ model's calls, but for one probe a week after the last judgement (``PROBE_EVERY_
 once a night, so a daily probe would be every dream), so a change on Anthropic's side is seen; ``on``
 batches regardless. The decision is made once per run.
 
+An endpoint without batches (a proxy or gateway in ``model.base_url`` that answers a create with 404,
+405 or 501) is recorded (``batch.endpoint.<digest of its URL>``): ``auto`` then makes the first call at
+once without trying, for a week, after which one run tries again (a submitted batch clears the record);
+``on`` tries every run.
+
 Never paying twice: the batch id is recorded in the state store (``batch.<job>.<project>``) with a
 digest of the request before the first poll. A shutdown while waiting leaves the batch and its record
 (nothing of the run is applied; its span and gates stay); the project's next run that sends the
@@ -70,12 +75,15 @@ KEEP = 5  # cache judgements kept per model
 MISSES_TO_STOP = 3  # the last this many all misses: auto stops batching the model
 PROBE_EVERY_S = 7 * 86_400.0  # ... but for one probe a week (a dream runs once a night)
 CACHE_KEY = "batch.cache."
+ENDPOINT_KEY = "batch.endpoint."  # + a digest of the base URL: an endpoint without Message Batches
+NO_BATCHES = (404, 405, 501)  # what a create answers where the endpoint (a proxy, a gateway) has no batches route
 
 
 def decide(config: Config, *, unattended: bool, source_kind: str, cache: dict[str, Any] | None = None,
-           now: float = 0.0) -> str | None:
+           now: float = 0.0, endpoint: dict[str, Any] | None = None) -> str | None:
     """None when a run's first call may be batched; else why not (a short phrase). ``cache``: the
-    model's recorded cache judgements (``cache_record``); ``now``: wall time, for the daily probe."""
+    model's recorded cache judgements (``cache_record``); ``now``: wall time, for the daily probe;
+    ``endpoint``: what the endpoint answered when a batch could not be submitted (``endpoint_record``)."""
     mode = config.model.batch
     if mode == "off":
         return "model.batch is off"
@@ -83,6 +91,11 @@ def decide(config: Config, *, unattended: bool, source_kind: str, cache: dict[st
         return "Message Batches are not offered through Bedrock or Vertex"
     if mode == "auto" and not unattended:
         return "someone waits on this run (model.batch = auto batches scheduled runs only)"
+    if mode == "auto" and endpoint is not None:
+        at, code = endpoint.get("at"), endpoint.get("status")
+        if isinstance(at, (int, float)) and now - at < PROBE_EVERY_S:
+            return (f"the endpoint answered HTTP {code} to a batch: it has no Message Batches (one try a week; "
+                    "model.batch = on tries every run)")
     if mode == "auto" and cache is not None:
         seen = [x for x in cache.get("seen", []) if x in ("hit", "miss")]
         last = seen[-MISSES_TO_STOP:]
@@ -144,6 +157,32 @@ def learn(plan: BatchPlan, note: BatchNote, second: Any) -> None:
     plan.state.set(CACHE_KEY + note.model, json.dumps({**rec, "seen": seen, "at": plan.wall}))
 
 
+def endpoint_key(client: Client) -> str:
+    url = str(getattr(client.sdk, "base_url", "") or "")
+    return ENDPOINT_KEY + hashlib.sha256(url.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def endpoint_record(state: Any, client: Client) -> dict[str, Any] | None:
+    """What the client's endpoint last answered when a batch could not be submitted for want of the
+    route (``{"status": 404, "at": wall time}``), or None."""
+    if state is None:
+        return None
+    raw = state.get(endpoint_key(client))
+    try:
+        rec = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+def _no_batches(plan: BatchPlan, client: Client, e: BaseException) -> None:
+    """Keep that the endpoint has no batches route, so ``auto`` stops paying a failed request a run;
+    a submitted batch clears it."""
+    code = getattr(e, "status_code", None)
+    if plan.state is not None and code in NO_BATCHES:
+        plan.state.set(endpoint_key(client), json.dumps({"status": code, "at": plan.wall}))
+
+
 def mark_probe(plan: BatchPlan, model: str, now: float) -> None:
     if plan.state is not None:
         rec = cache_record(plan.state, model) or {}
@@ -183,7 +222,7 @@ def pending(state: Any) -> list[Pending]:
     out: list[Pending] = []
     for key, raw in state.items(KEY_PREFIX).items():
         job, _, project = key[len(KEY_PREFIX):].partition(".")
-        if job == "cache" or not project:  # batch.cache.<model>: the cache judgements, not a batch
+        if job in ("cache", "endpoint") or not project:  # judgements of a model's cache or an endpoint
             continue
         try:
             rec = json.loads(raw)
@@ -288,9 +327,12 @@ def _first_call(client: Client, plan: BatchPlan, note: BatchNote, *, model: str,
                                   timeout=_call_timeout(client), **({"betas": betas} if betas else {}))
             batch_id = str(made.id)
         except errors as e:
+            _no_batches(plan, client, e)
             return _fallback(client, note, "not submitted", f"not submitted ({_why(e)})", model=model,
                              betas=betas, **request)
         _save(plan, {"id": batch_id, "digest": key, "custom_id": custom_id, "at": time.time()})
+        if plan.state is not None:
+            plan.state.delete(endpoint_key(client))
     note.batch_id = batch_id
     t0 = plan.clock()
     status = ""
