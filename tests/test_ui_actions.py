@@ -153,6 +153,21 @@ def test_a_post_without_its_csrf_token_or_from_another_site_is_refused_and_chang
     assert _files(mem) != files
 
 
+def test_an_action_while_another_memd_job_runs_is_refused_with_the_reason(claude_home: Path, serve: Any) -> None:
+    from memd import layout
+    from memd.jobs.runner import job_lock
+
+    _parked(claude_home, P, "Remember: we deploy on Fridays.")
+    url, viewer = serve(_ctx(claude_home))
+    token = url.split("token=", 1)[1]
+    with job_lock(layout.state_dir("")):  # the daemon's catch-up, say
+        status, text = _request(url, "POST", f"/retry/{P}", cookie=token, body=f"csrf={viewer.csrf}".encode(),
+                                headers=FORM | {"Origin": f"http://127.0.0.1:{urlsplit(url).port}"})
+    assert status == 200 and 'id="outcome" data-outcome="refused"' in text, text
+    assert "another memd job is running" in text
+    assert len(_retry_state(P)[0]) == 1  # the parked span is as it was
+
+
 # ---- the actions, in a real headless browser -------------------------------------------------------
 
 def _confirm(browser: Any) -> str:

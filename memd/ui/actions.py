@@ -211,10 +211,15 @@ def _job_part(what: str, result: JobResult, project: str) -> Part:
 
 
 def _run(ctx: Context, project: Project, job: str, work: Callable[[Any, list[Any]], Any]) -> JobResult:
+    """The job as its command runs it (the job lock first, as the daemon takes it), the project's lock
+    held around the work."""
     from memd.commands._jobrun import run_once
 
-    with _locked(ctx, project, job):
-        return run_once(job, ctx, [project], force=False, dry_run=False, work=work)
+    def locked(jc: Any, projects: list[Any]) -> Any:
+        with _locked(ctx, project, job):
+            return work(jc, projects)
+
+    return run_once(job, ctx, [project], force=False, dry_run=False, work=locked)
 
 
 def do_retry(ctx: Context, project: Project) -> Outcome:
