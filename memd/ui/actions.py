@@ -213,7 +213,12 @@ def _job_part(what: str, result: JobResult, project: str) -> Part:
 def _run(ctx: Context, project: Project, job: str, work: Callable[[Any, list[Any]], Any]) -> JobResult:
     """The job as its command runs it (the job lock first, as the daemon takes it), the project's lock
     held around the work."""
+    from memd import logs
     from memd.commands._jobrun import run_once
+
+    cfg = ctx.config  # events go to memd's JSON log, as the command's do (not to the viewer's terminal)
+    logs.setup(ctx.state_dir, level=cfg.logging.level, console=False, max_bytes=cfg.logging.max_bytes,
+               backups=cfg.logging.backups)
 
     def locked(jc: Any, projects: list[Any]) -> Any:
         with _locked(ctx, project, job):
