@@ -168,6 +168,78 @@ def test_an_action_while_another_memd_job_runs_is_refused_with_the_reason(claude
     assert len(_retry_state(P)[0]) == 1  # the parked span is as it was
 
 
+def test_a_post_runs_its_action_exactly_when_every_check_holds(claude_home: Path) -> None:
+    """Model-based: any mix of a POST's parts (viewer token, Host, CSRF token, Origin, Sec-Fetch-Site,
+    Content-Type, size, path), in any order: the action runs once for each POST whose every part is
+    right and never otherwise, with the status the model predicts."""
+    from hypothesis import settings
+    from hypothesis import strategies as st
+    from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+
+    ran: list[str] = []
+
+    def act(rest: list[str]) -> tuple[str, dict[str, Any]] | None:
+        ran.append("/".join(rest))
+        return "error.html", {"message": "done"}
+
+    viewer = Viewer({}, actions={"act": act})
+    with Running(viewer) as url:
+        port = urlsplit(url).port
+        ours = f"127.0.0.1:{port}"
+
+        class Posts(RuleBasedStateMachine):
+            def __init__(self) -> None:
+                super().__init__()
+                self.expected = 0
+                ran.clear()
+
+            @rule(token=st.sampled_from(["right", "wrong", "none"]),
+                  host=st.sampled_from([ours, f"localhost:{port}", f"evil.example:{port}"]),
+                  csrf=st.sampled_from(["right", "wrong", "none", "token"]),
+                  origin=st.sampled_from([None, "ours", "localhost", "http://evil.example", "null"]),
+                  site=st.sampled_from([None, "same-origin", "same-site", "cross-site", "none"]),
+                  ctype=st.sampled_from(["form", "form; charset=utf-8", "json", "text", None]),
+                  pad=st.sampled_from([0, 100, MAX_FORM]),
+                  path=st.sampled_from(["/act/x", "/act", "/", "/nope/x"]))
+            def post(self, token: str, host: str, csrf: str, origin: str | None, site: str | None,
+                     ctype: str | None, pad: int, path: str) -> None:
+                cookie = {"right": viewer.token, "wrong": viewer.token[:-1] + "x", "none": None}[token]
+                given = {"right": viewer.csrf, "wrong": viewer.csrf[:-1] + "x", "none": None,
+                         "token": viewer.token}[csrf]
+                body = (f"csrf={given}" if given else "note=1").encode() + (b"&p=" + b"x" * pad if pad else b"")
+                headers: dict[str, str] = {"Host": host}
+                if origin is not None:
+                    headers["Origin"] = {"ours": f"http://{ours}", "localhost": f"http://localhost:{port}"}.get(
+                        origin, origin)
+                if site is not None:
+                    headers["Sec-Fetch-Site"] = site
+                if ctype is not None:
+                    headers["Content-Type"] = {"json": "application/json", "text": "text/plain"}.get(
+                        ctype, ctype.replace("form", "application/x-www-form-urlencoded"))
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                if cookie is not None:
+                    headers["Cookie"] = f"{COOKIE}_{port}={cookie}"
+                conn.request("POST", path, body=body, headers=headers)
+                status = conn.getresponse().status
+                conn.close()
+                want = (403 if host.startswith("evil") or token != "right"
+                        else 405 if not path.startswith("/act")
+                        else 403 if origin in ("http://evil.example", "null") or site not in (None, "same-origin")
+                        else 415 if ctype not in ("form", "form; charset=utf-8")
+                        else 413 if len(body) > MAX_FORM
+                        else 403 if csrf != "right"
+                        else 200)
+                assert status == want, (status, want, token, host, csrf, origin, site, ctype, pad, path)
+                if want == 200:
+                    self.expected += 1
+
+            @invariant()
+            def the_action_ran_once_per_accepted_post(self) -> None:
+                assert len(ran) == self.expected, (ran, self.expected)
+
+        run_state_machine_as_test(Posts, settings=settings(max_examples=40, stateful_step_count=15, deadline=None))
+
+
 # ---- the actions, in a real headless browser -------------------------------------------------------
 
 def _confirm(browser: Any) -> str:
