@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 Page = tuple[str, dict[str, Any]] | None
 SIDES = {"keep-local": "this machine's version", "take-remote": "the remote's version"}
 _MAX_DIFF_LINES = 4000
+_MAX_EXCERPTS = 20  # spans whose transcript is read for an excerpt (each read is bounded too)
 
 
 @dataclass
@@ -125,16 +126,19 @@ def span_views(project: Project, config: Config, state_dir: Path) -> list[SpanVi
     with StateStore.open(state_dir) as st:
         tries = st.span_tries(project.name)
         sessions = {t.path: t.session_id for t in st.transcripts(project.name)}
+    order = {"parked": 0, "deferred": 1, "due": 2}
+    rows = sorted(tries.items(), key=lambda kv: (order[span_state(kv[1], now, config)], -kv[1].last_try))
     out: list[SpanView] = []
-    for path, tr in tries.items():
-        try:
-            excerpt = span_excerpt(path, tr.start, config)
-        except (OSError, ValueError) as e:
-            excerpt = f"(the transcript cannot be read: {e})"
+    for i, (path, tr) in enumerate(rows):
+        excerpt = f"(not read: the first {_MAX_EXCERPTS} spans show theirs)"
+        if i < _MAX_EXCERPTS:
+            try:
+                excerpt = span_excerpt(path, tr.start, config)
+            except (OSError, ValueError) as e:
+                excerpt = f"(the transcript cannot be read: {e})"
         out.append(SpanView(redact(sessions.get(path) or session_id_for(path)), redact(path.name), tr.start,
                             tr.tries, tr.last_try, span_state(tr, now, config), redact(tr.reason), redact(excerpt)))
-    order = {"parked": 0, "deferred": 1, "due": 2}
-    return sorted(out, key=lambda s: (order.get(s.state, 3), -s.last_try))
+    return out
 
 
 def held_choices(state_dir: Path, project: str) -> list[HeldChoice]:
