@@ -18,27 +18,14 @@ def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: b
 
     from memd import logs
     from memd.commands._projects import select
-    from memd.jobs import JobContext
-    from memd.jobs.runner import job_lock, run_job
-    from memd.state import StateStore
 
     projects = select(args, ctx, default_all=True)  # an explicit --claude-dir must exist
     cfg = ctx.config
-    state_dir = ctx.state_dir
     # events go to the same JSON log as the daemon's (the run is part of the record), and to the
     # terminal when there is one
-    logs.setup(state_dir, level=cfg.logging.level, max_bytes=cfg.logging.max_bytes, backups=cfg.logging.backups)
-    log = logs.get_logger(f"memd.{job}")
-    with job_lock(state_dir), StateStore.open(state_dir) as state:
-        jc = JobContext(config=cfg, claude_dir=ctx.claude_dir, state_dir=state_dir, state=state,
-                        force=force, dry_run=args.dry_run, log=log)
-        from memd.commands._progress import progress  # a bar on a terminal only
-
-        with progress(len(projects), job) as step:
-            if work is None:
-                result = run_job(job, jc, projects, before_project=lambda p: step(p.name))
-            else:
-                result = work(jc, projects)
+    logs.setup(ctx.state_dir, level=cfg.logging.level, max_bytes=cfg.logging.max_bytes,
+               backups=cfg.logging.backups)
+    result = run_once(job, ctx, projects, force=force, dry_run=args.dry_run, work=work, bar=True)
     off = None
     if job in ("dream", "catchup"):  # a sync never reaches the model (nor imports its client)
         from memd.llm.client import model_off_reason
@@ -59,6 +46,29 @@ def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: b
     if not projects:
         print("no projects", file=sys.stderr)
     return exit_code(result)
+
+
+def run_once(job: str, ctx: Context, projects: list[Any], *, force: bool, dry_run: bool,
+             work: Callable[[Any, list[Any]], Any] | None = None, bar: bool = False) -> JobResult:
+    """The job over ``projects`` under the job lock (``JobLockError`` when another job runs), with a
+    JobContext on memd's state: what the commands run, and `memd ui`'s confirmed actions."""
+    from memd import logs
+    from memd.jobs import JobContext
+    from memd.jobs.runner import job_lock, run_job
+    from memd.state import StateStore
+
+    log = logs.get_logger(f"memd.{job}")
+    with job_lock(ctx.state_dir), StateStore.open(ctx.state_dir) as state:
+        jc = JobContext(config=ctx.config, claude_dir=ctx.claude_dir, state_dir=ctx.state_dir, state=state,
+                        force=force, dry_run=dry_run, log=log)
+        if not bar:
+            return run_job(job, jc, projects) if work is None else work(jc, projects)
+        from memd.commands._progress import progress  # a bar on a terminal only
+
+        with progress(len(projects), job) as step:
+            if work is None:
+                return run_job(job, jc, projects, before_project=lambda p: step(p.name))
+            return work(jc, projects)  # type: ignore[no-any-return]
 
 
 def exit_code(result: JobResult) -> int:

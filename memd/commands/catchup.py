@@ -27,15 +27,17 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
     if not args.retry:
         return run_foreground("catchup", args, ctx, force=False)
+    return run_foreground("catchup", args, ctx, force=False, work=retry)
 
-    def work(jc: Any, projects: list[Any]) -> Any:
-        from memd.jobs.catchup import PARKED_WARNING
-        from memd.jobs.runner import run_job
 
-        if not jc.dry_run:
-            for p in projects:
-                if jc.state.retry_spans(p.name):
-                    jc.state.clear_warning(p.name, PARKED_WARNING)
-        return run_job("catchup", jc, projects)
+def retry(jc: Any, projects: list[Any]) -> Any:
+    """``--retry``'s work (`memd ui`'s confirmed retry runs it too): the projects' parked and deferred
+    spans start over (``StateStore.retry_spans``, the parked warning cleared), then the catch-up runs."""
+    from memd.jobs.catchup import PARKED_WARNING
+    from memd.jobs.runner import run_job
 
-    return run_foreground("catchup", args, ctx, force=False, work=work)
+    if not jc.dry_run:
+        for p in projects:
+            if jc.state.retry_spans(p.name):
+                jc.state.clear_warning(p.name, PARKED_WARNING)
+    return run_job("catchup", jc, projects)

@@ -13,7 +13,8 @@ if TYPE_CHECKING:
     from memd.cli import Context
     from memd.ui.server import Pages
 
-HELP = "serve a read-only local viewer of every project's memory, budgets and history on 127.0.0.1"
+HELP = ("serve a local viewer of every project's memory, budgets and history on 127.0.0.1 (it changes "
+        "nothing but through a confirmed action: undo a run, retry parked catch-up spans, accept held sync files)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def pages(ctx: Context) -> Pages:
     """The viewer's pages, each reading afresh on every request (the page is what is on disk now)."""
     from memd import layout
-    from memd.ui import views
+    from memd.ui import actions, views
 
     def projects() -> list[layout.Project]:
         return layout.list_projects(ctx.claude_dir)
@@ -41,12 +42,20 @@ def pages(ctx: Context) -> Pages:
         found = next((p for p in projects() if p.name == rest[0]), None)
         if found is None:
             return None
-        return "project.html", {"page": views.project_page(found, ctx.config, ctx.state_dir)}
+        return "project.html", {"page": views.project_page(found, ctx.config, ctx.state_dir),
+                                **actions.project_extras(ctx, found)}
 
     def report(rest: list[str]) -> tuple[str, dict[str, Any]] | None:
         return None if rest else ("report.html", {"report": views.report_page(ctx.state_dir)})
 
-    return {"": overview, "project": project, "report": report}
+    return {"": overview, "project": project, "report": report, **actions.confirm_pages(ctx)}
+
+
+def posts(ctx: Context) -> Pages:
+    """The actions behind the confirmation pages (memd.ui.actions): what a confirmed POST runs."""
+    from memd.ui import actions
+
+    return actions.posts(ctx)
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
@@ -62,13 +71,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         raise UsageError("memd ui needs Jinja2: pip install 'memd[ui]'") from None
     from memd.ui.server import Viewer, make_server, url
 
-    viewer = Viewer(pages(ctx))
+    viewer = Viewer(pages(ctx), actions=posts(ctx))
     try:
         server = make_server(viewer, args.port)
     except OSError as e:
         raise UsageError(f"cannot listen on 127.0.0.1:{args.port}: {e.strerror}") from None
     address = url(viewer)
-    print(f"memd ui: {address}\n(read-only; Ctrl-C stops it)", flush=True)
+    print(f"memd ui: {address}\n(changes only through confirmed actions; Ctrl-C stops it)", flush=True)
     if args.open:
         import webbrowser
 

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from memd.cli import Context
+    from memd.history import UndoResult
+    from memd.layout import Project
 
 HELP = ("revert a run memd applied (default: the newest): files it changed or deleted come back, files "
         "it added go; files changed since are left alone. The folder is snapshotted first. With sync on, "
@@ -22,34 +24,43 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    import time
-
-    from memd.commands._projects import record_manual_run, select
-    from memd.maintenance import undo_project
+    from memd.commands._projects import select
 
     (project,) = select(args, ctx)
+    _, lines = undo(ctx, project, args.run, dry_run=args.dry_run)
+    for line in lines:
+        print(line)
+    return 0
+
+
+def undo(ctx: Context, project: Project, run: str | None, *, dry_run: bool) -> tuple[UndoResult, list[str]]:
+    """The undo and the lines `memd undo` prints for it (`memd ui`'s confirmed undo runs this too): the
+    result of ``undo_project`` (under the project's lock), put in the run log when it changed a file."""
+    import time
+
+    from memd.commands._projects import record_manual_run
+    from memd.maintenance import undo_project
+
     started = time.time()
-    res, rb = undo_project(project, ctx.config, ctx.state_dir, args.run, dry_run=args.dry_run)
-    if not args.dry_run and (res.restored or res.removed):
+    res, rb = undo_project(project, ctx.config, ctx.state_dir, run, dry_run=dry_run)
+    if not dry_run and (res.restored or res.removed):
         record_manual_run(ctx, "undo", project, started, "changed", changed=len(res.restored),
                           deleted=len(res.removed), summary=f"undo {res.run}",
                           error="; ".join(f"{rel}: {why}" for rel, why in res.skipped) or None)
-    verb = "would restore" if args.dry_run else "restored"
-    for rel in res.restored:
-        print(f"{verb} {rel}")
-    for rel in res.removed:
-        print(f"{'would remove' if args.dry_run else 'removed'} {rel} (added by the run)")
-    for rel, why in res.skipped:
-        print(f"left {rel}: {why}")
+    out: list[str] = []
+    verb = "would restore" if dry_run else "restored"
+    out += [f"{verb} {rel}" for rel in res.restored]
+    out += [f"{'would remove' if dry_run else 'removed'} {rel} (added by the run)" for rel in res.removed]
+    out += [f"left {rel}: {why}" for rel, why in res.skipped]
     if not (res.restored or res.removed):
-        print(f"run {res.run}: nothing to revert")
-    elif not args.dry_run:
-        print(f"undid {res.run} (snapshot before the undo: {res.snapshot[:10]})")
+        out.append(f"run {res.run}: nothing to revert")
+    elif not dry_run:
+        out.append(f"undid {res.run} (snapshot before the undo: {res.snapshot[:10]})")
         if rb is not None:
-            print("MEMORY.md rebuilt to match the files" if rb.written else
-                  "MEMORY.md left as it is" + (f" ({'; '.join(rb.reasons)})" if rb.reasons else ""))
+            out.append("MEMORY.md rebuilt to match the files" if rb.written else
+                       "MEMORY.md left as it is" + (f" ({'; '.join(rb.reasons)})" if rb.reasons else ""))
         if res.kept_local:  # issue 21: undo is local; sync neither sends it nor takes it back unasked
             from memd.sync.held import undone_line
 
-            print(f"sync: {undone_line(project.name, res.kept_local)}")
-    return 0
+            out.append(f"sync: {undone_line(project.name, res.kept_local)}")
+    return res, out

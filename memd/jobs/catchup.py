@@ -217,14 +217,26 @@ def due_sessions(tries: dict[Path, Any], pending: list[TranscriptState], now: fl
         tr = tries.get(t.path)
         if tr is None or tr.start != t.extract_offset:
             due.append(t)
-        elif tr.parked is not None:
+            continue
+        state = span_state(tr, now, cfg)
+        if state == "parked":
             held[t.path] = (f"parked after {tr.tries} tries ({tr.reason[:160]}); "
                             f"`memd catchup --retry` tries again")
-        elif tr.tries >= EAGER_TRIES and now - tr.last_try < cfg.catchup.retry_hours * 3600:
+        elif state == "deferred":
             held[t.path] = f"tried {tr.tries} times; the next try waits until a day has passed"
         else:
             due.append(t)
     return due, held
+
+
+def span_state(tr: Any, now: float, cfg: Any) -> str:
+    """A recorded try's hold on its span: "parked" (until a user's retry), "deferred" (tried
+    ``EAGER_TRIES`` times: the next try waits ``catchup.retry_hours``) or "due" (tried again next run)."""
+    if tr.parked is not None:
+        return "parked"
+    if tr.tries >= EAGER_TRIES and now - tr.last_try < cfg.catchup.retry_hours * 3600:
+        return "deferred"
+    return "due"
 
 
 def _note_tries(jc: JobContext, project: Project, ex: _Extraction, out: ProjectOutcome) -> None:

@@ -382,6 +382,19 @@ def read_span(path: Path, start_offset: int, config: Config, *, memory_dir: Path
                 max(own, default=-1))
 
 
+def span_excerpt(path: Path, start_offset: int, config: Config, *, chars: int = 400,
+                 max_bytes: int = 256 * 1024) -> str:
+    """The first words of the span from ``start_offset``, as the catch-up renders it for the model
+    (the user's words, redacted), cut to about ``chars``: what `memd ui` shows of a parked span."""
+    from memd.transcripts.render import Budgets, render
+
+    span = read_span(path, start_offset, config, max_bytes=max_bytes)
+    if span.missing:
+        return ""
+    text = render(span.records, Budgets(max_chars=max(chars * 4, 1000), words_only=True)) if span.records else ""
+    return text if len(text) <= chars else text[:chars].rstrip() + " …"
+
+
 def find_session(claude: Path, session: str) -> Path | None:
     """A session given as a path to a .jsonl or as its UUID (searched under projects/)."""
     p = Path(session).expanduser()

@@ -7,8 +7,13 @@ Safety (docs/ui.md, "Safety model"), checked on every request before anything is
   SameSite=Strict) and the URL redirected without it; a request with neither is refused;
 - no CORS headers at all; a strict Content-Security-Policy (nothing but this origin's own style and
   script, no inline script, no framing) and ``X-Content-Type-Options: nosniff`` on every answer;
-- only GET and HEAD: this slice has no actions (the POST of a later one takes a CSRF token, see
-  ``csrf_ok``), so every other method is refused.
+- GET and HEAD read; POST only to an action (``Viewer.actions``: undo a run, retry parked catch-up
+  spans, accept what sync holds, each behind a confirmation page), and only when, on top of the Host and
+  token checks: the request is not cross-site (an ``Origin`` header that is not this viewer's, or a
+  ``Sec-Fetch-Site`` other than ``same-origin``: 403), the body is ``application/x-www-form-urlencoded``
+  (415) of a given length of at most ``MAX_FORM`` bytes (411, 413), and its ``csrf`` field is this
+  start's CSRF token (``csrf_ok``, constant time; 403). A refused POST changes nothing. Every other
+  method is refused (405).
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ COOKIE = "memd_ui_token"  # then "_<port>": cookies are per host, not per port, 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
        "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 STATIC = {"ui.css": "text/css; charset=utf-8"}
+MAX_FORM = 4096  # bytes of a POST's form: the actions' forms carry the CSRF token and nothing else
+FORM = "application/x-www-form-urlencoded"
 
 # A page is (template name, its values); a renderer is given the path's parts after the first.
 Pages = dict[str, Callable[[list[str]], tuple[str, dict[str, Any]] | None]]
@@ -42,12 +49,13 @@ class Refused(Exception):
 class Viewer:
     """One start of the viewer: its token, its pages and its templates."""
 
-    def __init__(self, pages: Pages, *, token: str | None = None) -> None:
+    def __init__(self, pages: Pages, *, token: str | None = None, actions: Pages | None = None) -> None:
         import jinja2
 
         self.token = token or secrets.token_urlsafe(32)
-        self.csrf = secrets.token_urlsafe(32)  # for the actions of a later slice (POST forms)
+        self.csrf = secrets.token_urlsafe(32)  # every action's POST form carries it
         self.pages = pages
+        self.actions = actions or {}  # POST /<name>/...: the actions behind the confirmation pages
         self.env = jinja2.Environment(
             loader=jinja2.PackageLoader("memd.ui", "templates"), autoescape=True,
             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -60,6 +68,9 @@ class Viewer:
 
     def allowed_hosts(self) -> set[str]:
         return {f"{HOST}:{self.port}", f"localhost:{self.port}"}
+
+    def allowed_origins(self) -> set[str]:
+        return {f"http://{h}" for h in self.allowed_hosts()}
 
     def token_ok(self, given: str | None) -> bool:
         return given is not None and hmac.compare_digest(given.encode(), self.token.encode())
@@ -99,7 +110,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(length))
         self.send_header("Content-Security-Policy", CSP)
         self.send_header("X-Content-Type-Options", "nosniff")
-        self.send_header("Referrer-Policy", "no-referrer")
+        self.send_header("Referrer-Policy", "same-origin")  # no referrer to another site; a form POST keeps its Origin
         self.send_header("Cache-Control", "no-store")
         for k, v in (extra or {}).items():
             self.send_header(k, v)
@@ -148,9 +159,48 @@ class Handler(BaseHTTPRequestHandler):
         except Refused as e:
             self._plain(e.status, str(e))
             return
-        self._plain(HTTPStatus.METHOD_NOT_ALLOWED, "refused: the viewer is read-only (no actions yet)")
+        self._plain(HTTPStatus.METHOD_NOT_ALLOWED, "refused: the viewer changes nothing but through an "
+                                                   "action's confirmation (POST)")
 
-    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _refuse_method
+    do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _refuse_method
+
+    def do_POST(self) -> None:
+        parts = [unquote(p) for p in urlsplit(self.path).path.strip("/").split("/") if p]
+        try:
+            self._check()
+            act = self.viewer.actions.get(parts[0]) if parts else None
+            if act is None:
+                raise Refused(HTTPStatus.METHOD_NOT_ALLOWED, "refused: the viewer changes nothing but through an "
+                                                             "action's confirmation (POST)")
+            self._check_post()
+        except Refused as e:
+            self.close_connection = True  # a body not read is not taken for the next request
+            self._plain(e.status, str(e))
+            return
+        self._answer(lambda: act(parts[1:]))
+
+    def _check_post(self) -> None:
+        """Refuse a POST another site made, one that is not a small form, or one without this start's
+        CSRF token; nothing is read or changed before all of it holds."""
+        origin = self.headers.get("Origin")
+        if origin is not None and origin not in self.viewer.allowed_origins():
+            raise Refused(HTTPStatus.FORBIDDEN, "refused: a request from another site (Origin)")
+        fetch_site = self.headers.get("Sec-Fetch-Site")
+        if fetch_site is not None and fetch_site != "same-origin":
+            raise Refused(HTTPStatus.FORBIDDEN, f"refused: a request from another site (Sec-Fetch-Site: {fetch_site})")
+        ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        if ctype != FORM:
+            raise Refused(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, f"refused: an action's body is a form ({FORM})")
+        length = self.headers.get("Content-Length", "")
+        if self.headers.get("Transfer-Encoding") is not None or not length.isdigit():
+            raise Refused(HTTPStatus.LENGTH_REQUIRED, "refused: an action's form needs its Content-Length")
+        if int(length) > MAX_FORM:
+            raise Refused(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"refused: an action's form is at most {MAX_FORM} bytes")
+        body = self.rfile.read(int(length))
+        form = parse_qs(body.decode("ascii", "replace"), max_num_fields=10)
+        given = form.get("csrf", [None])[0]
+        if not self.viewer.csrf_ok(given):
+            raise Refused(HTTPStatus.FORBIDDEN, "refused: no valid CSRF token (open the action from the viewer)")
 
     def _serve(self, path: str) -> None:
         parts = [unquote(p) for p in path.strip("/").split("/") if p]
@@ -161,8 +211,11 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.write(body)
             return
         page = self.viewer.pages.get(parts[0] if parts else "")
+        self._answer(lambda: page(parts[1:]) if page is not None else None)
+
+    def _answer(self, make: Callable[[], tuple[str, dict[str, Any]] | None]) -> None:
         try:
-            got = page(parts[1:]) if page is not None else None
+            got = make()
         except Exception as e:  # one project's bad input fails only its page, with the reason, never a traceback
             from memd.errors import MemdError
 
