@@ -520,6 +520,28 @@ def files_at(state_dir: Path, project: str, commit: str) -> dict[str, bytes]:
         repo.close()
 
 
+def top_file_at(state_dir: Path, project: str, commits: list[str], name: str) -> dict[str, bytes | None]:
+    """The bytes of the top-level file ``name`` (MEMORY.md) in each of ``commits`` (None: not in that
+    snapshot), read through one open of the repository: the viewer's index-size chart measures the
+    index of every run's snapshots, which ``files_at`` would read whole, every topic file with it."""
+    repo = _open(state_dir, project, create=False)
+    if repo is None:
+        return {}
+    want = name.encode("utf-8", "surrogateescape")
+    out: dict[str, bytes | None] = {}
+    try:
+        for commit in commits:
+            try:
+                tree = repo[repo[commit.encode()].tree]
+            except (KeyError, ValueError):
+                raise UsageError(f"no such snapshot: {commit}") from None
+            found = next((e for e in tree.items() if e.path == want and not stat.S_ISDIR(e.mode)), None)
+            out[commit] = bytes(repo[found.sha].data) if found is not None else None
+        return out
+    finally:
+        repo.close()
+
+
 @dataclass(frozen=True)
 class RunRecord:
     run: str

@@ -33,7 +33,11 @@ def pages(ctx: Context) -> Pages:
     def overview(rest: list[str]) -> tuple[str, dict[str, Any]] | None:
         if rest:
             return None
-        return "overview.html", {"view": views.overview(projects(), ctx.config, ctx.state_dir)}
+        from memd.ui.charts import first_screen_nights
+
+        view = views.overview(projects(), ctx.config, ctx.state_dir)
+        return "overview.html", {"view": view, "nights": first_screen_nights([p.name for p in view.projects],
+                                                                           ctx.state_dir)}
 
     def project(rest: list[str]) -> tuple[str, dict[str, Any]] | None:
         if len(rest) != 1:
@@ -41,7 +45,10 @@ def pages(ctx: Context) -> Pages:
         found = next((p for p in projects() if p.name == rest[0]), None)
         if found is None:
             return None
-        return "project.html", {"page": views.project_page(found, ctx.config, ctx.state_dir)}
+        from memd.ui.charts import charts_view
+
+        return "project.html", {"page": views.project_page(found, ctx.config, ctx.state_dir),
+                                "charts": charts_view(found, ctx.config, ctx.state_dir)}
 
     def report(rest: list[str]) -> tuple[str, dict[str, Any]] | None:
         return None if rest else ("report.html", {"report": views.report_page(ctx.state_dir)})
