@@ -82,6 +82,24 @@ def test_size_series_orders_dedups_and_keeps_the_newest() -> None:
     assert S.SizePoint(0, 250, 12_500, 200, 25_000, "daemon").char_pct == 50.0
 
 
+def test_the_first_screens_strip_ends_with_tonight_and_names_last_night(tmp_path: Path) -> None:
+    from memd.ui.charts import cost_strips
+
+    tz = UTC
+    with StateStore.open(tmp_path) as st:
+        for started, cost in ((_t(tz, 2026, 12, 2, 3, 0), 0.5), (_t(tz, 2026, 12, 2, 13, 0), 0.25)):
+            rid = st.start_run("dream", "p", started)
+            st.finish_run(rid, outcome="changed", ended=started + 9, cost_usd=cost, tokens_in=10)
+    morning = cost_strips(["p", "idle"], tmp_path, _t(tz, 2026, 12, 2, 7, 0), tz)
+    assert morning["p"].last.label == "2026-12-01" and morning["p"].last.cost_usd == 0.5  # a few hours ago
+    assert morning["p"].nights[-1].label == "2026-12-01" and len(morning["p"].costs) == 14
+    evening = cost_strips(["p"], tmp_path, _t(tz, 2026, 12, 2, 15, 0), tz)["p"]
+    assert evening.last.label == "2026-12-01" and evening.costs[-2:] == [0.5, 0.25]  # tonight's so far last
+    assert morning["idle"].last.cost_usd is None and set(morning["idle"].costs) == {None}
+    assert cost_strips(["p"], tmp_path / "none", _t(tz, 2026, 12, 2, 7, 0), tz)["p"].last.cost_usd is None
+    assert not (tmp_path / "none").exists()  # the viewer creates no state
+
+
 # ---- the state store's samples ------------------------------------------------------------------------
 
 def test_samples_keep_one_an_hour_unless_the_figures_change(tmp_path: Path) -> None:
@@ -118,7 +136,7 @@ def test_samples_are_pruned_like_runs_the_newest_kept(tmp_path: Path) -> None:
 def test_migration_from_schema_7_keeps_the_run_log_and_adds_samples(tmp_path: Path) -> None:
     from memd import state as st_mod
 
-    assert SCHEMA_VERSION == 8
+    assert SCHEMA_VERSION >= 8  # index_samples came with 8; a later migration leaves it as it is
     c = sqlite3.connect(tmp_path / st_mod.FILENAME, isolation_level=None)
     for i in range(7):
         for stmt in st_mod._statements(st_mod.MIGRATIONS[i]):
@@ -129,7 +147,7 @@ def test_migration_from_schema_7_keeps_the_run_log_and_adds_samples(tmp_path: Pa
     assert "index_samples" not in {r[0] for r in c.execute("SELECT name FROM sqlite_master")}
     c.close()
     with StateStore.open(tmp_path) as st:
-        assert st.schema_version == 8
+        assert st.schema_version == SCHEMA_VERSION
         (run,) = st.runs(project="p")
         assert (run.job, run.cost_usd, run.tokens_total, run.outcome) == ("dream", 0.5, 1234, "changed")
         assert st.index_samples("p") == []
@@ -403,6 +421,15 @@ def test_the_project_page_draws_cost_per_night_and_index_size(claude_home: Path,
     else:
         assert cell.text.startswith("-")
     assert cell.find_element(By.TAG_NAME, "a").get_attribute("href").endswith("/project/-home-u-app#cost")
+    # its sparkline: the last 14 nights, a bar for each a model ran
+    spark = cell.find_element(By.CSS_SELECTOR, ".spark")
+    assert "drawn" in spark.get_attribute("class") and spark.get_attribute("data-points") == "14"
+    recent = {(first_night - timedelta(days=i)).isoformat() for i in range(14)}
+    assert spark.get_attribute("data-values") == str(len(recent & set(want)))
+    assert int(chart_browser.execute_script("""
+        const c = document.querySelector('td.last-night .spark canvas');
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i] !== 0) n++; return n;""")) > 50
     _no_csp_violation(chart_browser)
 
 
@@ -439,7 +466,8 @@ def test_a_hostile_project_name_in_the_charts_data_runs_nothing(claude_home: Pat
         st.finish_run(rid, outcome="changed", ended=now - 3500, cost_usd=0.5, tokens_in=100,
                       summary="</script><script>window.__pwned=5</script>")
         st.record_index_sample(name, now - 60, lines=3, chars=80, max_lines=200, max_chars=25_000)
-    _go(chart_browser, serve(claude_home), "/project/" + quote(name, safe=""))
+    url = serve(claude_home)
+    _go(chart_browser, url, "/project/" + quote(name, safe=""))
     _wait_drawn(chart_browser, "cost-chart")
     _wait_drawn(chart_browser, "size-chart")
     assert chart_browser.execute_script("return window.__pwned") is None
@@ -451,6 +479,14 @@ def test_a_hostile_project_name_in_the_charts_data_runs_nothing(claude_home: Pat
     assert data["project"] == name  # the name, whole, as data
     title = chart_browser.find_element(By.CSS_SELECTOR, "#size-chart .u-title").text
     assert name in title  # drawn as text
+    _no_csp_violation(chart_browser)
+    # the first screen, its sparkline fed from the same run log
+    _go(chart_browser, url)
+    row = chart_browser.find_element(By.CSS_SELECTOR, "tr.project")
+    assert row.get_attribute("data-project") == name
+    assert "drawn" in row.find_element(By.CSS_SELECTOR, ".spark").get_attribute("class")
+    assert chart_browser.execute_script("return window.__pwned") is None
+    assert chart_browser.execute_script("return document.querySelectorAll('img, [onerror]').length") == 0
     _no_csp_violation(chart_browser)
 
 

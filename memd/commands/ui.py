@@ -33,11 +33,12 @@ def pages(ctx: Context) -> Pages:
     def overview(rest: list[str]) -> tuple[str, dict[str, Any]] | None:
         if rest:
             return None
-        from memd.ui.charts import first_screen_nights
+        from memd.ui.charts import first_screen_nights, spark_data
 
         view = views.overview(projects(), ctx.config, ctx.state_dir)
-        return "overview.html", {"view": view, "nights": first_screen_nights([p.name for p in view.projects],
-                                                                           ctx.state_dir)}
+        names = [p.name for p in view.projects]
+        strips = first_screen_nights(names, ctx.state_dir)
+        return "overview.html", {"view": view, "nights": strips, "spark": spark_data(strips, names)}
 
     def project(rest: list[str]) -> tuple[str, dict[str, Any]] | None:
         if len(rest) != 1:

@@ -57,32 +57,61 @@ def cost_nights(project: str, state_dir: Path, now: float, tz: tzinfo, count: in
     return nights(runs, through=through, count=count, tz=tz)
 
 
-def last_nights_cost(names: list[str], state_dir: Path, now: float, tz: tzinfo) -> dict[str, Night]:
-    """Each project's "last night" (``memd.core.series.last_night``) for the first screen."""
+SPARK_NIGHTS = 14  # nights on the first screen's sparkline
+
+
+@dataclass(frozen=True)
+class CostStrip:
+    """A project's cost on the first screen: last night's, and the last nights' for a sparkline."""
+
+    last: Night  # the night ``memd.core.series.last_night`` names
+    nights: list[Night]  # the last SPARK_NIGHTS, through the night ``now`` is in, oldest first
+
+    @property
+    def costs(self) -> list[float | None]:
+        return [n.cost_usd for n in self.nights]
+
+
+def cost_strips(names: list[str], state_dir: Path, now: float, tz: tzinfo,
+                count: int = SPARK_NIGHTS) -> dict[str, CostStrip]:
+    """Each project's ``CostStrip``, from one open of the run log."""
     from memd.state import StateStore
 
-    d = last_night(now, tz)
-    start = night_start(d, tz)
-    out: dict[str, Night] = {}
-    if not _has_state(state_dir):
-        return {n: nights([], through=d, count=1, tz=tz)[0] for n in names}
-    with StateStore.open(state_dir) as st:
+    through = night_of(now, tz)  # yesterday's night before noon, today's after: last night is in
+    last = last_night(now, tz)
+    since = night_start(through, tz) - count * 86400 - 7200
+    out: dict[str, CostStrip] = {}
+    st = StateStore.open(state_dir) if _has_state(state_dir) else None
+    try:
         for name in names:
-            runs = [RunCost(r.started, r.cost_usd, r.tokens_total, r.cost_unknown)
-                    for r in st.runs(project=name, since=start - 3600, limit=1_000_000)]
-            out[name] = nights(runs, through=d, count=1, tz=tz)[0]
+            runs = [] if st is None else [RunCost(r.started, r.cost_usd, r.tokens_total, r.cost_unknown)
+                                          for r in st.runs(project=name, since=since, limit=1_000_000)]
+            strip = nights(runs, through=through, count=count, tz=tz)
+            out[name] = CostStrip(next(n for n in strip if n.night == last), strip)
+    finally:
+        if st is not None:
+            st.close()
     return out
 
 
-def first_screen_nights(names: list[str], state_dir: Path) -> dict[str, Night]:
-    """``last_nights_cost`` now, in the daemon's zone; an unreadable run log gives none (the first screen
+def first_screen_nights(names: list[str], state_dir: Path) -> dict[str, CostStrip]:
+    """``cost_strips`` now, in the daemon's zone; an unreadable run log gives none (the first screen
     names the run log's problem already)."""
     from memd.errors import MemdError
 
     try:
-        return last_nights_cost(names, state_dir, time.time(), local_zone())
+        return cost_strips(names, state_dir, time.time(), local_zone())
     except MemdError:
         return {}
+
+
+def spark_data(strips: dict[str, CostStrip], names: list[str]) -> dict[str, Any]:
+    """The first screen's sparklines for charts.js: the nights' x and, per row (in ``names``' order),
+    its costs (None: no model run that night)."""
+    first = next(iter(strips.values()), None)
+    return {"x": [int(n.start) for n in first.nights] if first else [],
+            "labels": [n.label for n in first.nights] if first else [],
+            "rows": [strips[n].costs if n in strips else [] for n in names]}
 
 
 def size_points(project: Project, config: Config, state_dir: Path) -> list[SizePoint]:
@@ -142,18 +171,25 @@ class ChartsView:
 
 def charts_view(project: Project, config: Config, state_dir: Path, *, now: float | None = None,
                 tz: tzinfo | None = None) -> ChartsView:
-    """Both series of one project; one that cannot be read is named in ``problems``, the other shown."""
-    from memd.errors import MemdError
-
+    """Both series of one project; one that cannot be read is named in ``problems`` and the rest of the
+    page (the other chart, the index, the history) is shown as ever."""
     now = time.time() if now is None else now
     tz = local_zone() if tz is None else tz
     view = ChartsView(redact(project.name), nights([], through=night_of(now, tz), count=NIGHTS, tz=tz), [])
     try:
         view.nights = cost_nights(project.name, state_dir, now, tz)
-    except MemdError as e:
-        view.problems.append(redact(f"the run log cannot be read: {e}"))
+    except Exception as e:  # any: a chart's failure is that chart's, with its reason
+        view.problems.append(redact(f"the cost chart cannot be drawn: the run log {_why(e)}"))
     try:
         view.sizes = size_points(project, config, state_dir)
-    except MemdError as e:
-        view.problems.append(redact(f"the index's history cannot be read: {e}"))
+    except Exception as e:
+        view.problems.append(redact(f"the index-size chart cannot be drawn: the history {_why(e)}"))
     return view
+
+
+def _why(e: Exception) -> str:
+    from memd.errors import MemdError
+
+    if isinstance(e, MemdError | OSError | ValueError):
+        return f"cannot be read: {e}"
+    return f"gave {type(e).__name__}: {e} (a bug in memd ui)"

@@ -5,8 +5,34 @@
    same figures for a page without JavaScript. */
 (function () {
   "use strict";
+  if (typeof uPlot === "undefined") {
+    return;
+  }
+
+  /* The first screen: a sparkline of each project's cost per night (#spark-data), in its link. */
+  var sparkBlock = document.getElementById("spark-data");
+  if (sparkBlock) {
+    var spark = JSON.parse(sparkBlock.textContent);
+    Array.prototype.forEach.call(document.querySelectorAll(".spark[data-row]"), function (el) {
+      var costs = spark.rows[Number(el.getAttribute("data-row"))] || [];
+      if (!costs.length || costs.every(function (v) { return v === null; })) {
+        return;  // no model run in these nights: the cell's "-" and link say it
+      }
+      new uPlot({
+        width: 112, height: 26, legend: { show: false }, cursor: { show: false },
+        scales: { x: { time: false }, y: { range: function (u, min, max) { return [0, Math.max(max, 0.0001)]; } } },
+        axes: [{ show: false }, { show: false }],
+        series: [{}, { stroke: "#36c", fill: "rgba(51, 102, 204, 0.5)", points: { show: false },
+                       paths: uPlot.paths.bars({ size: [0.7, 8] }) }]
+      }, [spark.x.map(function (x, i) { return i; }), costs], el);
+      el.setAttribute("data-points", String(costs.length));
+      el.setAttribute("data-values", String(costs.filter(function (v) { return v !== null; }).length));
+      el.classList.add("drawn");
+    });
+  }
+
   var block = document.getElementById("chart-data");
-  if (!block || typeof uPlot === "undefined") {
+  if (!block) {
     return;
   }
   var data = JSON.parse(block.textContent);
@@ -40,7 +66,7 @@
       title: "Cost per night, last " + data.cost.x.length + " nights (" + data.project + ")",
       width: width(costEl),
       height: 240,
-      scales: { x: { time: true }, usd: { range: function (u, min, max) { return [0, Math.max(max * 1.15, 0.01)]; } },
+      scales: { x: { time: true, range: function (u, min, max) { return [min - 43200, max + 43200]; } }, usd: { range: function (u, min, max) { return [0, Math.max(max * 1.15, 0.01)]; } },
                 tok: { range: function (u, min, max) { return [0, Math.max(max * 1.15, 10)]; } } },
       series: [
         { label: "night", value: function (u, v, si, i) { return i === null ? "--" : data.cost.labels[i]; } },
@@ -54,7 +80,7 @@
       axes: [
         {},
         { scale: "usd", values: function (u, vals) { return vals.map(function (v) { return "$" + v; }); } },
-        { scale: "tok", side: 1, grid: { show: false } }
+        { scale: "tok", side: 1, size: 70, grid: { show: false } }
       ]
     }, [data.cost.x, data.cost.cost, data.cost.tokens]);
   }
