@@ -520,23 +520,31 @@ def files_at(state_dir: Path, project: str, commit: str) -> dict[str, bytes]:
         repo.close()
 
 
-def top_file_at(state_dir: Path, project: str, commits: list[str], name: str) -> dict[str, bytes | None]:
-    """The bytes of the top-level file ``name`` (MEMORY.md) in each of ``commits`` (None: not in that
-    snapshot), read through one open of the repository: the viewer's index-size chart measures the
-    index of every run's snapshots, which ``files_at`` would read whole, every topic file with it."""
+def file_history(state_dir: Path, project: str, name: str, limit: int = 200) -> list[tuple[HistoryEntry, bytes | None]]:
+    """Commits newest first (at most limit, as ``log``), each with the bytes of the top-level file
+    ``name`` (MEMORY.md) in its snapshot (None: not in it). One walk: a tree or blob that several
+    commits share (a run's "after" is the next run's "before") is read once. The viewer's index-size
+    chart measures every snapshot's index this way; ``files_at`` would read every topic file too."""
     repo = _open(state_dir, project, create=False)
     if repo is None:
-        return {}
+        return []
     want = name.encode("utf-8", "surrogateescape")
-    out: dict[str, bytes | None] = {}
+    by_tree: dict[bytes, bytes | None] = {}
+    by_blob: dict[bytes, bytes] = {}
+    out: list[tuple[HistoryEntry, bytes | None]] = []
     try:
-        for commit in commits:
-            try:
-                tree = repo[repo[commit.encode()].tree]
-            except (KeyError, ValueError):
-                raise UsageError(f"no such snapshot: {commit}") from None
-            found = next((e for e in tree.items() if e.path == want and not stat.S_ISDIR(e.mode)), None)
-            out[commit] = bytes(repo[found.sha].data) if found is not None else None
+        if BRANCH not in repo.refs:
+            return []
+        cur: bytes | None = repo.refs[BRANCH]
+        while cur is not None and len(out) < limit:
+            c = repo[cur]
+            if c.tree not in by_tree:
+                found = next((e for e in repo[c.tree].items() if e.path == want and not stat.S_ISDIR(e.mode)), None)
+                if found is not None and found.sha not in by_blob:
+                    by_blob[found.sha] = bytes(repo[found.sha].data)
+                by_tree[c.tree] = by_blob[found.sha] if found is not None else None
+            out.append((_entry(c), by_tree[c.tree]))
+            cur = c.parents[0] if c.parents else None
         return out
     finally:
         repo.close()

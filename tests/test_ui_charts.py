@@ -214,7 +214,8 @@ def test_snapshot_points_are_measured_as_status_measures(claude_home: Path) -> N
     assert [(p.lines, p.chars, p.source) for p in pts] == [
         (want_small.lines, want_small.chars, "snapshot"), (want_big.lines, want_big.chars, "snapshot")]
     assert pts[1].line_pct > 100 and pts[1].max_lines == want_big.max_lines
-    assert history.top_file_at(state, project.name, [before], "gone.md") == {before: None}
+    got = history.file_history(state, project.name, "gone.md")
+    assert [e.commit for e, _ in got][-1] == before and {raw for _, raw in got} == {None}
 
 
 # ---- the vendored library ships ---------------------------------------------------------------------

@@ -2,7 +2,7 @@
 over time, gathered through the owners the CLI reads through, summed by the pure core (memd.core.series).
 
 - Cost: the run log (``StateStore.runs``), bucketed by night (``memd.core.series.nights``).
-- Index size: MEMORY.md in every history snapshot (``memd.history.log`` and ``top_file_at``), measured
+- Index size: MEMORY.md in every history snapshot (``memd.history.file_history``), measured
   as `memd status` measures the file (``memd.inspect.measure_index_bytes``), with the samples the daemon
   keeps when it measures the index after a memory write (``StateStore.index_samples``).
 
@@ -122,18 +122,14 @@ def size_points(project: Project, config: Config, state_dir: Path) -> list[SizeP
     from memd.state import StateStore
 
     points: list[SizePoint] = []
-    entries = [e for e in history.log(state_dir, project.name, limit=MAX_SNAPSHOTS) if e.kind in SNAPSHOT_KINDS]
-    if entries:
-        data = history.top_file_at(state_dir, project.name, [e.commit for e in entries], INDEX_NAME)
-        measured: dict[bytes, Any] = {}
-        for e in entries:
-            raw = data.get(e.commit)
-            if raw is None:  # no index in that snapshot: its size is no point of the chart
-                continue
-            if raw not in measured:
-                measured[raw] = measure_index_bytes(project, config.budget, raw)
-            b = measured[raw]
-            points.append(SizePoint(e.time, b.lines, b.chars, b.max_lines, b.max_chars, "snapshot"))
+    measured: dict[bytes, Any] = {}
+    for e, raw in history.file_history(state_dir, project.name, INDEX_NAME, limit=MAX_SNAPSHOTS):
+        if e.kind not in SNAPSHOT_KINDS or raw is None:  # a plan, or no index then: no point of the chart
+            continue
+        if raw not in measured:
+            measured[raw] = measure_index_bytes(project, config.budget, raw)
+        b = measured[raw]
+        points.append(SizePoint(e.time, b.lines, b.chars, b.max_lines, b.max_chars, "snapshot"))
     if _has_state(state_dir):
         with StateStore.open(state_dir) as st:
             points.extend(SizePoint(s.at, s.lines, s.chars, s.max_lines, s.max_chars, "daemon")
