@@ -23,6 +23,9 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st_
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from memd.core import series as S
 from memd.state import SCHEMA_VERSION, StateStore
@@ -515,3 +518,61 @@ def test_the_pages_import_nothing_of_the_charts_outside_memd_ui() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT,
                          env=dict(os.environ)).stdout
     assert out.strip() == "[]"
+
+
+# ---- the samples against a model (hypothesis, stateful) ---------------------------------------------
+
+class SamplesMachine(RuleBasedStateMachine):
+    """The store's index samples against a model of their rules: keep a sample unless the project's
+    newest is under an hour old with the same figures; prune what is older than the run log's
+    retention, each project's newest kept (in batches of two, to cross batch edges)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import tempfile
+
+        self.dir = Path(tempfile.mkdtemp(prefix="memd-samples-"))
+        self.st = StateStore.open(self.dir)
+        self.now = 1_000_000.0
+        self.model: dict[str, list[tuple[float, tuple[int, int]]]] = {}
+
+    @rule(project=st_.sampled_from(["a", "b", "<c>"]), step=st_.sampled_from([1.0, 600.0, 3599.0, 3600.0, 86_400.0,
+                                                                             90 * 86_400.0]),
+          lines=st_.integers(0, 3), chars=st_.integers(0, 2))
+    def record(self, project: str, step: float, lines: int, chars: int) -> None:
+        self.now += step
+        kept = self.st.record_index_sample(project, self.now, lines=lines, chars=chars, max_lines=200,
+                                           max_chars=25_000)
+        mine = self.model.setdefault(project, [])
+        want = not (mine and self.now - mine[-1][0] < 3600 and mine[-1][1] == (lines, chars))
+        assert kept == want
+        if want:
+            mine.append((self.now, (lines, chars)))
+
+    @rule(ahead=st_.sampled_from([0.0, 200 * 86_400.0, 400 * 86_400.0, 800 * 86_400.0]))
+    def prune(self, ahead: float) -> None:
+        from memd.state import SAMPLES_KEEP_S
+
+        cutoff = self.now + ahead - SAMPLES_KEEP_S
+        n = self.st.prune_index_samples(self.now + ahead, batch=2)
+        gone = 0
+        for project, mine in self.model.items():
+            keep = [s for i, s in enumerate(mine) if s[0] >= cutoff or i == len(mine) - 1]
+            gone += len(mine) - len(keep)
+            self.model[project] = keep
+        assert n == gone
+
+    @invariant()
+    def agrees(self) -> None:
+        for project, mine in self.model.items():
+            assert [(s.at, (s.lines, s.chars)) for s in self.st.index_samples(project)] == mine
+
+    def teardown(self) -> None:
+        import shutil
+
+        self.st.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+TestSamplesMachine = SamplesMachine.TestCase
+TestSamplesMachine.settings = settings(max_examples=60, stateful_step_count=30, deadline=None, database=None)
