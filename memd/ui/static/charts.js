@@ -20,7 +20,7 @@
       }
       new uPlot({
         width: 112, height: 26, legend: { show: false }, cursor: { show: false },
-        scales: { x: { time: false }, y: { range: function (u, min, max) { return [0, Math.max(max, 0.0001)]; } } },
+        scales: { x: { time: false, range: function (u, min, max) { return [min - 0.6, max + 0.6]; } }, y: { range: function (u, min, max) { return [0, Math.max(max, 0.0001)]; } } },
         axes: [{ show: false }, { show: false }],
         series: [{}, { stroke: "#36c", fill: "rgba(51, 102, 204, 0.5)", points: { show: false },
                        paths: uPlot.paths.bars({ size: [0.7, 8] }) }]
