@@ -576,3 +576,59 @@ class SamplesMachine(RuleBasedStateMachine):
 
 TestSamplesMachine = SamplesMachine.TestCase
 TestSamplesMachine.settings = settings(max_examples=60, stateful_step_count=30, deadline=None, database=None)
+
+
+
+def _page(url: str, path: str) -> str:
+    """A page's HTML through plain HTTP with this start's token as the cookie (no JavaScript runs)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    from memd.ui.server import COOKIE
+
+    u = urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname or "", u.port, timeout=30)
+    conn.request("GET", path, headers={"Host": u.netloc, "Cookie": f"{COOKIE}_{u.port}={url.split('token=')[1]}"})
+    resp = conn.getresponse()
+    body = resp.read().decode()
+    conn.close()
+    assert resp.status == 200
+    return body
+
+
+def test_the_first_screen_says_dash_where_no_model_ran(claude_home: Path, home: Path, serve: Any,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without JavaScript: last night's cost and the week's, "-" (never "$0.0000") where no run called a
+    model; the project page's tables hold the figures."""
+    import re
+
+    from memd import layout
+    from memd.ui import charts
+
+    tz = ZoneInfo("Europe/Berlin")
+    monkeypatch.setattr(charts, "local_zone", lambda: tz)
+    for name in ("-home-u-idle", "-home-u-busy"):
+        write_tree(claude_home / "projects" / name / "memory", {"MEMORY.md": "# Memory\n"})
+    now = time.time()
+    dream_at = S.night_start(S.last_night(now, tz), tz) + 15 * 3600  # last night's 03:00
+    with StateStore.open(layout.state_dir("")) as st:
+        rid = st.start_run("catchup", "-home-u-idle", now - 3600)
+        st.finish_run(rid, outcome="skipped", ended=now - 3590)  # no model call
+        if dream_at <= now:
+            rid = st.start_run("dream", "-home-u-busy", dream_at)
+            st.finish_run(rid, outcome="changed", ended=dream_at + 60, cost_usd=0.0421, tokens_in=5000)
+    url = serve(claude_home)
+    html = _page(url, "/")
+
+    def cell(project: str, cls: str) -> str:
+        row = html.split(f'data-project="{project}"', 1)[1].split("</tr>", 1)[0]
+        got = re.search(f'<td class="{cls}"[^>]*>(.*?)</td>', row, re.S)
+        assert got is not None
+        return re.sub(r"<[^>]+>", " ", got.group(1)).split()[0]
+
+    assert cell("-home-u-idle", "week-cost") == "-" and cell("-home-u-idle", "last-night") == "-"
+    if dream_at <= now:  # (before 03:00 local, last night's dream is still to come)
+        assert cell("-home-u-busy", "week-cost") == "$0.0421" and cell("-home-u-busy", "last-night") == "$0.0421"
+    assert "$0.0000" not in html
+    page = _page(url, "/project/-home-u-idle")
+    assert 'data-model-runs="0"' in page and "no run called a model" in page and "$0.0000" not in page
