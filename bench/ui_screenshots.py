@@ -7,8 +7,9 @@ made-up memory beside its own (so the real data's words stay out of the pictures
 a file that is gone, repaired by a keyless run (``memd dream --force`` without a key keeps the line's
 words as a plain line: a run with a diff), and one whose index is past Claude Code's budget. Then the
 viewer is started in this process and headless Chromium (Debian's ``chromium`` and ``chromium-driver``,
-through selenium) saves the first screen, the big project's page at its cut, and the run opened to its
-diff, as PNG files. Needs the ``test`` extra (selenium, jinja2).
+through selenium) saves the first screen, the big project's page at its cut, the run opened to its
+diff, and the big project's two charts (a month of made-up runs and index samples, seeded), as PNG
+files. Needs the ``test`` extra (selenium, jinja2).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
@@ -67,6 +69,40 @@ def _made_up(projects: Path) -> None:
     (big / "MEMORY.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+def _made_up_nights(state: Path, now: float) -> None:
+    """A month of made-up runs and index samples for the big project (the charts: cost per night, and
+    its index growing past the budget), as the daemon would have logged them: each night two catch-ups
+    (20:00, 01:00) and a dream (03:00), a few quiet nights; fixed by a seed, so the picture repeats."""
+    import random
+
+    from memd.core.series import last_night, night_start
+    from memd.state import StateStore
+    from memd.ui.charts import local_zone
+
+    rnd = random.Random(26)
+    tz = local_zone()
+    newest = last_night(now, tz)
+    with StateStore.open(state) as st:
+        for k in range(29, -1, -1):
+            start = night_start(newest - timedelta(days=k), tz)
+            if k and rnd.random() < 0.15:
+                continue  # a quiet night: nothing to catch up, no dream
+            for job, hours, cost in (("catchup", 8, 0.004), ("catchup", 13, 0.003), ("dream", 15, 0.03)):
+                at = start + hours * 3600
+                if at > now:
+                    continue
+                spent = round(cost * rnd.uniform(0.5, 2.2), 4)
+                rid = st.start_run(job, BIG, at)
+                st.finish_run(rid, outcome="changed", ended=at + 40, cost_usd=spent,
+                              tokens_in=int(spent * 180_000), tokens_out=int(spent * 9_000), summary=f"{job}: changed")
+        lines, chars = 232, 34_017  # the index as it is now, walked back a month: it grew past the budget
+        for h in range(6, 30 * 24, 6):
+            st.record_index_sample(BIG, now - h * 3600, lines=lines, chars=chars, max_lines=200, max_chars=25_000)
+            lines = max(60, lines - rnd.choice((0, 1, 1, 2, 3)))
+            chars = max(6_000, chars - rnd.randint(0, 300))
+        st.record_index_sample(BIG, now, lines=232, chars=34_017, max_lines=200, max_chars=25_000)
+
+
 def _sandbox(claude_data: Path, home: Path) -> Path:
     claude = home / ".claude"
     shutil.copytree(claude_data, claude, ignore=shutil.ignore_patterns("SOURCES.tsv"))
@@ -82,6 +118,9 @@ def _sandbox(claude_data: Path, home: Path) -> Path:
     os.environ.update({k: env[k] for k in ("HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME")})
     for k in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CONFIG_DIR"):
         os.environ.pop(k, None)
+    from memd import layout
+
+    _made_up_nights(layout.state_dir(""), time.time())
     return claude
 
 
@@ -121,7 +160,9 @@ def main() -> int:
                 browser.get(url)
                 base = "{0.scheme}://{0.netloc}".format(urlsplit(url))
                 shots = {"ui-projects.png": ("/", ""), "ui-project-cut.png": (f"/project/{quote(BIG)}", "#cut"),
-                         "ui-run-diff.png": (f"/project/{quote(PROJECT)}", "details.run")}
+                         "ui-run-diff.png": (f"/project/{quote(PROJECT)}", "details.run"),
+                         "ui-chart-cost.png": (f"/project/{quote(BIG)}", "#cost-chart"),
+                         "ui-chart-size.png": (f"/project/{quote(BIG)}", "#size-chart")}
                 for name, (path, element) in shots.items():
                     browser.set_window_size(1280, 900)
                     browser.get(base + path)
@@ -130,6 +171,11 @@ def main() -> int:
                         browser.execute_script("arguments[0].open = true; arguments[0].scrollIntoView()", run)
                         time.sleep(0.5)
                         run.screenshot(str(args.out / name))
+                    elif element.endswith("-chart"):  # a chart as drawn (uPlot, in the page), that element alone
+                        chart = browser.find_element(By.CSS_SELECTOR, element)
+                        browser.execute_script("arguments[0].scrollIntoView()", chart)
+                        time.sleep(0.5)
+                        chart.screenshot(str(args.out / name))
                     elif element:  # the cut line in the middle of the window
                         mark = browser.find_element(By.CSS_SELECTOR, element)
                         browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", mark)

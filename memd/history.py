@@ -520,6 +520,36 @@ def files_at(state_dir: Path, project: str, commit: str) -> dict[str, bytes]:
         repo.close()
 
 
+def file_history(state_dir: Path, project: str, name: str, limit: int = 200) -> list[tuple[HistoryEntry, bytes | None]]:
+    """Commits newest first (at most limit, as ``log``), each with the bytes of the top-level file
+    ``name`` (MEMORY.md) in its snapshot (None: not in it). One walk: a tree or blob that several
+    commits share (a run's "after" is the next run's "before") is read once. The viewer's index-size
+    chart measures every snapshot's index this way; ``files_at`` would read every topic file too."""
+    repo = _open(state_dir, project, create=False)
+    if repo is None:
+        return []
+    want = name.encode("utf-8", "surrogateescape")
+    by_tree: dict[bytes, bytes | None] = {}
+    by_blob: dict[bytes, bytes] = {}
+    out: list[tuple[HistoryEntry, bytes | None]] = []
+    try:
+        if BRANCH not in repo.refs:
+            return []
+        cur: bytes | None = repo.refs[BRANCH]
+        while cur is not None and len(out) < limit:
+            c = repo[cur]
+            if c.tree not in by_tree:
+                found = next((e for e in repo[c.tree].items() if e.path == want and not stat.S_ISDIR(e.mode)), None)
+                if found is not None and found.sha not in by_blob:
+                    by_blob[found.sha] = bytes(repo[found.sha].data)
+                by_tree[c.tree] = by_blob[found.sha] if found is not None else None
+            out.append((_entry(c), by_tree[c.tree]))
+            cur = c.parents[0] if c.parents else None
+        return out
+    finally:
+        repo.close()
+
+
 @dataclass(frozen=True)
 class RunRecord:
     run: str

@@ -352,7 +352,6 @@ def measure_index(project: Project, budget: BudgetConfig) -> IndexMeasure:
     `memd status` and the hook give one figure for one file. Whatever stops a whole read is the problem."""
     import os
 
-    from memd.core import index
     from memd.core.paths import INDEX_NAME
     from memd.memfolder.read import read_bounded
     from memd.memfolder.walk import locate
@@ -373,11 +372,19 @@ def measure_index(project: Project, budget: BudgetConfig) -> IndexMeasure:
         except OSError:
             size = "larger"
         problem = f"too large to read whole ({size}, limit {budget.max_file_bytes:,})"
-    text = r.data.decode("utf-8", errors="replace")
+    return IndexMeasure(measure_index_bytes(project, budget, r.data), problem)
+
+
+def measure_index_bytes(project: Project, budget: BudgetConfig, data: bytes) -> Budget:
+    """MEMORY.md's bytes measured as ``measure_index`` measures the file (the first ``max_file_bytes``,
+    undecodable bytes replaced, the loading of the user's Claude Code version): for an index that is
+    not on disk, as a history snapshot's (the viewer's index-size chart)."""
+    from memd.core import index
     from memd.core.budget import refdefs_kept
 
+    text = data[:budget.max_file_bytes].decode("utf-8", errors="replace")
     b = project_limits(project, budget, text)
-    return IndexMeasure(index.measure(text, b.max_lines, b.max_chars, b.warn_ratio, refdefs=refdefs_kept(b)), problem)
+    return index.measure(text, b.max_lines, b.max_chars, b.warn_ratio, refdefs=refdefs_kept(b))
 
 
 def _unmeasurable(index_path: Path) -> str | None:

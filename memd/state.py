@@ -3,8 +3,8 @@
 Holds, per transcript, its identity and one offset per consumer: what the scan has read
 (indexing, activity, memory writes seen) and, separately, what the catch-up has extracted, so
 scanning never makes the catch-up skip a span. Per project: last consolidation, last catch-up,
-sessions touched. A run log (pruned by ``prune_runs``: ``SKIPPED_KEEP_S``, ``RUNS_KEEP_S``), outstanding
-warnings, and a small key/value table.
+sessions touched. A run log (pruned by ``prune_runs``: ``SKIPPED_KEEP_S``, ``RUNS_KEEP_S``), samples of
+each index's size (``index_samples``, pruned alike), outstanding warnings, and a small key/value table.
 
 Rules this module keeps:
 - A corrupt or unreadable-as-database file never stops memd: it is set aside (renamed with a
@@ -97,6 +97,13 @@ _PRUNE_OLD = (
     "SELECT 1 FROM runs n WHERE n.project IS r.project AND n.job = r.job AND n.outcome != 'running' AND NOT ("
     + _IDLE_SKIPPED.format(a="n.") + ") AND (n.started > r.started OR (n.started = r.started AND n.id > r.id))"
     ") LIMIT ?)")
+
+# Index size samples (``record_index_sample``): at most one per project an hour while the figures stay
+# the same (a new one at once when they change), kept as long as the run log's rows.
+SAMPLE_EVERY_S = 3600.0
+SAMPLES_KEEP_S = RUNS_KEEP_S
+_PRUNE_SAMPLES = ("DELETE FROM index_samples WHERE rowid IN (SELECT s.rowid FROM index_samples s WHERE s.at < ? "
+                  "AND EXISTS (SELECT 1 FROM index_samples n WHERE n.project = s.project AND n.at > s.at) LIMIT ?)")
 
 # Each entry moves the schema from version i to i + 1. Append only.
 MIGRATIONS: list[str] = [
@@ -212,6 +219,21 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE runs ADD COLUMN cost_unknown INTEGER NOT NULL DEFAULT 0
     """,
+    # 7 -> 8: the index's size over time (issue 26's chart): a sample each time the daemon measures a
+    # project's MEMORY.md anyway, at most one an hour unless the figures changed (``record_index_sample``),
+    # pruned with the run log (``prune_index_samples``). The limits are kept with the figures: a chart
+    # draws each sample against the limits it was measured against.
+    """
+    CREATE TABLE index_samples (
+        project TEXT NOT NULL,
+        at REAL NOT NULL,
+        lines INTEGER NOT NULL,
+        chars INTEGER NOT NULL,
+        max_lines INTEGER NOT NULL,
+        max_chars INTEGER NOT NULL
+    );
+    CREATE INDEX index_samples_project_at ON index_samples(project, at)
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -279,6 +301,19 @@ class Run:
     summary: str
     tokens_total: int = 0  # input + output + cache reads + cache writes
     cost_unknown: bool = False  # a call's model had no price: cost_usd is only the priced part
+
+
+@dataclass(frozen=True)
+class IndexSample:
+    """MEMORY.md's size as the daemon measured it (the loaded view's lines and characters) and the
+    limits it was measured against."""
+
+    project: str
+    at: float
+    lines: int
+    chars: int
+    max_lines: int
+    max_chars: int
 
 
 @dataclass(frozen=True)
@@ -894,6 +929,44 @@ class StateStore:
     def run(self, run_id: int) -> Run | None:
         row = self._exec("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         return _run(row) if row is not None else None
+
+    # ------------------------------------------------------------------ index size samples
+
+    def record_index_sample(self, project: str, at: float, *, lines: int, chars: int, max_lines: int,
+                            max_chars: int) -> bool:
+        """Keep one sample of the project's index size, unless its newest sample is less than
+        ``SAMPLE_EVERY_S`` old with the same figures (the daemon measures on every memory write: a
+        session's tenth write of a topic file does not move the index). True when one was kept."""
+        figures = (_count(lines), _count(chars), _count(max_lines), _count(max_chars))
+        last = self._exec("SELECT at, lines, chars, max_lines, max_chars FROM index_samples WHERE project = ? "
+                          "ORDER BY at DESC LIMIT 1", (project,)).fetchone()
+        if last is not None and at - float(last[0]) < SAMPLE_EVERY_S and tuple(last[1:]) == figures:
+            return False
+        self._exec("INSERT INTO index_samples (project, at, lines, chars, max_lines, max_chars) "
+                   "VALUES (?, ?, ?, ?, ?, ?)", (project, at, *figures))
+        return True
+
+    def index_samples(self, project: str, *, since: float | None = None, limit: int = 10_000) -> list[IndexSample]:
+        """The project's samples, oldest first (the newest ``limit`` of those since ``since``)."""
+        rows = self._exec("SELECT * FROM (SELECT * FROM index_samples WHERE project = ? AND at >= ? "
+                          "ORDER BY at DESC LIMIT ?) ORDER BY at",
+                          (project, -math.inf if since is None else since, limit)).fetchall()
+        return [IndexSample(r["project"], r["at"], r["lines"], r["chars"], r["max_lines"], r["max_chars"])
+                for r in rows]
+
+    def prune_index_samples(self, now: float, *, batch: int = PRUNE_BATCH, max_rows: int = PRUNE_MAX_ROWS) -> int:
+        """Delete the samples older than ``SAMPLES_KEEP_S`` (the run log's ``RUNS_KEEP_S``), keeping each
+        project's newest whatever its age (the size it had when memd last looked), in batches as
+        ``prune_runs`` does; the number deleted."""
+        deleted = 0
+        while deleted < max_rows:
+            size = min(batch, max_rows - deleted)
+            with self.batch():
+                n = max(0, self._exec(_PRUNE_SAMPLES, (now - SAMPLES_KEEP_S, size)).rowcount)
+            deleted += n
+            if n < size:
+                break
+        return deleted
 
     # ------------------------------------------------------------------ warnings
 

@@ -34,7 +34,12 @@ def pages(ctx: Context) -> Pages:
     def overview(rest: list[str]) -> tuple[str, dict[str, Any]] | None:
         if rest:
             return None
-        return "overview.html", {"view": views.overview(projects(), ctx.config, ctx.state_dir)}
+        from memd.ui.charts import first_screen_nights, spark_data
+
+        view = views.overview(projects(), ctx.config, ctx.state_dir)
+        names = [p.name for p in view.projects]
+        strips = first_screen_nights(names, ctx.state_dir)
+        return "overview.html", {"view": view, "nights": strips, "spark": spark_data(strips, names)}
 
     def project(rest: list[str]) -> tuple[str, dict[str, Any]] | None:
         if len(rest) != 1:
@@ -42,7 +47,10 @@ def pages(ctx: Context) -> Pages:
         found = next((p for p in projects() if p.name == rest[0]), None)
         if found is None:
             return None
+        from memd.ui.charts import charts_view
+
         return "project.html", {"page": views.project_page(found, ctx.config, ctx.state_dir),
+                                "charts": charts_view(found, ctx.config, ctx.state_dir),
                                 **actions.project_extras(ctx, found)}
 
     def report(rest: list[str]) -> tuple[str, dict[str, Any]] | None:

@@ -60,10 +60,11 @@ def signature(project: Project) -> tuple[int, int, int]:
 class BudgetMonitor:
     """Holds nothing but the state store: levels live there, so a restart does not re-warn."""
 
-    def __init__(self, config: Config, state: Any, log: Any) -> None:
+    def __init__(self, config: Config, state: Any, log: Any, clock: Any = None) -> None:
         self.config = config
         self.state = state
         self.log = log
+        self.clock = clock  # memd.clock.Clock (the daemon's); None: the system's
 
     def check(self, project: Project) -> Check:
         from memd.core.index import measure
@@ -72,10 +73,12 @@ class BudgetMonitor:
         b = self.config.budget
         open_levels = {w.kind: w.level for w in self.state.warnings(project.name)}
         text = ""
+        measured = False  # an index was read and measured (a sample of its size is kept)
         if project.memory_dir.is_dir():
             res = read_bounded(project.index_path, b.max_file_bytes)
             if res.text is not None:
                 text = res.text
+                measured = True
             elif res.problem and res.problem != "missing" and res.problem.startswith("too large"):
                 text = "\n" * (b.max_lines + 1)  # unreadably large: certainly over
         from memd.core.budget import refdefs_kept
@@ -83,6 +86,12 @@ class BudgetMonitor:
 
         pb = project_limits(project, b, text)  # the loading of the Claude Code version the user runs
         m = measure(text, b.max_lines, b.max_chars, b.warn_ratio, refdefs=refdefs_kept(pb))
+        if measured:  # the index-size chart's series (memd ui), measured here anyway
+            import time
+
+            now = self.clock.time() if self.clock is not None else time.time()
+            self.state.record_index_sample(project.name, now, lines=m.lines, chars=m.chars, max_lines=m.max_lines,
+                                           max_chars=m.max_chars)
         action = P.index_action(open_levels.get(KIND_INDEX), m.level)
         if action == "clear":
             self.state.clear_warning(project.name, KIND_INDEX)

@@ -468,7 +468,7 @@ class Daemon:
 
     def _check_budget(self, project: layout.Project) -> None:
         self.sigs[project.name] = signature(project)
-        res = BudgetMonitor(self.config, self.state, self.log).check(project)
+        res = BudgetMonitor(self.config, self.state, self.log, self.clock).check(project)
         if res.relief:
             now = self.clock.monotonic()
             self.relief.setdefault(project.name, now)

@@ -202,10 +202,13 @@ def prune_run_log(state: StateStore, now: float, log: Any = None) -> int:
 
     try:
         n = state.prune_runs(now, max_rows=PRUNE_MAX_ROWS)
+        samples = state.prune_index_samples(now, max_rows=PRUNE_MAX_ROWS)  # the index-size chart's, alike
     except Exception as e:  # whatever it is, the check-in and the daemon go on
         if log is not None:
             log.warning("state.prune_failed", reason=f"{type(e).__name__}: {e}"[:500])
         return 0
     if n and log is not None:
         log.info("state.pruned", rows=n, **({"more": True} if n >= PRUNE_MAX_ROWS else {}))
+    if samples and log is not None:
+        log.info("state.pruned", index_samples=samples)
     return n

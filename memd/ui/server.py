@@ -32,7 +32,10 @@ HOST = "127.0.0.1"
 COOKIE = "memd_ui_token"  # then "_<port>": cookies are per host, not per port, so two viewers keep theirs
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
        "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
-STATIC = {"ui.css": "text/css; charset=utf-8"}
+STATIC = {"ui.css": "text/css; charset=utf-8",
+          # the charts (memd.ui.charts): uPlot, vendored (docs/ui.md names its version and sha256)
+          "uPlot.iife.min.js": "text/javascript; charset=utf-8", "uPlot.min.css": "text/css; charset=utf-8",
+          "charts.js": "text/javascript; charset=utf-8", "charts.css": "text/css; charset=utf-8"}
 MAX_FORM = 4096  # bytes of a POST's form: the actions' forms carry the CSRF token and nothing else
 FORM = "application/x-www-form-urlencoded"
 
