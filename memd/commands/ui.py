@@ -20,6 +20,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=0, metavar="N",
                    help="port on 127.0.0.1 (default: a free one the system picks)")
     p.add_argument("--open", action="store_true", help="open the viewer in the browser")
+    p.add_argument("--here", action="store_true",
+                   help="serve a viewer of its own even when the daemon serves one ([ui] serve = true)")
 
 
 def pages(ctx: Context) -> Pages:
@@ -49,6 +51,21 @@ def pages(ctx: Context) -> Pages:
     return {"": overview, "project": project, "report": report}
 
 
+def _daemon_serves(args: argparse.Namespace, ctx: Context) -> bool:
+    """The running daemon serves the viewer ([ui] serve = true): print (and open) its URL."""
+    from memd.daemon.viewer import live_url
+
+    address = live_url(ctx.state_dir)
+    if address is None:
+        return False
+    print(f"memd ui: {address}\n(served by the running daemon; `memd ui --here` serves one of its own)", flush=True)
+    if args.open:
+        import webbrowser
+
+        webbrowser.open(address)
+    return True
+
+
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from memd.commands._projects import require_claude_dir
     from memd.errors import UsageError
@@ -56,6 +73,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     require_claude_dir(args, ctx)
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port}: a port is 0 to 65535")
+    if not args.here and _daemon_serves(args, ctx):
+        return 0
     try:
         import jinja2  # noqa: F401
     except ImportError:

@@ -191,10 +191,10 @@ def url(viewer: Viewer) -> str:
 
 
 class Running:
-    """A server in a thread, for tests and the daemon of a later slice: ``with Running(viewer) as url``."""
+    """A server in a thread, for tests and the daemon (``memd.ui.service``): ``with Running(viewer) as url``."""
 
-    def __init__(self, viewer: Viewer) -> None:
-        self.server = make_server(viewer)
+    def __init__(self, viewer: Viewer, port: int = 0) -> None:
+        self.server = make_server(viewer, port)
         self.viewer = viewer
         self.thread = threading.Thread(target=self.server.serve_forever, name="memd-ui", daemon=True)
 
