@@ -43,7 +43,7 @@ def pages(ctx: Context) -> Pages:
         found = next((p for p in projects() if p.name == rest[0]), None)
         if found is None:
             return None
-        return "project.html", {"page": views.project_page(found, ctx.config, ctx.state_dir)}
+        return "project.html", {"page": views.project_page(found, ctx.config, ctx.state_dir, before=_before())}
 
     def report(rest: list[str]) -> tuple[str, dict[str, Any]] | None:
         return None if rest else ("report.html", {"report": views.report_page(ctx.state_dir)})
@@ -64,6 +64,18 @@ def _daemon_serves(args: argparse.Namespace, ctx: Context) -> bool:
 
         webbrowser.open(address)
     return True
+
+
+def _before() -> int | None:
+    """The timeline page's ``?before=<run>`` (the older runs), checked."""
+    from memd.ui.server import query
+
+    got = query("before")
+    if got is None:
+        return None
+    if not got.isdigit() or len(got) > 18:
+        raise ValueError(f"?before={got[:40]!r}: expected a run's number (the timeline's link to older runs)")
+    return int(got)
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:

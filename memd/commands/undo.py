@@ -33,7 +33,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if not args.dry_run and (res.restored or res.removed):
         record_manual_run(ctx, "undo", project, started, "changed", changed=len(res.restored),
                           deleted=len(res.removed), summary=f"undo {res.run}",
-                          error="; ".join(f"{rel}: {why}" for rel, why in res.skipped) or None)
+                          error="; ".join(f"{rel}: {why}" for rel, why in res.skipped) or None,
+                          history_run=f"undo-{res.run}" if res.undo_commit else "")
     verb = "would restore" if args.dry_run else "restored"
     for rel in res.restored:
         print(f"{verb} {rel}")

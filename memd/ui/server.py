@@ -13,6 +13,7 @@ Safety (docs/ui.md, "Safety model"), checked on every request before anything is
 
 from __future__ import annotations
 
+import contextvars
 import hmac
 import secrets
 import threading
@@ -31,6 +32,15 @@ STATIC = {"ui.css": "text/css; charset=utf-8"}
 
 # A page is (template name, its values); a renderer is given the path's parts after the first.
 Pages = dict[str, Callable[[list[str]], tuple[str, dict[str, Any]] | None]]
+# The request's query (``?before=`` of a timeline's older page), for the renderer that wants it (``query()``):
+# set by the handler's thread for the request it serves.
+_QUERY: contextvars.ContextVar[dict[str, list[str]] | None] = contextvars.ContextVar("memd_ui_query", default=None)
+
+
+def query(name: str) -> str | None:
+    """The request's query parameter ``name`` (its first value), for a renderer; None when absent."""
+    got = (_QUERY.get() or {}).get(name)
+    return got[0] if got else None
 
 
 class Refused(Exception):
@@ -161,6 +171,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.write(body)
             return
         page = self.viewer.pages.get(parts[0] if parts else "")
+        _QUERY.set(parse_qs(urlsplit(self.path).query))
         try:
             got = page(parts[1:]) if page is not None else None
         except Exception as e:  # one project's bad input fails only its page, with the reason, never a traceback
