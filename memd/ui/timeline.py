@@ -8,8 +8,9 @@ snapshot) with the `memd undo` that reverts it:
 
 - by name: a row written since state schema 8 carries the run's name in the history (``Run.history_run``,
   the ``memd-run`` trailer of its commits), so two runs in the same second cannot be mixed up;
-- by time, for older rows (no name): the record of the same job made between the row's start and end
-  (a second's slack each side), each record given to one row at most.
+- by time, for older rows (no name) that changed files: the record of the same job made between the row's
+  start and end (a second's slack each side), each record given to one row at most and never one a
+  named row has (a failed or refused run wrote nothing, and is never given a record).
 
 A proposed run (a dream with ``dream.apply = "review"``) opens to the diff memd kept for review
 (``memd.apply.read_review``). History records no row claims (runs from before the run log had them, a
@@ -34,6 +35,8 @@ PAGE = 50
 HISTORY_DEPTH = 500  # applied runs of the history read for one page (the newest ones)
 _MAX_DIFF_LINES = 4000
 TIME_SLACK_S = 1.0
+# the outcomes of a run that wrote files (memd.jobs.Outcome): only such an old row is matched by time
+APPLIED = frozenset(("changed", "partial"))
 
 
 @dataclass
@@ -102,14 +105,18 @@ def timeline(project: str, state_dir: Path, *, before: int | None = None, limit:
         records = []
         out.problems.append(f"the history cannot be read: {err}")
     by_name = {r.run: r for r in records}
-    claimed: set[str] = set()
+    # names first: a named row's record is never taken by an old row's time match
+    claimed = {row.history_run for row in rows if row.history_run in by_name}
     for row in rows:
         e = Entry(row.started, row.job, row.outcome, redact(row.summary), redact(row.error or ""), row.id, row.ended,
                   row.tokens_total, row.cost_usd, row.cost_unknown,
                   model=row.tokens_total > 0 or row.cost_usd > 0 or row.cost_unknown, history_run=row.history_run)
-        rec = by_name.get(row.history_run) if row.history_run else _by_time(row, records, claimed)
-        if rec is not None and rec.run not in claimed:
-            claimed.add(rec.run)
+        rec = by_name.get(row.history_run) if row.history_run else None
+        if rec is None and not row.history_run and row.outcome in APPLIED:
+            rec = _by_time(row, records, claimed)
+            if rec is not None:
+                claimed.add(rec.run)
+        if rec is not None:
             e.linked = "name" if row.history_run else "time"
             e.history_run = rec.run
             _with_record(e, rec, project, state_dir, out)
