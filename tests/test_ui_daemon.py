@@ -182,3 +182,18 @@ def test_the_ui_section_is_checked_with_the_others() -> None:
     text = "\n".join(e.value.problems)
     assert "ui.serve: expected true or false" in text and "ui.port: must be at most 65535" in text
     assert "ui.bind" in text  # an unknown key is said, not ignored
+
+
+def test_sighup_turns_serving_on_and_off(run_daemon: RunDaemon) -> None:
+    d = run_daemon()
+    d.wait_for("daemon.ready")
+    assert viewer.live_url(d.state_dir) is None
+    d.write_config(SERVE)
+    d.signal(signal.SIGHUP)
+    served = d.wait_for("ui.served")
+    assert viewer.live_url(d.state_dir) is not None
+    d.write_config(FAST_CONFIG)
+    d.signal(signal.SIGHUP)
+    d.wait_for("ui.stopped", port=served["port"])
+    assert _port_closed(served["port"]) and not (d.state_dir / "ui-url.json").exists()
+    assert d.stop() == 0
