@@ -5,14 +5,21 @@ one, one the guard refuses, one the API fails), the page in headless Chromium an
 from __future__ import annotations
 
 import http.client
+import os
 import re
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from memd import history
 from memd.clock import ManualClock
@@ -20,6 +27,7 @@ from memd.commands.ui import pages
 from memd.jobs.dream import dream_project
 from memd.jobs.runner import run_project
 from memd.layout import Project
+from memd.state import StateStore
 from memd.ui.server import Running, Viewer
 from memd.ui.service import _Live
 from memd.ui.timeline import timeline
@@ -227,3 +235,115 @@ def test_the_first_screen_shows_a_dash_for_the_cost_of_a_project_without_model_r
     assert status == 200
     cell = re.search(r'<td class="week-cost">([^<]*)</td>', html)
     assert cell is not None and cell.group(1) == "-"
+
+
+# ---- the model: any mix of runs, most of them in the same second --------------------------------------------
+
+JOBS = ("dream", "sync")
+
+
+class TimelineAgreesWithTheRuns(RuleBasedStateMachine):
+    """Runs recorded as memd records them (a run-log row; an applied run's history record; a proposed
+    run's kept review), one after another as fast as they come (most in the same second). The timeline
+    must show every row once, in order; a named row opens to its own diff and no other; an old row (no
+    name) that changed files gets a record of its job made while it ran, never a named row's; a run that
+    applied nothing opens to nothing; every history record is shown exactly once; pages of 3 add up."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tmp = Path(tempfile.mkdtemp(prefix="memd-timeline-"))
+        self.state_dir = self.tmp / "state"
+        self.mem = self.tmp / "memory"
+        self.mem.mkdir()
+        (self.mem / "MEMORY.md").write_text("# Memory\n")
+        self.st = StateStore.open(self.state_dir)
+        self.n = 0
+        self.rows: dict[int, tuple[str, str, str, str]] = {}  # row -> (kind, run name, marker, job)
+        self.records: dict[str, str] = {}  # every history record: run name -> its marker
+
+    def teardown(self) -> None:
+        self.st.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def _record(self, job: str) -> tuple[str, str]:
+        self.n += 1
+        name, marker = f"{job}-{self.n:04d}-{os.urandom(2).hex()}", f"marker {self.n}"
+        before = history.snapshot_before(self.state_dir, "p", self.mem, job, run=name)
+        history.record_after(self.state_dir, "p", before, {f"n{self.n}.md": f"{marker}\n".encode()}, job, name,
+                             f"{job}: 1 added")
+        self.records[name] = marker
+        return name, marker
+
+    @rule(job=st.sampled_from(JOBS), named=st.booleans())
+    def applied(self, job: str, named: bool) -> None:
+        rid = self.st.start_run(job, "p", time.time())
+        name, marker = self._record(job)
+        self.st.finish_run(rid, outcome="changed", ended=time.time(), history_run=name if named else "")
+        self.rows[rid] = ("named" if named else "old", name, marker, job)
+
+    @rule(job=st.sampled_from(JOBS), outcome=st.sampled_from(("refused", "failed", "skipped", "unchanged")),
+          staged=st.booleans())
+    def applied_nothing(self, job: str, outcome: str, staged: bool) -> None:
+        self.n += 1
+        rid = self.st.start_run(job, "p", time.time())
+        # a refused model run has a name (its staging copy's) that no history record has
+        self.st.finish_run(rid, outcome=outcome, ended=time.time(), error="why not", summary=HOSTILE,
+                           history_run=f"{job}-staged-{self.n}" if staged else "")
+        self.rows[rid] = ("nothing", "", "", job)
+
+    @rule()
+    def proposed(self) -> None:
+        from memd.apply import review_path
+        from memd.store import atomic_write, ensure_private_dir
+
+        self.n += 1
+        name, marker = f"dream-{self.n:04d}-review", f"proposal {self.n}"
+        rid = self.st.start_run("dream", "p", time.time())
+        path = review_path(self.state_dir, "p", name)
+        ensure_private_dir(path.parent)
+        text = f"# dream {name}\n# proposed, not applied\n\n--- a/x.md\n+++ b/x.md\n+{marker}\n"
+        atomic_write(path, text, mode=0o600)
+        self.st.finish_run(rid, outcome="proposed", ended=time.time(), history_run=name)
+        self.rows[rid] = ("proposed", name, marker, "dream")
+
+    @rule(job=st.sampled_from(("forget", "undo")))
+    def record_without_a_row(self, job: str) -> None:
+        self._record(job)
+
+    @invariant()
+    def the_timeline_shows_every_run_with_what_it_did(self) -> None:
+        tl = timeline("p", self.state_dir, limit=10_000)
+        assert not tl.problems and tl.older is None
+        rows = [e for e in tl.entries if e.row is not None]
+        assert [e.row for e in rows] == sorted(self.rows, reverse=True)  # newest first (started, then id)
+        named = {name for kind, name, _, _ in self.rows.values() if kind == "named"}
+        for e in rows:
+            kind, name, marker, job = self.rows[e.row]  # type: ignore[index]
+            if kind == "named":
+                assert (e.linked, e.history_run, e.diff_kind) == ("name", name, "applied")
+                assert f"+{marker}" in e.diff and len([d for d in e.diff if d.startswith("+marker")]) == 1
+            elif kind == "old":
+                assert e.linked == "time" and e.diff_kind == "applied"
+                assert e.history_run.startswith(f"{job}-") and e.history_run not in named
+            elif kind == "proposed":
+                assert e.diff_kind == "proposed" and f"+{marker}" in e.diff and not e.undo
+            else:
+                assert (e.diff_kind, e.diff, e.linked, e.undo) == ("", [], "", "")
+                assert "&lt;" not in e.summary and "<script>" in e.summary  # the page escapes it (autoescape)
+        shown = sorted(e.history_run for e in tl.entries if e.diff_kind == "applied")
+        assert shown == sorted(self.records)  # every record once: claimed by its row, or on its own
+        # pages of 3, each asked with the last one's link, add up to the whole
+        paged: list[int] = []
+        before: int | None = None
+        while True:
+            page = timeline("p", self.state_dir, before=before, limit=3)
+            paged += [e.row for e in page.entries if e.row is not None]
+            if page.older is None:
+                break
+            before = page.older
+        assert paged == [e.row for e in rows]
+
+
+def test_the_timeline_agrees_with_the_runs() -> None:
+    run_state_machine_as_test(TimelineAgreesWithTheRuns, settings=settings(
+        max_examples=40, stateful_step_count=12, deadline=None, database=None))
