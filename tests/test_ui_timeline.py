@@ -5,6 +5,7 @@ one, one the guard refuses, one the API fails), the page in headless Chromium an
 from __future__ import annotations
 
 import http.client
+import itertools
 import os
 import re
 import shutil
@@ -17,7 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
@@ -347,3 +348,32 @@ class TimelineAgreesWithTheRuns(RuleBasedStateMachine):
 def test_the_timeline_agrees_with_the_runs() -> None:
     run_state_machine_as_test(TimelineAgreesWithTheRuns, settings=settings(
         max_examples=40, stateful_step_count=12, deadline=None, database=None))
+
+
+@settings(max_examples=30, deadline=None, database=None)
+@given(steps=st.lists(st.dictionaries(
+    st.sampled_from(("MEMORY.md", "a.md", "team/t.md", "team/deep/x.md", "notes/n.md", "notes")),
+    st.one_of(st.none(), st.sampled_from((b"one\n", b"two\n", b""))), max_size=4), min_size=1, max_size=5))
+def test_changes_between_agrees_with_the_whole_snapshots(steps: list[dict[str, bytes | None]]) -> None:
+    """``history.changes_between`` (the timeline's reader: trees compared by id, only changed blobs read)
+    says exactly what comparing the two whole snapshots (``files_at``) says, folders and files swapped too."""
+    with tempfile.TemporaryDirectory() as tmp:
+        state = Path(tmp)
+        files: dict[str, bytes] = {}
+        commits: list[str] = []
+        for step in steps:
+            for rel, data in step.items():
+                if data is None:
+                    files.pop(rel, None)
+                else:  # a path and a folder of the same name cannot both be: the newer one wins
+                    files = {k: v for k, v in files.items()
+                             if not k.startswith(rel + "/") and not rel.startswith(k + "/")}
+                    files[rel] = data
+            commits.append(history.commit_files(state, "p", dict(files), "step"))
+        pairs: list[tuple[str | None, str]] = [(None, commits[0]), *itertools.pairwise(commits)]
+        got = history.changes_between(state, "p", pairs)
+        for (before, after), changed in zip(pairs, got, strict=True):
+            a = history.files_at(state, "p", before) if before else {}
+            b = history.files_at(state, "p", after)
+            want = {rel: (a.get(rel), b.get(rel)) for rel in set(a) | set(b) if a.get(rel) != b.get(rel)}
+            assert changed == want

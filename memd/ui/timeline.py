@@ -71,6 +71,7 @@ class Timeline:
     older: int | None = None  # ``?before=`` of the next (older) page; None: this is the last
     before: int | None = None  # the ``?before=`` this page was asked with
     problems: list[str] = field(default_factory=list)
+    pending: list[tuple[Entry, RunRecord]] = field(default_factory=list)  # applied entries whose diff is to read
 
 
 def _cut(lines: list[str]) -> tuple[list[str], int]:
@@ -134,6 +135,7 @@ def timeline(project: str, state_dir: Path, *, before: int | None = None, limit:
         e = Entry(rec.time, rec.job, "applied", redact(rec.summary), history_run=rec.run)
         _with_record(e, rec, project, state_dir, out)
         out.entries.append(e)
+    _diffs(out, project, state_dir)
     out.entries.sort(key=lambda x: (x.when, x.row or 0), reverse=True)
     return out
 
@@ -148,17 +150,31 @@ def _by_time(row: Run, records: list[RunRecord], claimed: set[str]) -> RunRecord
 
 
 def _with_record(e: Entry, rec: RunRecord, project: str, state_dir: Path, out: Timeline) -> None:
+    """Mark ``e`` as ``rec``'s (its diff is read afterwards, for the whole page at once: ``_diffs``)."""
+    e.complete = rec.complete
+    e.undo = "" if rec.job == "undo" else f"memd undo {project} {rec.run}"
+    e.diff_kind = "applied"
+    out.pending.append((e, rec))
+
+
+def _diffs(out: Timeline, project: str, state_dir: Path) -> None:
+    """The applied entries' diffs, from their records' snapshots (``history.changes_between``: one
+    repository open, only the changed files read)."""
     from memd import history
     from memd.errors import MemdError
     from memd.ui.views import _diff
 
-    e.complete = rec.complete
-    e.undo = "" if rec.job == "undo" else f"memd undo {project} {rec.run}"
-    try:
-        before = history.files_at(state_dir, project, rec.before) if rec.before else {}
-        after = history.files_at(state_dir, project, rec.after)
-    except MemdError as err:
-        out.problems.append(f"run {rec.run}: its snapshots cannot be read: {err}")
+    if not out.pending:
         return
-    e.diff_kind = "applied"
-    e.diff, e.more = _cut(_diff(before, after))
+    try:
+        changes = history.changes_between(state_dir, project, [(rec.before, rec.after) for _, rec in out.pending])
+    except MemdError as err:
+        out.problems.append(f"the runs' snapshots cannot be read: {err}")
+        for e, _ in out.pending:
+            e.diff_kind = ""
+        return
+    for (e, _), changed in zip(out.pending, changes, strict=True):
+        before = {rel: a for rel, (a, _) in changed.items() if a is not None}
+        after = {rel: b for rel, (_, b) in changed.items() if b is not None}
+        e.diff, e.more = _cut(_diff(before, after))
+    out.pending.clear()
