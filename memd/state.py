@@ -903,6 +903,17 @@ class StateStore:
                           (since, exclude_job, limit)).fetchall()
         return [_run(r) for r in rows]
 
+    def named_runs(self, project: str, names: list[str]) -> set[str]:
+        """Which of ``names`` (runs' names in memd's history) a run-log row of ``project`` carries
+        (``Run.history_run``), whatever page of a timeline that row is on."""
+        found: set[str] = set()
+        for i in range(0, len(names), 500):
+            chunk = names[i:i + 500]
+            marks = ", ".join("?" for _ in chunk)
+            found.update(r[0] for r in self._exec(
+                f"SELECT history_run FROM runs WHERE project = ? AND history_run IN ({marks})", (project, *chunk)))
+        return found
+
     def run(self, run_id: int) -> Run | None:
         row = self._exec("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         return _run(row) if row is not None else None

@@ -335,14 +335,17 @@ class TimelineAgreesWithTheRuns(RuleBasedStateMachine):
         assert shown == sorted(self.records)  # every record once: claimed by its row, or on its own
         # pages of 3, each asked with the last one's link, add up to the whole
         paged: list[int] = []
+        paged_named: list[str] = []
         before: int | None = None
         while True:
             page = timeline("p", self.state_dir, before=before, limit=3)
             paged += [e.row for e in page.entries if e.row is not None]
+            paged_named += [e.history_run for e in page.entries if e.history_run in named and e.diff_kind]
             if page.older is None:
                 break
             before = page.older
         assert paged == [e.row for e in rows]
+        assert sorted(paged_named) == sorted(named)  # a named run's record once, on its row's page only
 
 
 def test_the_timeline_agrees_with_the_runs() -> None:

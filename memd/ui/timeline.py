@@ -88,6 +88,13 @@ def timeline(project: str, state_dir: Path, *, before: int | None = None, limit:
     out = Timeline([], before=before)
     rows: list[Run] = []
     upper: float | None = None
+    try:
+        records = history.list_runs(state_dir, project, limit=HISTORY_DEPTH)
+    except MemdError as err:
+        records = []
+        out.problems.append(f"the history cannot be read: {err}")
+    by_name = {r.run: r for r in records}
+    named: set[str] = set()  # records a row names, on this page or another
     if (state_dir / "state.sqlite3").exists():  # the viewer never creates memd's state
         try:
             with StateStore.open(state_dir) as st:
@@ -95,19 +102,14 @@ def timeline(project: str, state_dir: Path, *, before: int | None = None, limit:
                 if before is not None:
                     anchor = st.run(before)
                     upper = anchor.started if anchor is not None else None
+                named = st.named_runs(project, list(by_name))
         except MemdError as err:
             out.problems.append(f"the run log cannot be read: {err}")
     if len(rows) > limit:
         rows = rows[:limit]
         out.older = rows[-1].id
-    try:
-        records = history.list_runs(state_dir, project, limit=HISTORY_DEPTH)
-    except MemdError as err:
-        records = []
-        out.problems.append(f"the history cannot be read: {err}")
-    by_name = {r.run: r for r in records}
-    # names first: a named row's record is never taken by an old row's time match
-    claimed = {row.history_run for row in rows if row.history_run in by_name}
+    # names first: a named row's record is never taken by an old row's time match, nor shown on its own
+    claimed = set(named)
     for row in rows:
         e = Entry(row.started, row.job, row.outcome, redact(row.summary), redact(row.error or ""), row.id, row.ended,
                   row.tokens_total, row.cost_usd, row.cost_unknown,
