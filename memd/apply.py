@@ -369,11 +369,33 @@ def diff_text(chs: list[Change], max_chars: int = 200_000) -> str:
     return text if len(text) <= max_chars else text[:max_chars] + "\n... (diff cut)\n"
 
 
+def review_path(state_dir: Path, project: str, run_id: str) -> Path:
+    """Where a review run's proposed diff is kept (``keep_review``)."""
+    return state_dir / "reviews" / project / f"{run_id}.diff"
+
+
 def keep_review(st: Staging, chs: list[Change], header: str) -> Path:
-    folder = ensure_private_dir(st.state_dir / "reviews" / st.project.name)
-    path = folder / f"{st.run_id}.diff"
+    ensure_private_dir(st.state_dir / "reviews" / st.project.name)
+    path = review_path(st.state_dir, st.project.name, st.run_id)
     atomic_write(path, header.rstrip("\n") + "\n\n" + diff_text(chs), mode=0o600)
     return path
+
+
+REVIEW_MAX_BYTES = 1_000_000
+
+
+def read_review(state_dir: Path, project: str, run_id: str) -> str | None:
+    """A review run's kept diff (its ``# `` header lines, a blank line, the unified diff), None when there is
+    none (never kept, or removed since); a run id that is not a plain name is none (never a path)."""
+    if not run_id or "/" in run_id or "\\" in run_id or run_id.startswith("."):
+        return None
+    try:
+        with open(review_path(state_dir, project, run_id), "rb") as f:
+            data = f.read(REVIEW_MAX_BYTES + 1)
+    except OSError:
+        return None
+    text = data[:REVIEW_MAX_BYTES].decode("utf-8", "replace")
+    return text + ("\n... (diff cut)\n" if len(data) > REVIEW_MAX_BYTES else "")
 
 
 # --------------------------------------------------------------------------- apply

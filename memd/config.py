@@ -235,6 +235,15 @@ class SyncConfig(Record):
     push_attempts: int = key(3, "Fetch-merge-push rounds when someone else pushed first.", min=1, max=10)
 
 
+class UiConfig(Record):
+    """The local memory viewer (`memd ui`, docs/ui.md), served by the daemon when asked."""
+
+    serve: bool = key(False, "The daemon serves the viewer on 127.0.0.1 (needs memd[ui]); its URL, with the token of "
+                      "this start, is in the state folder's ui-url.json, and `memd ui` prints it.")
+    port: int = key(0, "The daemon's viewer port on 127.0.0.1 (0: a free one the system picks at each start).",
+                    min=0, max=65535)
+
+
 class Config(Record):
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
@@ -247,6 +256,7 @@ class Config(Record):
     hooks: HooksConfig = field(default_factory=HooksConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     sync: SyncConfig = field(default_factory=SyncConfig)
+    ui: UiConfig = field(default_factory=UiConfig)
 
 
 # --------------------------------------------------------------------------- schema walking

@@ -550,6 +550,57 @@ def file_history(state_dir: Path, project: str, name: str, limit: int = 200) -> 
         repo.close()
 
 
+def changes_between(state_dir: Path, project: str,
+                    pairs: list[tuple[str | None, str]]) -> list[dict[str, tuple[bytes | None, bytes | None]]]:
+    """For each (before, after) commit pair (before None: an empty folder), the files that differ: rel path ->
+    (its bytes before or None, its bytes after or None). The repository is opened once and the trees are
+    compared by id, so only what changed is read (a page of 50 runs reads their changes, not 100 folders)."""
+    repo = _open(state_dir, project, create=False)
+    if repo is None:
+        raise HistoryError("no history yet", path=str(repo_dir(state_dir, project)))
+    try:
+        out: list[dict[str, tuple[bytes | None, bytes | None]]] = []
+        for before, after in pairs:
+            changed: dict[str, tuple[bytes | None, bytes | None]] = {}
+            _tree_changes(repo, _tree_id(repo, before) if before else None, _tree_id(repo, after), "", changed)
+            out.append(changed)
+        return out
+    finally:
+        repo.close()
+
+
+def _tree_id(repo: Any, commit: str) -> bytes:
+    try:
+        return bytes(repo[commit.encode()].tree)
+    except (KeyError, ValueError):
+        raise UsageError(f"no such snapshot: {commit}") from None
+
+
+def _tree_changes(repo: Any, a: bytes | None, b: bytes | None, prefix: str,
+                  out: dict[str, tuple[bytes | None, bytes | None]]) -> None:
+    if a == b:
+        return
+
+    def entries(tree_id: bytes | None) -> dict[str, tuple[int, bytes]]:
+        if tree_id is None:
+            return {}
+        return {e.path.decode("utf-8", "surrogateescape"): (e.mode, e.sha) for e in repo[tree_id].items()}
+
+    old, new = entries(a), entries(b)
+    for name in sorted(set(old) | set(new)):
+        (om, osha), (nm, nsha) = old.get(name, (0, None)), new.get(name, (0, None))
+        if osha == nsha and om == nm:
+            continue
+        odir, ndir = osha is not None and stat.S_ISDIR(om), nsha is not None and stat.S_ISDIR(nm)
+        if odir or ndir:  # a folder on either side: its files, against the other side's folder or nothing
+            _tree_changes(repo, osha if odir else None, nsha if ndir else None, prefix + name + "/", out)
+        rel = prefix + name
+        ob = bytes(repo[osha].data) if osha is not None and not odir else None
+        nb = bytes(repo[nsha].data) if nsha is not None and not ndir else None
+        if ob != nb:
+            out[rel] = (ob, nb)
+
+
 @dataclass(frozen=True)
 class RunRecord:
     run: str

@@ -41,6 +41,7 @@ class RebuildResult:
     refused: bool = False  # an unattended rebuild refused to drop too many entries
     error: str = ""  # MEMORY.md could not be written: the true reason ("no space left on device", ...)
     conflict: bool = False  # MEMORY.md changed while the rebuild was planned (Claude Code wrote it): not written
+    run: str = ""  # the run's name in the history (its commits' ``memd-run``), once it is written
 
     @property
     def changed(self) -> bool:
@@ -178,7 +179,7 @@ def _rebuild_locked(project: Project, config: Config, state_dir: Path, *, dry_ru
     summary = f"rebuild {INDEX_NAME}: " + ("; ".join(plan.actions) or "reformatted")
     history.record_after(state_dir, project.name, snap_id, {INDEX_NAME: plan.text.encode("utf-8")}, "rebuild", run,
                          summary[:300])
-    return RebuildResult(diff, True, plan.fits, reasons, snap_id, plan.actions)
+    return RebuildResult(diff, True, plan.fits, reasons, snap_id, plan.actions, run=run)
 
 
 def undo_project(project: Project, config: Config, state_dir: Path, run: str | None, *,

@@ -234,6 +234,12 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX index_samples_project_at ON index_samples(project, at)
     """,
+    # 8 -> 9: the run's name in memd's history (``memd.apply.new_run_id``: the ``memd-run`` trailer of its
+    # commits, the name of its kept review diff), so a run-log row finds its history record by name, not
+    # by time (two runs may start in the same second); older rows have '' and are matched by time
+    """
+    ALTER TABLE runs ADD COLUMN history_run TEXT NOT NULL DEFAULT ''
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -301,6 +307,7 @@ class Run:
     summary: str
     tokens_total: int = 0  # input + output + cache reads + cache writes
     cost_unknown: bool = False  # a call's model had no price: cost_usd is only the priced part
+    history_run: str = ""  # the run's name in the history and reviews ('' : none, or a row older than schema 9)
 
 
 @dataclass(frozen=True)
@@ -824,26 +831,31 @@ class StateStore:
     def finish_run(self, run_id: int, *, outcome: str, ended: float, added: int = 0, changed: int = 0,
                    deleted: int = 0, tokens_in: int = 0, tokens_out: int = 0, cache_read: int = 0,
                    cache_write: int = 0, cost_usd: float = 0.0, error: str | None = None,
-                   summary: str = "", cost_unknown: bool = False) -> None:
+                   summary: str = "", cost_unknown: bool = False, history_run: str = "") -> None:
         """Close a run row. The token counts are stored as sane integers (``_count``: a bad number is
-        0, never an error) with their sum; a cost that is not a finite non-negative number is 0."""
+        0, never an error) with their sum; a cost that is not a finite non-negative number is 0.
+        ``history_run``: the run's name in memd's history (its commits' ``memd-run``, its review's file)."""
         tin, tout, cr, cw = (_count(v) for v in (tokens_in, tokens_out, cache_read, cache_write))
         cost = float(cost_usd) if isinstance(cost_usd, (int, float)) and math.isfinite(cost_usd) else 0.0
         self._exec(
             """
             UPDATE runs SET outcome = ?, ended = ?, added = ?, changed = ?, deleted = ?, tokens_in = ?,
                             tokens_out = ?, cache_read = ?, cache_write = ?, tokens_total = ?, cost_usd = ?,
-                            error = ?, summary = ?, cost_unknown = ?
+                            error = ?, summary = ?, cost_unknown = ?, history_run = ?
             WHERE id = ?
             """,
             (outcome, ended, added, changed, deleted, tin, tout, cr, cw, tin + tout + cr + cw,
-             max(0.0, cost), error, summary, int(bool(cost_unknown)), run_id))
+             max(0.0, cost), error, summary, int(bool(cost_unknown)), history_run or "", run_id))
 
     def runs(self, *, job: str | None = None, project: str | None = None, since: float | None = None,
-             limit: int = 100) -> list[Run]:
-        """Runs, newest first."""
+             limit: int = 100, before_id: int | None = None) -> list[Run]:
+        """Runs, newest first; ``before_id``: only those older than that row (by start, then id: a page
+        of a timeline after the one that ended with it; none when that row is gone)."""
         where: list[str] = []
         params: list[Any] = []
+        if before_id is not None:
+            where.append("(started, id) < (SELECT started, id FROM runs WHERE id = ?)")
+            params.append(before_id)
         if job is not None:
             where.append("job = ?")
             params.append(job)
@@ -925,6 +937,17 @@ class StateStore:
         rows = self._exec("SELECT * FROM runs WHERE started >= ? AND job != ? ORDER BY started ASC, id ASC LIMIT ?",
                           (since, exclude_job, limit)).fetchall()
         return [_run(r) for r in rows]
+
+    def named_runs(self, project: str, names: list[str]) -> set[str]:
+        """Which of ``names`` (runs' names in memd's history) a run-log row of ``project`` carries
+        (``Run.history_run``), whatever page of a timeline that row is on."""
+        found: set[str] = set()
+        for i in range(0, len(names), 500):
+            chunk = names[i:i + 500]
+            marks = ", ".join("?" for _ in chunk)
+            found.update(r[0] for r in self._exec(
+                f"SELECT history_run FROM runs WHERE project = ? AND history_run IN ({marks})", (project, *chunk)))
+        return found
 
     def run(self, run_id: int) -> Run | None:
         row = self._exec("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
@@ -1123,4 +1146,4 @@ def _run(r: sqlite3.Row) -> Run:
                outcome=r["outcome"], added=r["added"], changed=r["changed"], deleted=r["deleted"],
                tokens_in=r["tokens_in"], tokens_out=r["tokens_out"], cache_read=r["cache_read"],
                cache_write=r["cache_write"], cost_usd=r["cost_usd"], error=r["error"], summary=r["summary"],
-               tokens_total=r["tokens_total"], cost_unknown=bool(r["cost_unknown"]))
+               tokens_total=r["tokens_total"], cost_unknown=bool(r["cost_unknown"]), history_run=r["history_run"])

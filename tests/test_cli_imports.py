@@ -28,7 +28,8 @@ SLOW = {"dataclasses", "inspect", "typing", "pathlib", "shutil", "argparse", "ri
 
 
 # the viewer's (issue 26): its server and templates, imported by `memd ui` only, inside its run
-UI_STACK = {"jinja2", "markupsafe", "http.server", "socketserver", "memd.ui", "memd.ui.server", "memd.ui.views"}
+UI_STACK = {"jinja2", "markupsafe", "http.server", "socketserver", "memd.ui", "memd.ui.server", "memd.ui.views",
+            "memd.ui.service"}
 
 
 _RUN = ("import sys\nfrom memd.__main__ import main\nsys.argv[1:] = sys.argv[2:]\n"

@@ -43,7 +43,7 @@ NEVER = {"pathlib", "urllib", "ipaddress", "sqlite3", "_sqlite3", "datetime", "d
          "site", "_sitebuiltins", "sitecustomize", "json", "memd.config", "memd.core.budget", "importlib",
          # the viewer's stack (`memd ui`, issue 26): its server, templates and pages never reach a hook
          *("jinja2", "markupsafe", "http", "http.server", "socketserver", "memd.ui", "memd.ui.server",
-           "memd.ui.views", "memd.commands.ui")}
+           "memd.ui.views", "memd.ui.service", "memd.commands.ui")}
 # A write outside memory (a Claude Code that ignores `if` still starts the hook for it) needs no regex at all:
 # re brings enum, functools and collections, about half an interpreter start.
 NOT_FOR_OTHER_FILES = {"re", "enum", "functools", "collections", "memd.config", "memd.ccsettings"}

@@ -111,7 +111,8 @@ def config_warning(command: str, error: ConfigError) -> str:
 
 
 def record_manual_run(ctx: Context, job: str, project: Project, started: float, outcome: str, *,
-                      changed: int = 0, deleted: int = 0, summary: str = "", error: str | None = None) -> None:
+                      changed: int = 0, deleted: int = 0, summary: str = "", error: str | None = None,
+                      history_run: str = "") -> None:
     """Put a run a person asked for (`memd rebuild`, `memd undo`) in the run log beside the jobs' runs,
     so the check-in report (`memd report`) lists it. Never fails the command: the change is made."""
     import time
@@ -122,7 +123,7 @@ def record_manual_run(ctx: Context, job: str, project: Project, started: float, 
         with StateStore.open(ctx.state_dir) as st:
             rid = st.start_run(job, project.name, started)
             st.finish_run(rid, outcome=outcome, ended=time.time(), changed=changed, deleted=deleted,
-                          summary=summary[:300], error=error)
+                          summary=summary[:300], error=error, history_run=history_run)
     except Exception as e:  # the files are written and snapshotted; the run log is the lesser record
         import sys
 
@@ -138,4 +139,4 @@ def record_rebuild(ctx: Context, project: Project, res: RebuildResult, *, dry_ru
     outcome = "changed" if res.written else "refused"
     record_manual_run(ctx, "rebuild", project, time.time(), outcome, changed=1 if res.written else 0,
                       summary="rebuild MEMORY.md: " + ("; ".join(res.actions) or "reformatted"),
-                      error=None if res.written else "; ".join(res.reasons) or None)
+                      error=None if res.written else "; ".join(res.reasons) or None, history_run=res.run)

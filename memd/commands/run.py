@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from memd.cli import Context
@@ -15,6 +15,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--console", choices=("auto", "yes", "no"), default="auto",
                    help="readable log lines besides the JSON log (auto, yes: on stderr on a terminal or under "
                         "journald, else on stdout, e.g. launchd's out log; no: none)")
+
+
+def _serve_viewer(*args: Any) -> Any:
+    """The viewer (memd.ui.service.serve), imported only when the daemon is asked to serve it."""
+    from memd.ui.service import serve
+
+    return serve(*args)
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
@@ -40,7 +47,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     # not on a terminal too: launchd's out log shows what a terminal would (memd.logs.console_stream)
     console = args.console != "no"
     daemon = Daemon(config=cfg, load_config=load, claude_dir_for=claude_for, state_dir=ctx.state_dir,
-                    console=console)
+                    console=console, serve_viewer=_serve_viewer)
     code = daemon.run()
     logging.shutdown()
     if daemon.exit_now:

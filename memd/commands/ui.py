@@ -21,6 +21,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=0, metavar="N",
                    help="port on 127.0.0.1 (default: a free one the system picks)")
     p.add_argument("--open", action="store_true", help="open the viewer in the browser")
+    p.add_argument("--here", action="store_true",
+                   help="serve a viewer of its own even when the daemon serves one ([ui] serve = true)")
 
 
 def pages(ctx: Context) -> Pages:
@@ -49,7 +51,7 @@ def pages(ctx: Context) -> Pages:
             return None
         from memd.ui.charts import charts_view
 
-        return "project.html", {"page": views.project_page(found, ctx.config, ctx.state_dir),
+        return "project.html", {"page": views.project_page(found, ctx.config, ctx.state_dir, before=_before()),
                                 "charts": charts_view(found, ctx.config, ctx.state_dir),
                                 **actions.project_extras(ctx, found)}
 
@@ -66,6 +68,33 @@ def posts(ctx: Context) -> Pages:
     return actions.posts(ctx)
 
 
+def _daemon_serves(args: argparse.Namespace, ctx: Context) -> bool:
+    """The running daemon serves the viewer ([ui] serve = true): print (and open) its URL."""
+    from memd.daemon.viewer import live_url
+
+    address = live_url(ctx.state_dir)
+    if address is None:
+        return False
+    print(f"memd ui: {address}\n(served by the running daemon; `memd ui --here` serves one of its own)", flush=True)
+    if args.open:
+        import webbrowser
+
+        webbrowser.open(address)
+    return True
+
+
+def _before() -> int | None:
+    """The timeline page's ``?before=<run>`` (the older runs), checked."""
+    from memd.ui.server import query
+
+    got = query("before")
+    if got is None:
+        return None
+    if not got.isdigit() or len(got) > 18:
+        raise ValueError(f"?before={got[:40]!r}: expected a run's number (the timeline's link to older runs)")
+    return int(got)
+
+
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from memd.commands._projects import require_claude_dir
     from memd.errors import UsageError
@@ -73,6 +102,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     require_claude_dir(args, ctx)
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port}: a port is 0 to 65535")
+    if not args.here and _daemon_serves(args, ctx):
+        return 0
     try:
         import jinja2  # noqa: F401
     except ImportError:

@@ -46,7 +46,8 @@ def undo(ctx: Context, project: Project, run: str | None, *, dry_run: bool) -> t
     if not dry_run and (res.restored or res.removed):
         record_manual_run(ctx, "undo", project, started, "changed", changed=len(res.restored),
                           deleted=len(res.removed), summary=f"undo {res.run}",
-                          error="; ".join(f"{rel}: {why}" for rel, why in res.skipped) or None)
+                          error="; ".join(f"{rel}: {why}" for rel, why in res.skipped) or None,
+                          history_run=f"undo-{res.run}" if res.undo_commit else "")
     out: list[str] = []
     verb = "would restore" if dry_run else "restored"
     out += [f"{verb} {rel}" for rel in res.restored]

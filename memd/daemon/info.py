@@ -51,6 +51,8 @@ def daemon_status(state_dir: Path, config: Config, *, now: datetime | None = Non
         info["stale"] = age is None or age > STALE_AFTER_S
         info["watching"] = bool(beat.get("watching"))
         info["running_job"] = beat.get("running_job")
+        if isinstance(beat.get("viewer"), dict):  # [ui] serve = true: served, or why not
+            info["viewer"] = beat["viewer"]
     elif beat.get("stopped"):
         info["stopped"] = _stamp(beat.get("stopped"))
     jobs: dict[str, Any] = {}
@@ -112,6 +114,10 @@ def render(info: dict[str, Any], *, warnings: bool = True) -> str:
         state = "not running" + (f" (stopped {info['stopped']})" if info.get("stopped") else "") + \
             " — start it with `memd run` or `memd service install`"
     lines.append(f"daemon: {state}")
+    if info["running"] and info.get("viewer"):
+        from memd.daemon.viewer import status_line
+
+        lines.append(status_line(info) or "")
     for job in ("dream", "checkin", "catchup"):
         j = info["jobs"].get(job, {})
         when = f"daily at {j['at']}" if j.get("at") else (

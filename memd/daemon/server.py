@@ -44,7 +44,7 @@ from apscheduler.triggers.base import BaseTrigger
 from memd import __version__, layout, store
 from memd.clock import SYSTEM, Clock
 from memd.config import Config
-from memd.daemon import control, notify, pidfile
+from memd.daemon import control, notify, pidfile, viewer
 from memd.daemon import policy as P
 from memd.daemon import schedule as S
 from memd.daemon.budget import BudgetMonitor, signature
@@ -77,6 +77,8 @@ class Daemon:
     console: bool | None = None
     clock: Clock = SYSTEM
     log: Any = None  # set by run() (memd.logs); in-process tests pass their own
+    # `memd run`'s memd.ui.service.serve, called only with [ui] serve = true (memd.daemon.viewer.Slot)
+    serve_viewer: Callable[..., Any] | None = None
 
     def __post_init__(self) -> None:
         self.queue: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
@@ -100,6 +102,7 @@ class Daemon:
         self.started = self.clock.time()
         self.stopping: _Stopping | None = None
         self.left_running: list[str] = []  # the worker's threads still busy when run() ended
+        self.viewer: viewer.Slot | None = None  # made by _start_viewer()
         self._old_handlers: dict[int, Any] = {}
         self._wall_mono = (self.clock.time(), self.clock.monotonic())
         self._next_beat = 0.0
@@ -177,6 +180,7 @@ class Daemon:
             self.log.info("daemon.ready", watching=self.watcher is not None and self.watcher.alive(),
                           dream_at=S.hhmm(self.picked["dream"]), checkin_at=S.hhmm(self.picked["checkin"]))
             self._say_model_off()
+            self._start_viewer()
             code = self._loop()
         finally:
             self._shutdown()
@@ -289,6 +293,8 @@ class Daemon:
     def _shutdown(self) -> None:
         self.stop.set()
         notify.notify("STOPPING=1")
+        if self.viewer is not None:
+            self.viewer.stop()
         if self.scheduler is not None:
             with contextlib.suppress(Exception):
                 self.scheduler.shutdown(wait=False)
@@ -320,6 +326,13 @@ class Daemon:
         """Close the state store opened by open()."""
         with contextlib.suppress(Exception):
             self.state.close()
+
+    def _start_viewer(self) -> None:
+        """Serve the viewer when ``[ui] serve`` is on (memd.daemon.viewer.Slot: never fatal)."""
+        if self.viewer is None:
+            self.viewer = viewer.Slot(self.serve_viewer, self.state_dir, self.log)
+        self.viewer.start(self.config, lambda: self.config, lambda: self.claude_dir)
+        self._beat()
 
     # ------------------------------------------------------------------ signals
 
@@ -398,6 +411,9 @@ class Daemon:
                 self.watcher = None
             self._ensure_watching()
         self.worker.update(new, self.claude_dir)
+        if new.ui != old.ui and self.viewer is not None:  # a new port, or serving turned on or off
+            self.viewer.stop()
+            self._start_viewer()
         self.log.info("config.reloaded", changed=changed)
         self._say_model_off()
 
@@ -655,7 +671,9 @@ class Daemon:
             "watching": self.watcher is not None and self.watcher.alive(),
             "picked": {k: S.hhmm(v) for k, v in self.picked.items()},
             "next": self.next_runs(), "running_job": self.running.job if self.running else None,
-            "timezone": str(self.tz)}, self.clock.time())
+            "timezone": str(self.tz),
+            **({"viewer": self.viewer.state} if self.viewer is not None and self.viewer.state else {})},
+            self.clock.time())
 
 
 class _RuleTrigger(BaseTrigger):  # type: ignore[misc]

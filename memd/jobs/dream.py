@@ -229,7 +229,8 @@ def _deterministic(jc: JobContext, project: Project, off: str) -> ProjectOutcome
         outcome, done = "failed", "index not rebuilt: " + "; ".join(r.reasons)
     else:
         outcome, done = "unchanged", "index already fine"
-    out = ProjectOutcome.without_model(project.name, outcome, off, done, changed=1 if r.written else 0)
+    out = ProjectOutcome.without_model(project.name, outcome, off, done, changed=1 if r.written else 0,
+                                       run_id=r.run or None)  # the rebuild's name in the history
     if r.reasons:
         out.details["reasons"] = r.reasons
     if r.changed and not r.written:

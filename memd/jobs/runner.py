@@ -189,7 +189,8 @@ def run_project(job: str, jc: JobContext, project: Project, work: ProjectJob,
         jc.state.finish_run(run_id, outcome=out.outcome, ended=ended, added=out.added, changed=out.changed,
                             deleted=out.deleted, tokens_in=out.tokens_in, tokens_out=out.tokens_out,
                             cache_read=out.cache_read, cache_write=out.cache_write, cost_usd=out.cost_usd,
-                            cost_unknown=out.cost_unknown, error=out.error, summary=out.message[:500])
+                            cost_unknown=out.cost_unknown, error=out.error, summary=out.message[:500],
+                            history_run=out.run_id or "")
         note_consolidation(jc, job, out)
     if run_id is not None:
         with _active_lock:

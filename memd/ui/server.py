@@ -18,6 +18,7 @@ Safety (docs/ui.md, "Safety model"), checked on every request before anything is
 
 from __future__ import annotations
 
+import contextvars
 import hmac
 import secrets
 import threading
@@ -41,6 +42,15 @@ FORM = "application/x-www-form-urlencoded"
 
 # A page is (template name, its values); a renderer is given the path's parts after the first.
 Pages = dict[str, Callable[[list[str]], tuple[str, dict[str, Any]] | None]]
+# The request's query (``?before=`` of a timeline's older page), for the renderer that wants it (``query()``):
+# set by the handler's thread for the request it serves.
+_QUERY: contextvars.ContextVar[dict[str, list[str]] | None] = contextvars.ContextVar("memd_ui_query", default=None)
+
+
+def query(name: str) -> str | None:
+    """The request's query parameter ``name`` (its first value), for a renderer; None when absent."""
+    got = (_QUERY.get() or {}).get(name)
+    return got[0] if got else None
 
 
 class Refused(Exception):
@@ -214,6 +224,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.write(body)
             return
         page = self.viewer.pages.get(parts[0] if parts else "")
+        _QUERY.set(parse_qs(urlsplit(self.path).query))
         self._answer(lambda: page(parts[1:]) if page is not None else None)
 
     def _answer(self, make: Callable[[], tuple[str, dict[str, Any]] | None]) -> None:
@@ -247,10 +258,10 @@ def url(viewer: Viewer) -> str:
 
 
 class Running:
-    """A server in a thread, for tests and the daemon of a later slice: ``with Running(viewer) as url``."""
+    """A server in a thread, for tests and the daemon (``memd.ui.service``): ``with Running(viewer) as url``."""
 
-    def __init__(self, viewer: Viewer) -> None:
-        self.server = make_server(viewer)
+    def __init__(self, viewer: Viewer, port: int = 0) -> None:
+        self.server = make_server(viewer, port)
         self.viewer = viewer
         self.thread = threading.Thread(target=self.server.serve_forever, name="memd-ui", daemon=True)
 

@@ -4,8 +4,9 @@ The first screen is `memd status`'s rows (``memd.inspect.status_rows``: the inde
 SessionStart hook measures it) with the last catch-up and dream from the run log (``memd.state``) and
 what sync holds (``memd.sync.held``). A project page is MEMORY.md as Claude Code loads it
 (``memd.core.index.loaded_view``, read as ``memd.inspect.measure_index`` reads it), the topic files
-(``memd.memfolder``) and the applied runs with their diffs (``memd.history``). Every text that reaches a
-page passes ``memd.core.secrets.redact`` first; escaping is the templates' (autoescape).
+(``memd.memfolder``) and the timeline of its runs (``memd.ui.timeline``: the run log's rows, each
+applied one opening to its diff from ``memd.history``). Every text that reaches a page passes
+``memd.core.secrets.redact`` first; escaping is the templates' (autoescape).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class ProjectRow:
     held: list[str]  # `memd status`'s sync lines for this project
     conflict_blocks: int
     week_cost: float = 0.0  # the run log's cost of this project's runs over the last 7 days
+    week_model_runs: int = 0  # of those runs, the ones that called a model (none: the cost shows "-", not $0)
 
 
 @dataclass
@@ -66,9 +68,10 @@ def overview(projects: list[Project], config: Config, state_dir: Path) -> Overvi
     rows = status_rows(projects, config, state_dir)
     last: dict[str, dict[str, LastRun | None]] = {}
     costs: dict[str, float] = {}
+    model_runs: dict[str, int] = {}
     problem: str | None = None
     try:
-        last, costs = _last_runs([r.project for r in rows if r.has_memory], state_dir, time.time())
+        last, costs, model_runs = _last_runs([r.project for r in rows if r.has_memory], state_dir, time.time())
     except MemdError as e:  # an unreadable run log loses that column only
         problem = f"the run log cannot be read: {e}"
     out: list[ProjectRow] = []
@@ -80,33 +83,36 @@ def overview(projects: list[Project], config: Config, state_dir: Path) -> Overvi
         out.append(ProjectRow(
             r.project, r.as_json(), _pct(r.index_lines, r.max_lines), _pct(r.index_chars, r.max_chars),
             last.get(r.project, dict.fromkeys(JOBS)), [redact(h) for h in held],
-            int(r.extra.get("sync_conflicts", 0)), costs.get(r.project, 0.0)))
+            int(r.extra.get("sync_conflicts", 0)), costs.get(r.project, 0.0), model_runs.get(r.project, 0)))
     return Overview(out, sum(1 for r in rows if not r.has_memory), problem)
 
 
 WEEK_S = 7 * 86400
 
 
-def _last_runs(names: list[str], state_dir: Path,
-               now: float) -> tuple[dict[str, dict[str, LastRun | None]], dict[str, float]]:
+def _last_runs(names: list[str], state_dir: Path, now: float) -> tuple[
+        dict[str, dict[str, LastRun | None]], dict[str, float], dict[str, int]]:
     """Each project's last catch-up and dream that ran (as `memd status`'s idle rule counts them:
-    ``StateStore.last_runs``) and the cost of its runs over the last 7 days."""
+    ``StateStore.last_runs``), the cost of its runs over the last 7 days and how many of them called a model."""
     from memd.state import StateStore
 
     if not (state_dir / "state.sqlite3").exists():  # the viewer never creates memd's state
-        return {}, {}
+        return {}, {}, {}
     out: dict[str, dict[str, LastRun | None]] = {}
     costs: dict[str, float] = {}
+    model_runs: dict[str, int] = {}
     with StateStore.open(state_dir) as st:
         for name in names:
-            costs[name] = sum(r.cost_usd for r in st.runs(project=name, since=now - WEEK_S, limit=100_000))
+            week = st.runs(project=name, since=now - WEEK_S, limit=100_000)
+            costs[name] = sum(r.cost_usd for r in week)
+            model_runs[name] = sum(1 for r in week if r.tokens_total > 0 or r.cost_usd > 0 or r.cost_unknown)
             got: dict[str, LastRun | None] = {}
             for job in JOBS:
                 runs = st.last_runs(name, (job,), 1)
                 got[job] = (LastRun(job, runs[0].started, runs[0].outcome, redact(runs[0].summary),
                                     runs[0].cost_usd) if runs else None)
             out[name] = got
-    return out, costs
+    return out, costs, model_runs
 
 
 @dataclass
@@ -136,20 +142,6 @@ class TopicView:
 
 
 @dataclass
-class RunView:
-    run: str
-    job: str
-    when: float
-    summary: str
-    complete: bool
-    diff: list[str]
-    more: int  # diff lines not shown
-    outcome: str | None = None
-    cost_usd: float | None = None
-    tokens: int | None = None
-
-
-@dataclass
 class ConflictView:
     path: str
     line: int
@@ -162,8 +154,7 @@ class ProjectPage:
     memory_dir: str
     index: IndexView | None
     topics: list[TopicView]
-    runs: list[RunView] = field(default_factory=list)
-    history_problem: str | None = None
+    timeline: Any = None  # memd.ui.timeline.Timeline: every run of the run log, each opening to its diff
     conflicts: list[ConflictView] = field(default_factory=list)  # `memd check`'s MEM090, where each block is
     held: list[str] = field(default_factory=list)  # `memd status`'s sync lines: what is held, why, how to resolve
 
@@ -227,21 +218,6 @@ def topic_views(project: Project, config: Config) -> list[TopicView]:
     return out
 
 
-def run_views(project: Project, state_dir: Path, limit: int = 30) -> list[RunView]:
-    """The applied runs (``memd history``'s list), newest first, each with its unified diff from the
-    snapshot before it to the one after it (what ``memd undo`` would put back)."""
-    from memd import history
-
-    out: list[RunView] = []
-    for rec in history.list_runs(state_dir, project.name, limit=limit):
-        before = history.files_at(state_dir, project.name, rec.before) if rec.before else {}
-        after = history.files_at(state_dir, project.name, rec.after)
-        diff = _diff(before, after)
-        out.append(RunView(rec.run, rec.job, rec.time, redact(rec.summary), rec.complete,
-                           [redact(d) for d in diff[:_MAX_DIFF_LINES]], max(0, len(diff) - _MAX_DIFF_LINES)))
-    return out
-
-
 def _diff(before: dict[str, bytes], after: dict[str, bytes]) -> list[str]:
     out: list[str] = []
     for rel in sorted(set(before) | set(after)):
@@ -255,23 +231,7 @@ def _diff(before: dict[str, bytes], after: dict[str, bytes]) -> list[str]:
     return out
 
 
-def _with_run_log(runs: list[RunView], project: str, state_dir: Path) -> None:
-    """Each run's outcome, tokens and cost from the run log, matched by its job and time."""
-    from memd.state import StateStore
-
-    if not runs or not (state_dir / "state.sqlite3").exists():
-        return
-    with StateStore.open(state_dir) as st:
-        logged = st.runs(project=project, limit=500)
-    for rv in runs:
-        near = [r for r in logged if r.job == rv.job and r.started <= rv.when + 1
-                and (r.ended is None or rv.when <= r.ended + 1)]
-        if near:
-            rv.outcome, rv.cost_usd, rv.tokens = near[0].outcome, near[0].cost_usd, near[0].tokens_total
-
-
-def project_page(project: Project, config: Config, state_dir: Path) -> ProjectPage:
-    from memd.errors import MemdError
+def project_page(project: Project, config: Config, state_dir: Path, *, before: int | None = None) -> ProjectPage:
     from memd.inspect import check_project
     from memd.sync.held import status_lines
 
@@ -281,11 +241,9 @@ def project_page(project: Project, config: Config, state_dir: Path) -> ProjectPa
     page.conflicts = [ConflictView(f.path, f.line, redact(f.message)) for f in checked.findings if f.code == "MEM090"]
     page.held = [redact(line.removeprefix(f"sync: {project.name}: "))
                  for line in status_lines(state_dir, [project.name]).splitlines()]
-    try:
-        page.runs = run_views(project, state_dir)
-        _with_run_log(page.runs, project.name, state_dir)
-    except MemdError as e:
-        page.history_problem = f"the history cannot be read: {e}"
+    from memd.ui.timeline import timeline
+
+    page.timeline = timeline(project.name, state_dir, before=before)
     return page
 
 
