@@ -80,6 +80,18 @@ def test_the_daemon_serves_the_viewer_with_its_token_and_stops_it_on_sigterm(run
     # with the token: the first screen, with the project
     status, body = _open_page(url)
     assert status == 200 and "-home-u-app" in body
+    # its actions are the CLI's too: a POST to one reaches the action's checks (no CSRF token: refused,
+    # 403), where a viewer without actions answers 405 to every POST
+    cookie = f"memd_ui_token_{port}={token}"
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("POST", "/retry/-home-u-app", body=b"csrf=wrong", headers={
+            "Host": f"127.0.0.1:{port}", "Cookie": cookie, "Content-Type": "application/x-www-form-urlencoded",
+            "Origin": f"http://127.0.0.1:{port}", "Sec-Fetch-Site": "same-origin"})
+        r = conn.getresponse()
+        assert r.status == 403 and "CSRF" in r.read().decode(), r.status
+    finally:
+        conn.close()
     # without it, or with a wrong one: refused
     assert _get(port, "/")[0] == 403
     assert _get(port, "/?token=" + "x" * len(token))[0] == 403
