@@ -8,8 +8,9 @@ a file that is gone, repaired by a keyless run (``memd dream --force`` without a
 words as a plain line: a run with a diff), and one whose index is past Claude Code's budget. Then the
 viewer is started in this process and headless Chromium (Debian's ``chromium`` and ``chromium-driver``,
 through selenium) saves the first screen, the big project's page at its cut, the run opened to its
-diff, and the big project's two charts (a month of made-up runs and index samples, seeded), as PNG
-files. Needs the ``test`` extra (selenium, jinja2).
+diff, the big project's timeline and two charts (a month of made-up runs and index samples, seeded), and
+the confirmation page of the small project's undo (not confirmed), as PNG files. Needs the ``test``
+extra (selenium, jinja2).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,6 +71,23 @@ def _made_up(projects: Path) -> None:
     (big / "MEMORY.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+def _made_up_outcome(job: str, rnd: Any) -> tuple[str, str, str | None]:
+    """A run's outcome and words, as the jobs word them (made up, seeded)."""
+    roll = rnd.random()
+    if job == "catchup":
+        if roll < 0.2:
+            return "unchanged", "1 session read; nothing new to keep", None
+        n = rnd.randint(1, 3)
+        return "changed", f"{n} session(s) read; {n} memory file(s) added or updated", None
+    if roll < 0.1:
+        return ("refused", "dream: nothing applied",
+                "would delete 9 of 31 files (29%), over dream.max_delete_share 25%; kept for review")
+    if roll < 0.15:
+        return "failed", "dream: nothing applied", "the model's reply was cut at max_tokens twice"
+    merged, pruned = rnd.randint(0, 3), rnd.randint(0, 2)
+    return "changed", f"merged {merged} duplicate(s), pruned {pruned} stale entr(ies); MEMORY.md rebuilt", None
+
+
 def _made_up_nights(state: Path, now: float) -> None:
     """A month of made-up runs and index samples for the big project (the charts: cost per night, and
     its index growing past the budget), as the daemon would have logged them: each night two catch-ups
@@ -92,9 +111,10 @@ def _made_up_nights(state: Path, now: float) -> None:
                 if at > now:
                     continue
                 spent = round(cost * rnd.uniform(0.5, 2.2), 4)
+                outcome, summary, error = _made_up_outcome(job, rnd)
                 rid = st.start_run(job, BIG, at)
-                st.finish_run(rid, outcome="changed", ended=at + 40, cost_usd=spent,
-                              tokens_in=int(spent * 180_000), tokens_out=int(spent * 9_000), summary=f"{job}: changed")
+                st.finish_run(rid, outcome=outcome, ended=at + 40, cost_usd=spent, tokens_in=int(spent * 180_000),
+                              tokens_out=int(spent * 9_000), summary=summary, error=error)
         lines, chars = 232, 34_017  # the index as it is now, walked back a month: it grew past the budget
         for h in range(6, 30 * 24, 6):
             st.record_index_sample(BIG, now - h * 3600, lines=lines, chars=chars, max_lines=200, max_chars=25_000)
@@ -144,7 +164,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="memd-shots-") as tmp:
         claude = _sandbox(args.claude_data, Path(tmp))
         from memd.cli import Context
-        from memd.commands.ui import pages
+        from memd.commands.ui import pages, posts
         from memd.ui.server import Running, Viewer
 
         ctx = Context(argparse.Namespace(claude_dir=str(claude)))
@@ -156,11 +176,13 @@ def main() -> int:
         browser = webdriver.Chrome(options=opts, service=Service(executable_path=driver))
         args.out.mkdir(parents=True, exist_ok=True)
         try:
-            with Running(Viewer(pages(ctx))) as url:
+            with Running(Viewer(pages(ctx), actions=posts(ctx))) as url:
                 browser.get(url)
                 base = "{0.scheme}://{0.netloc}".format(urlsplit(url))
                 shots = {"ui-projects.png": ("/", ""), "ui-project-cut.png": (f"/project/{quote(BIG)}", "#cut"),
                          "ui-run-diff.png": (f"/project/{quote(PROJECT)}", "details.run"),
+                         "ui-timeline.png": (f"/project/{quote(BIG)}", "#history"),
+                         "ui-undo-confirm.png": (f"/project/{quote(PROJECT)}", "a.undo-link"),
                          "ui-chart-cost.png": (f"/project/{quote(BIG)}", "#cost-chart"),
                          "ui-chart-size.png": (f"/project/{quote(BIG)}", "#size-chart")}
                 for name, (path, element) in shots.items():
@@ -171,6 +193,14 @@ def main() -> int:
                         browser.execute_script("arguments[0].open = true; arguments[0].scrollIntoView()", run)
                         time.sleep(0.5)
                         run.screenshot(str(args.out / name))
+                    elif element == "#history":  # the timeline, every run closed
+                        browser.find_element(By.CSS_SELECTOR, element).screenshot(str(args.out / name))
+                    elif element == "a.undo-link":  # the newest run's undo, at its confirmation (not confirmed)
+                        href = browser.find_elements(By.CSS_SELECTOR, element)[0].get_attribute("href")
+                        browser.get(str(href))
+                        height = browser.execute_script("return document.documentElement.scrollHeight")
+                        browser.set_window_size(1280, min(max(400, int(height) + 160), 1400))
+                        browser.save_screenshot(str(args.out / name))
                     elif element.endswith("-chart"):  # a chart as drawn (uPlot, in the page), that element alone
                         chart = browser.find_element(By.CSS_SELECTOR, element)
                         browser.execute_script("arguments[0].scrollIntoView()", chart)
