@@ -218,6 +218,8 @@ def test_the_first_screen_lists_the_real_projects_with_statuss_figures(claude_da
             str(f.get(k, 0)) for k in ("error", "warning", "info"))
         assert f"{ix['lines']:,}/{ix['max_lines']}" in row["text"]
         assert f"{ix['chars']:,}/{ix['max_chars']:,}" in row["text"]
+        within = ix["lines"] <= ix["max_lines"] and ix["chars"] <= ix["max_chars"]
+        assert ("past the cut" in row["text"]) == (not within)
 
 
 def _over_budget(claude: Path, name: str = "-home-u-big") -> Path:
@@ -258,6 +260,13 @@ def test_a_project_page_draws_the_cut_where_memd_check_puts_it(claude_home: Path
     stripped = browser.find_element(By.CSS_SELECTOR, "li.line[data-line='3']")
     assert "stripped" in stripped.get_attribute("class")  # the comment never loads
     assert {p: p.stat().st_mtime_ns for p in mem.rglob("*")} == files  # nothing in the memory folder changed
+    # the first screen marks the cut too, with check's count, and leads to it
+    _open(browser, serve(claude_home))
+    note = browser.find_element(By.CSS_SELECTOR, "tr.project[data-project='-home-u-big'] a.cut-note")
+    assert f"{len(hidden)} entries never load" in note.text
+    note.click()
+    assert browser.current_url.endswith("/project/-home-u-big#cut")
+    assert browser.find_element(By.ID, "cut").is_displayed()
 
 
 @pytest.mark.slow
