@@ -117,6 +117,24 @@ def test_a_wrong_host_or_a_missing_token_is_refused(claude_home: Path, serve: An
         assert _get(url, "/", cookie=token, method=method).status == 405
 
 
+def test_a_page_that_cannot_be_shown_says_why_with_a_4xx(claude_home: Path, serve: Any) -> None:
+    """A run not in the history, an unknown project, a path outside the pages: a clear answer and a
+    status that says it failed (not 200), never a traceback."""
+    _over_budget(claude_home)
+    url = serve(claude_home)
+    token = url.split("token=", 1)[1]
+    u = urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname or "", u.port, timeout=30)
+    conn.request("GET", "/undo/-home-u-big/no-such-run", headers={"Host": u.netloc,
+                                                                  "Cookie": f"{COOKIE}_{u.port}={token}"})
+    r = conn.getresponse()
+    body = r.read().decode()
+    conn.close()
+    assert r.status == 400 and "no runs in the history of -home-u-big" in body and "Traceback" not in body
+    assert _get(url, "/project/-home-u-nobody", cookie=token).status == 404
+    assert _get(url, "/static/..%2Fserver.py", cookie=token).status == 404
+
+
 def test_the_server_listens_on_loopback_only(claude_home: Path) -> None:
     from memd.ui.server import make_server
 

@@ -208,7 +208,7 @@ def test_paging_the_last_50_runs_with_a_link_to_older_ones(env: Env, url: str) -
     assert [int(e["row"]) for e in _entries(html2)] == ids[::-1][50:]
     assert 'class="older"' not in html2 and 'class="newest"' in html2
     bad = _page(url, f"/project/{p.name}?before=1;drop")
-    assert bad[0] == 200 and "expected a run&#39;s number" in bad[1]  # a clear message, not a traceback
+    assert bad[0] == 400 and "expected a run&#39;s number" in bad[1]  # a clear message, not a traceback
 
 
 def test_a_proposed_dream_opens_to_its_kept_review_diff(env: Env, url: str) -> None:  # noqa: F811

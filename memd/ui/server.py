@@ -228,18 +228,23 @@ class Handler(BaseHTTPRequestHandler):
         self._answer(lambda: page(parts[1:]) if page is not None else None)
 
     def _answer(self, make: Callable[[], tuple[str, dict[str, Any]] | None]) -> None:
+        status = HTTPStatus.OK
         try:
             got = make()
         except Exception as e:  # one project's bad input fails only its page, with the reason, never a traceback
-            from memd.errors import MemdError
+            from memd.errors import MemdError, UsageError
 
             known = isinstance(e, MemdError | OSError | ValueError)
             got = ("error.html", {"message": str(e) if known else f"{type(e).__name__}: {e} (a bug in memd ui)"})
+            # what was asked cannot be shown as asked (a run not in the history, a bad ?before=): 400; a file
+            # that cannot be read or a bug: 500. The page says why either way.
+            bad_request = isinstance(e, UsageError | ValueError) and not isinstance(e, OSError)
+            status = HTTPStatus.BAD_REQUEST if bad_request else HTTPStatus.INTERNAL_SERVER_ERROR
         if got is None:
             self._plain(HTTPStatus.NOT_FOUND, "no such page")
             return
         body = self.viewer.render(*got)
-        self._headers(HTTPStatus.OK, "text/html; charset=utf-8", len(body))
+        self._headers(status, "text/html; charset=utf-8", len(body))
         if self.command != "HEAD":
             self.wfile.write(body)
 
