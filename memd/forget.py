@@ -135,6 +135,13 @@ def forget_project(project: Project, config: Config, state_dir: Path, find: Matc
                 res.files[rel] = n
                 new_live[rel] = new
         entries = history.log(state_dir, project.name, limit=1_000_000)
+        broken = next((e for e in entries if e.kind == history.DAMAGED), None)
+        if broken is not None:  # every commit is rewritten: a damaged one cannot be, nor be left holding it
+            raise history.HistoryError(
+                f"the history of {project.name} is damaged at commit {broken.commit[:10]}: forget cannot rewrite "
+                f"what it cannot read; nothing was changed; move {history.repo_dir(state_dir, project.name)} "
+                "aside (it may hold the text: delete it once you are sure) and run forget again",
+                path=str(history.repo_dir(state_dir, project.name)))
         res.commits_total = len(entries)
         res.commits = _commits_with(state_dir, project.name, find)
         from memd.sync import evidence

@@ -46,6 +46,13 @@ Writing the history (issue 20):
 - Durable before anything is written: loose objects are fsynced (dulwich's ``fsync_object_files``),
   the ref file is fsynced by dulwich and its folder by memd, so a snapshot a rebuild relies on
   survives a power cut, not only a kill.
+- A damaged repository (an object that does not parse or is missing, a checksum that does not match:
+  a disk error, a copy cut short) is a ``HistoryError`` naming the project, the folder and what is
+  wrong (``_damage``), from every reader and writer here: the command or page that needed the history
+  fails with that reason, and moving the folder aside starts a new history at the next write. A
+  snapshot never relies on a damaged object: one it needs is read back and written again from the
+  live bytes (``_add_intact``), so a rewrite after it can always be undone. ``log`` stops at a damaged
+  older commit (a ``DAMAGED`` entry): the newer runs still list and undo.
 - ``MEMD_FAULT`` points (``memd.store``): ``history.init`` (the temp repository is made),
   ``history.init_renamed`` (renamed into place), ``history.after_objects`` (a commit's objects are
   written, the ref not moved), ``history.after_ref`` (the ref moved), and, only while such a point is
@@ -57,14 +64,16 @@ Writing the history (issue 20):
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import shutil
 import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from memd.core.paths import INDEX_NAME, is_team
 from memd.errors import ConflictError, MemdError, UsageError
@@ -96,6 +105,48 @@ class HistoryError(MemdError):
 
 def repo_dir(state_dir: Path, project: str) -> Path:
     return state_dir / "history" / project
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _damage(e: BaseException) -> bool:
+    """Whether ``e`` says the repository's own data is damaged (not memd's or the caller's mistake)."""
+    import zlib
+
+    from dulwich import errors as de
+
+    if isinstance(e, de.ChecksumMismatch | de.WrongObjectException | de.FileFormatException | de.ObjectMissing
+                  | de.ApplyDeltaError | de.MissingCommitError | zlib.error):
+        return True
+    if isinstance(e, KeyError):  # an object the history points to is not in it: only when dulwich raised it
+        tb = e.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        return tb is not None and tb.tb_frame.f_globals.get("__name__", "").startswith("dulwich")
+    return False
+
+
+def _damaged(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """A reader or writer of a project's history (``fn(state_dir, project, ...)``) whose damaged repository
+    is a HistoryError with the reason, never an unexpected error (see the module doc)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            if not _damage(e):
+                raise
+            state_dir, project = args[0], args[1]
+            assert isinstance(state_dir, Path) and isinstance(project, str)
+            where = repo_dir(state_dir, project)
+            raise HistoryError(f"the history of {project} is damaged ({type(e).__name__}: {str(e)[:160]}), a disk "
+                               f"error?; move {where} aside and memd starts a new history at its next write",
+                               path=str(where)) from None
+
+    return wrapper
 
 
 INIT_PREFIX = ".memd-init."  # a repository being made, beside the others (renamed into place)
@@ -304,6 +355,37 @@ def _file_kind(filename: str | bytes) -> str:
     return os.path.basename(name)
 
 
+def _add_intact(repo: Any, obj: Any) -> None:
+    """Add ``obj`` to the store so that it reads back as ``obj``. dulwich skips an object whose loose file
+    exists; a damaged one (a disk error) would then stand in a new snapshot for bytes it no longer holds,
+    and a rewrite relying on that snapshot could lose them. So an existing loose object is read back,
+    and one that does not parse or holds other bytes is replaced, atomically, by the bytes it must hold
+    (memd's own store: the object's id is the hash of exactly those bytes)."""
+    store = repo.object_store
+    path = store._get_shafile_path(obj.id)
+    if not os.path.exists(path):
+        store.add_object(obj)
+        return
+    try:
+        if store[obj.id].as_raw_string() == obj.as_raw_string():
+            return
+    except Exception as e:
+        if not _damage(e):
+            raise
+    _log().warning("history.object_repaired", object=obj.id.decode("ascii"), path=path)
+    tmp = f"{path}.memd-{os.getpid()}-{os.urandom(4).hex()}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(obj.as_legacy_object())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    fsync_dir(Path(path).parent)
+
+
 def tree_for(repo: Any, files: dict[str, bytes]) -> bytes:
     from dulwich.objects import Blob, Tree
 
@@ -314,9 +396,9 @@ def tree_for(repo: Any, files: dict[str, bytes]) -> bytes:
                 tree.add(name.encode(), 0o040000, build(value))
             else:
                 blob = Blob.from_string(value)
-                repo.object_store.add_object(blob)
+                _add_intact(repo, blob)
                 tree.add(name.encode(), 0o100644, blob.id)
-        repo.object_store.add_object(tree)
+        _add_intact(repo, tree)
         return tree.id
 
     nested: dict[str, Any] = {}
@@ -354,6 +436,7 @@ def _message(summary: str, trailers: dict[str, str]) -> bytes:
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
+@_damaged
 def commit_files(state_dir: Path, project: str, files: dict[str, bytes], summary: str, *,
                  kind: str = "snapshot", run: str = "", job: str = "") -> str:
     """Commit a set of files (rel path -> bytes) as the project's newest snapshot; returns its id.
@@ -407,6 +490,7 @@ def _commit_files(state_dir: Path, project: str, files: dict[str, bytes], summar
         repo.close()
 
 
+@_damaged
 def snapshot(state_dir: Path, project: str, memory_dir: Path, summary: str, *, kind: str = "snapshot",
              run: str = "", job: str = "", max_bytes: int = DEFAULT_MAX_BYTES) -> str:
     """Snapshot every memory file of memory_dir (``memfolder.folder.file_map``); returns the commit id."""
@@ -418,6 +502,7 @@ def _job(reason: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", reason).strip("-") or "snapshot"
 
 
+@_damaged
 def snapshot_before(state_dir: Path, project: str, memory_dir: Path, reason: str, *, run: str = "",
                     planned: dict[str, bytes | None] | None = None) -> str:
     """Commit memory_dir as it is before memd rewrites anything in it; returns the commit id.
@@ -447,6 +532,7 @@ def _laid_over(files: dict[str, bytes], changes: dict[str, bytes | None]) -> dic
     return out
 
 
+@_damaged
 def close_run(state_dir: Path, project: str, before: str, why: str) -> str:
     """Mark a run that wrote nothing after all (its write was refused: a conflict, a full disk) as
     finished, so its "planned" commit does not list it as interrupted: a ``dropped`` commit holding
@@ -458,6 +544,7 @@ def close_run(state_dir: Path, project: str, before: str, why: str) -> str:
                         kind="dropped", run=entry.run, job=entry.job)
 
 
+@_damaged
 def record_after(state_dir: Path, project: str, before: str, changes: dict[str, bytes | None], reason: str,
                  run: str, summary: str, *, kind: str = "after") -> str:
     """Commit what a run did (the "after" half): the run's "before" commit with exactly the run's own
@@ -466,6 +553,9 @@ def record_after(state_dir: Path, project: str, before: str, changes: dict[str, 
     not take it back. The run then shows in ``memd history``."""
     files = _laid_over(files_at(state_dir, project, before), changes)
     return commit_files(state_dir, project, files, summary, kind=kind, run=run, job=_job(reason))
+
+
+DAMAGED = "damaged"  # ``log``'s last entry when an older commit cannot be read: the walk stops there
 
 
 @dataclass(frozen=True)
@@ -487,8 +577,11 @@ def _entry(c: Any) -> HistoryEntry:
                         tr.get("run", ""), tr.get("job", ""), c.parents[0].decode() if c.parents else None, msg)
 
 
+@_damaged
 def log(state_dir: Path, project: str, limit: int = 200) -> list[HistoryEntry]:
-    """Commits newest first (at most limit)."""
+    """Commits newest first (at most limit). A damaged older commit ends the walk with an entry of kind
+    ``DAMAGED`` (its id, no time): the newer ones are still listed and undoable; a damaged newest one is
+    a HistoryError."""
     repo = _open(state_dir, project, create=False)
     if repo is None:
         return []
@@ -498,7 +591,14 @@ def log(state_dir: Path, project: str, limit: int = 200) -> list[HistoryEntry]:
         out: list[HistoryEntry] = []
         cur: bytes | None = repo.refs[BRANCH]
         while cur is not None and len(out) < limit:
-            c = repo[cur]
+            try:
+                c = repo[cur]
+            except Exception as e:  # an older commit damaged: what is newer still reads (and undoes)
+                if not out or not _damage(e):
+                    raise
+                out.append(HistoryEntry(cur.decode("ascii", "replace"), 0.0, "older snapshots unreadable: the "
+                                        f"history is damaged here ({type(e).__name__})", DAMAGED, "", "", None))
+                break
             out.append(_entry(c))
             cur = c.parents[0] if c.parents else None
         return out
@@ -506,6 +606,7 @@ def log(state_dir: Path, project: str, limit: int = 200) -> list[HistoryEntry]:
         repo.close()
 
 
+@_damaged
 def files_at(state_dir: Path, project: str, commit: str) -> dict[str, bytes]:
     repo = _open(state_dir, project, create=False)
     if repo is None:
@@ -520,6 +621,7 @@ def files_at(state_dir: Path, project: str, commit: str) -> dict[str, bytes]:
         repo.close()
 
 
+@_damaged
 def file_history(state_dir: Path, project: str, name: str, limit: int = 200) -> list[tuple[HistoryEntry, bytes | None]]:
     """Commits newest first (at most limit, as ``log``), each with the bytes of the top-level file
     ``name`` (MEMORY.md) in its snapshot (None: not in it). One walk: a tree or blob that several
@@ -537,12 +639,18 @@ def file_history(state_dir: Path, project: str, name: str, limit: int = 200) -> 
             return []
         cur: bytes | None = repo.refs[BRANCH]
         while cur is not None and len(out) < limit:
-            c = repo[cur]
-            if c.tree not in by_tree:
-                found = next((e for e in repo[c.tree].items() if e.path == want and not stat.S_ISDIR(e.mode)), None)
-                if found is not None and found.sha not in by_blob:
-                    by_blob[found.sha] = bytes(repo[found.sha].data)
-                by_tree[c.tree] = by_blob[found.sha] if found is not None else None
+            try:
+                c = repo[cur]
+                if c.tree not in by_tree:
+                    found = next((e for e in repo[c.tree].items() if e.path == want and not stat.S_ISDIR(e.mode)),
+                                 None)
+                    if found is not None and found.sha not in by_blob:
+                        by_blob[found.sha] = bytes(repo[found.sha].data)
+                    by_tree[c.tree] = by_blob[found.sha] if found is not None else None
+            except Exception as e:  # an older commit damaged: the newer ones are the series (as ``log``)
+                if not out or not _damage(e):
+                    raise
+                break
             out.append((_entry(c), by_tree[c.tree]))
             cur = c.parents[0] if c.parents else None
         return out
@@ -550,6 +658,7 @@ def file_history(state_dir: Path, project: str, name: str, limit: int = 200) -> 
         repo.close()
 
 
+@_damaged
 def changes_between(state_dir: Path, project: str,
                     pairs: list[tuple[str | None, str]]) -> list[dict[str, tuple[bytes | None, bytes | None]]]:
     """For each (before, after) commit pair (before None: an empty folder), the files that differ: rel path ->
@@ -612,6 +721,7 @@ class RunRecord:
     complete: bool = True  # False: the run was interrupted while applying ("after" is what it planned)
 
 
+@_damaged
 def list_runs(state_dir: Path, project: str, limit: int = 50) -> list[RunRecord]:
     """Applied runs, newest first, each with its before and after snapshot. A run that was killed
     while applying has no "after" commit: its "planned" commit stands in (``complete`` False)."""
@@ -632,6 +742,7 @@ def list_runs(state_dir: Path, project: str, limit: int = 50) -> list[RunRecord]
     return out
 
 
+@_damaged
 def find_run(state_dir: Path, project: str, run: str | None) -> RunRecord:
     runs = [r for r in list_runs(state_dir, project, limit=500) if r.job != "undo"]
     if not runs:
@@ -655,6 +766,7 @@ class UndoResult:
     kept_local: list[str] = field(default_factory=list)  # synced files the undo keeps here (memd.sync.held)
 
 
+@_damaged
 def undo_run(state_dir: Path, project: str, memory_dir: Path, run: str | None = None, *,
              dry_run: bool = False) -> UndoResult:
     """Revert one run (default: the newest) in the live folder, file by file (see the module doc).

@@ -29,9 +29,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     repo = history.repo_dir(ctx.state_dir, project.name)
     print(f"# {project.name} (git --git-dir={repo} log)")
     limit = max(1, args.limit)
+    entries = history.log(ctx.state_dir, project.name, limit=limit if args.all_commits else limit * 4 + 10)
+    damaged = next((e for e in entries if e.kind == history.DAMAGED), None)
     if args.all_commits:
         rows = [(f"{e.commit[:10]}  ", e.time, f"{e.kind or '-':8} {e.summary}")
-                for e in history.log(ctx.state_dir, project.name, limit=limit)]
+                for e in entries if e.kind != history.DAMAGED]
     else:
         rows = [(f"{r.run:36} ", r.time, r.summary)
                 for r in history.list_runs(ctx.state_dir, project.name, limit=limit)]
@@ -39,4 +41,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         print(f"{head}{time.strftime('%Y-%m-%d %H:%M', time.localtime(when))}  {text}")
     if not rows:
         print("no snapshots yet" if args.all_commits else "no runs yet")
+    if damaged is not None:
+        print(f"older history unreadable: commit {damaged.commit[:10]} is damaged (a disk error?); the runs above "
+              f"read and undo; to start afresh, move {repo} aside (memd makes a new history at its next write)")
+        return 1
     return 0
