@@ -284,3 +284,45 @@ def test_a_catch_up_that_drops_a_block_is_refused(env: Env, claude_data: Path) -
     system = "".join(b["text"] for b in s.requests[0].body["system"])
     assert "is the nightly dream's to resolve" in system
     assert {t["name"] for t in s.requests[0].body["tools"]} == {"memory"}
+
+
+def test_new_conflict_blocks_make_the_project_due_and_blocks_left_open_wait(env: Env) -> None:
+    """A block sync wrote is the other machine's words waiting, marked, in the file: the next nightly
+    dream takes it up even if the project was consolidated an hour ago with no session since. A block
+    that dream left open does not make it due again night after night (it waits for the usual gates);
+    a new block does."""
+    import os
+
+    from memd.jobs import gates as G
+    from memd.jobs import runner
+
+    p = conflict_folder(env)
+    jc = env.jc()
+    now = jc.clock.time()
+    env.state.mark_consolidated(p.name, now - 3600)
+    os.utime(p.memory_dir / "project_db.md", (now - 60, now - 60))  # sync wrote it after that dream
+    gate = G.check_dream(jc, p)
+    assert gate.passed and gate.gate == "conflict_blocks" and "1 sync conflict block(s)" in gate.reason, gate
+    # the dream through the runner, as the daemon runs it: it leaves the block open
+    s = env.stub
+    s.script(s.message(s.memory("str_replace", path="/memories/user_role.md", old_str="backend engineer.",
+                                new_str="backend engineer (Go).")),
+             s.message(s.text("done")))
+    out = runner.run_project("dream", jc, p, dream_project)
+    assert out is not None and out.outcome == "changed", out
+    assert cblock.count((p.memory_dir / "project_db.md").read_text()) == 1
+    gate = G.check_dream(env.jc(), p)
+    assert not gate.passed and gate.gate == "min_hours", gate  # seen: not due again for the same block
+    # a new block arrives from another machine: due again
+    (p.memory_dir / "user_role.md").write_text(
+        (p.memory_dir / "user_role.md").read_text()
+        + f"{cblock.begin_line('laptop', '2026-12-02')}\nThe user is a frontend engineer.\n{cblock.END}\n")
+    gate = G.check_dream(env.jc(), p)
+    assert gate.passed and gate.gate == "conflict_blocks" and "2 sync conflict block(s)" in gate.reason, gate
+    # a block in team/ is not ours to resolve (sync never writes there): it does not make the project due
+    (p.memory_dir / "user_role.md").write_text(topic("Role", "backend engineer", "The user is a backend engineer.",
+                                                     "user"))
+    G.note_blocks(env.jc(), p)
+    (p.memory_dir / "team").mkdir(exist_ok=True)
+    (p.memory_dir / "team" / "t.md").write_text(f"x\n{cblock.begin_line('srv', '2026-12-02')}\ny\n{cblock.END}\n")
+    assert G.check_dream(env.jc(), p).gate == "min_hours"

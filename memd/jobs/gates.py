@@ -180,28 +180,82 @@ def memory_off(jc: JobContext, project: Project) -> GateResult:
     return GateResult(False, "memory_off", f"Claude Code's auto memory is off here ({why})") if why else PASS
 
 
+BLOCKS_KEY = "dream.blocks_seen."  # + project: the digest of the conflict blocks the last dream left open
+
+
+def open_blocks(memory_dir: Path) -> tuple[int, str]:
+    """Sync's conflict blocks in the folder's memory files (``memd.core.conflict``; team/ is never
+    synced into): how many, and a digest of which file holds each and what it holds ("" when none). A
+    file without the marker's opening text is not decoded."""
+    import hashlib
+
+    from memd.core import conflict
+    from memd.core.paths import is_team
+    from memd.memfolder.read import decode, read_bounded
+    from memd.memfolder.walk import DEFAULT_MAX_BYTES, list_files
+
+    digest = hashlib.sha256()
+    n = 0
+    for f in sorted(list_files(memory_dir).memory_files(), key=lambda f: f.rel):
+        if is_team(f.rel):
+            continue
+        r = read_bounded(f.path, DEFAULT_MAX_BYTES, hash=False)
+        if r.data is None or conflict.BEGIN.encode() not in r.data:
+            continue
+        lines = decode(r).split("\n")
+        for b in conflict.blocks("\n".join(lines)):
+            n += 1
+            digest.update(f"{f.rel}\0{b.machine}\0{b.date}\0".encode())
+            digest.update("\n".join(lines[b.line - 1:b.end or len(lines)]).encode("utf-8", "surrogatepass") + b"\0")
+    return n, digest.hexdigest() if n else ""
+
+
+def note_blocks(jc: JobContext, project: Project) -> None:
+    """After a dream that ran (whatever it decided): the blocks still open are recorded as seen, so
+    blocks a dream left open do not make the project due night after night (``check_dream``)."""
+    if jc.state is None or jc.dry_run or not project.memory_dir.is_dir():
+        return
+    n, digest = open_blocks(project.memory_dir)
+    if n:
+        jc.state.set(BLOCKS_KEY + project.name, digest)
+    else:
+        jc.state.delete(BLOCKS_KEY + project.name)
+
+
 def check_dream(jc: JobContext, project: Project, *, now: float | None = None) -> GateResult:
-    """Every gate but the lock (taken separately, just before the work), cheapest first."""
+    """Every gate but the lock (taken separately, just before the work), cheapest first. Sync conflict
+    blocks no dream has had before it (``open_blocks``, ``note_blocks``) make a project due whatever
+    its hours and sessions since the last consolidation: the other machine's words wait in the file,
+    marked, until a dream (or the user) decides; blocks a dream left open wait for the usual gates."""
     cfg = jc.config.dream
     t = jc.clock.time() if now is None else now
     if not project.memory_dir.is_dir():
         return GateResult(False, "memory_folder", "no memory folder yet")
     lock = read_lock(project.memory_dir)  # read once: its mtime and its holder
     last = last_consolidation(jc, project, lock)
+    due: GateResult = PASS
     if not jc.force:
+        refused: GateResult | None = None
         if last is not None and cfg.min_hours > 0 and (t - last) < cfg.min_hours * 3600:
-            return GateResult(False, "min_hours",
-                              f"{(t - last) / 3600:.1f} h since the last consolidation (< {cfg.min_hours:g})")
-        if cfg.min_sessions > 0:
+            refused = GateResult(False, "min_hours",
+                                 f"{(t - last) / 3600:.1f} h since the last consolidation (< {cfg.min_hours:g})")
+        elif cfg.min_sessions > 0:
             touched = jc.state.sessions_touched_since(project.name, last or 0.0) if jc.state is not None else 0
             if touched < cfg.min_sessions:
-                return GateResult(False, "min_sessions",
-                                  f"{touched} sessions touched since the last consolidation "
-                                  f"(< {cfg.min_sessions})")
+                refused = GateResult(False, "min_sessions",
+                                     f"{touched} sessions touched since the last consolidation "
+                                     f"(< {cfg.min_sessions})")
+        if refused is not None:
+            n, digest = open_blocks(project.memory_dir)
+            seen = jc.state.get(BLOCKS_KEY + project.name) if jc.state is not None else None
+            if not n or digest == seen:
+                return refused
+            due = GateResult(True, "conflict_blocks", f"{n} sync conflict block(s) no dream has had yet "
+                                                      f"(else: {refused.reason})")
     if cfg.require_idle and has_active_session(project, t, jc.config.transcripts.active_minutes):
         return GateResult(False, "active_session", "a session is active")
     if cfg.honour_lock:
         free, why = lock_is_free(lock, t, cfg.lock_stale_minutes, project.memory_dir / LOCK_NAME)
         if not free:
             return GateResult(False, "lock", why)
-    return PASS
+    return due

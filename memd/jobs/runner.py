@@ -192,6 +192,8 @@ def run_project(job: str, jc: JobContext, project: Project, work: ProjectJob,
                             cost_unknown=out.cost_unknown, error=out.error, summary=out.message[:500],
                             history_run=out.run_id or "")
         note_consolidation(jc, job, out)
+        if job == "dream" and out.outcome not in ("skipped", "failed"):
+            G.note_blocks(jc, project)  # the blocks it had before it, now seen (issue 21's blocks, gates)
     if run_id is not None:
         with _active_lock:
             _active.pop(run_id, None)
