@@ -38,6 +38,8 @@ STATIC = {"ui.css": "text/css; charset=utf-8",
           "uPlot.iife.min.js": "text/javascript; charset=utf-8", "uPlot.min.css": "text/css; charset=utf-8",
           "charts.js": "text/javascript; charset=utf-8", "charts.css": "text/css; charset=utf-8"}
 MAX_FORM = 4096  # bytes of a POST's form: the actions' forms carry the CSRF token and nothing else
+TIMEOUT_S = 20.0  # a client silent this long (a request or form never finished) is dropped: its thread ends
+MAX_CLIENTS = 32  # connections served at once; one more is closed unanswered, so no client starves the process
 FORM = "application/x-www-form-urlencoded"
 
 # A page is (template name, its values); a renderer is given the path's parts after the first.
@@ -101,18 +103,22 @@ def _when(t: float | None) -> str:
     return "-" if t is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
 
 
-def _cookie_token(header: str | None, cookie: str) -> str | None:
+def _cookie_tokens(header: str | None, cookie: str) -> list[str]:
+    """Every value of the cookie ``cookie``: a page on another port of 127.0.0.1 can set one of that name
+    too (cookies are per host, not per port), and a decoy listed first must not hide the viewer's own."""
+    out: list[str] = []
     for part in (header or "").split(";"):
         name, _, value = part.strip().partition("=")
         if name == cookie:
-            return value
-    return None
+            out.append(value)
+    return out
 
 
 class Handler(BaseHTTPRequestHandler):
     server_version = "memd-ui"
     sys_version = ""
     viewer: Viewer  # set on the subclass made for each server
+    timeout = TIMEOUT_S  # the socket's: a slow or silent client is dropped (StreamRequestHandler.setup)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the terminal shows the URL, not a line per request (which would carry the token)
@@ -138,6 +144,8 @@ class Handler(BaseHTTPRequestHandler):
     def _check(self) -> str | None:
         """Refuse what is not this viewer's own page asked by its own user; the token given in the URL
         (to set as the cookie), else None."""
+        if not self.path.startswith("/"):  # an absolute-form target (a proxy's) or ``*``: not asked of a page
+            raise Refused(HTTPStatus.BAD_REQUEST, "refused: a request's target is a path (/...)")
         if self.headers.get("Host", "") not in self.viewer.allowed_hosts():
             raise Refused(HTTPStatus.FORBIDDEN, "refused: this Host is not the viewer's (127.0.0.1 or localhost "
                                                 "with its port)")
@@ -145,7 +153,7 @@ class Handler(BaseHTTPRequestHandler):
         given = query["token"][0] if query.get("token") else None
         if self.viewer.token_ok(given):
             return given
-        if self.viewer.token_ok(_cookie_token(self.headers.get("Cookie"), self.viewer.cookie)):
+        if any(self.viewer.token_ok(v) for v in _cookie_tokens(self.headers.get("Cookie"), self.viewer.cookie)):
             return None
         raise Refused(HTTPStatus.FORBIDDEN, "refused: no valid token (open the URL `memd ui` printed)")
 
@@ -158,7 +166,8 @@ class Handler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path
         if from_url is not None:  # keep it as a cookie, and drop it from the address bar and history
             self._headers(HTTPStatus.SEE_OTHER, "text/plain; charset=utf-8", 0, {
-                "Location": quote(path, safe="/"),
+                # the path as asked, its escapes kept (``%20`` is not quoted again); anything else quoted
+                "Location": quote(path, safe="/%"),
                 "Set-Cookie": f"{self.viewer.cookie}={from_url}; HttpOnly; SameSite=Strict; Path=/"})
             return
         self._serve(path)
@@ -232,10 +241,12 @@ class Handler(BaseHTTPRequestHandler):
         try:
             got = make()
         except Exception as e:  # one project's bad input fails only its page, with the reason, never a traceback
+            from memd.core.secrets import redact
             from memd.errors import MemdError, UsageError
 
             known = isinstance(e, MemdError | OSError | ValueError)
-            got = ("error.html", {"message": str(e) if known else f"{type(e).__name__}: {e} (a bug in memd ui)"})
+            message = str(e) if known else f"{type(e).__name__}: {e} (a bug in memd ui)"
+            got = ("error.html", {"message": redact(message)})  # the reason may quote memory text
             # what was asked cannot be shown as asked (a run not in the history, a bad ?before=): 400; a file
             # that cannot be read or a bug: 500. The page says why either way.
             bad_request = isinstance(e, UsageError | ValueError) and not isinstance(e, OSError)
@@ -249,11 +260,38 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
 
+class Server(ThreadingHTTPServer):
+    """A thread per connection, at most ``MAX_CLIENTS`` at once: a local process opening connections
+    by the thousand gets the rest closed unanswered instead of a thread each (the daemon that serves
+    the viewer keeps its own threads); each lives at most ``TIMEOUT_S`` of silence."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        self.slots = threading.BoundedSemaphore(MAX_CLIENTS)
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
 def make_server(viewer: Viewer, port: int = 0) -> ThreadingHTTPServer:
     """The server bound to 127.0.0.1 (``port`` 0: one the system picks); the viewer learns its port."""
     handler = type("BoundHandler", (Handler,), {"viewer": viewer})
-    server = ThreadingHTTPServer((HOST, port), handler)
-    server.daemon_threads = True
+    server = Server((HOST, port), handler)
     viewer.port = server.server_address[1]
     return server
 
