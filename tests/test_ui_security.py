@@ -92,7 +92,8 @@ def test_a_silent_client_is_dropped_and_never_holds_the_others(syn: Synthetic,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Hole: no socket timeout, so a request never finished (headers or a form's body) held its thread
     for ever. Now ``Handler.timeout`` drops it; the other clients are served meanwhile."""
-    monkeypatch.setattr(ui_server.Handler, "timeout", 1.0)
+    assert ui_server.Handler.timeout == ui_server.TIMEOUT_S and 0 < ui_server.TIMEOUT_S <= 60  # (was None)
+    monkeypatch.setattr(ui_server.Handler, "timeout", 1.0)  # the same drop, sooner
     host = f"Host: 127.0.0.1:{syn.port}\r\n".encode()
     half_headers = socket.create_connection(("127.0.0.1", syn.port), timeout=10)
     half_headers.sendall(b"GET / HTTP/1.1\r\n" + host)
@@ -248,7 +249,8 @@ class _Attrs(html.parser.HTMLParser):
 
 
 HOSTILE_NAMES = ('-home-u-"><svg onload=alert(1)>', "javascript:alert(1)", "-home-u-%2F..%2F..", "..%2F..",
-                 "-home-u-a'b c&d?x=1#y", "\\evil.example", "-home-u-\u202enl\tx")
+                 "-home-u-a'b c&d?x=1#y", "\\evil.example", "-home-u-\u202enl\tx",
+                 "-home-u-<!--<script>'\"&")
 
 
 def _page(url: str, path: str) -> str:
@@ -347,3 +349,14 @@ def test_memd_ui_open_keeps_the_token_off_the_browsers_command_line(claude_home:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
     assert not Path(given).exists()
+
+
+def test_a_secret_in_a_file_name_is_masked_on_the_page(claude_home: Path, serve: Any) -> None:
+    """Hole: the page masked the secrets in a file's text but printed its name as is (a topic file's
+    name in its summary and its ``data-rel``), so a key in a file name reached the page."""
+    mem = write_tree(claude_home / "projects" / "-home-u-named" / "memory", {
+        "MEMORY.md": f"# Memory\n- [Key]({KEY}.md) — named for it\n",
+        f"{KEY}.md": topic("key", "a key", "reference", "the body\n")})
+    assert (mem / f"{KEY}.md").exists()
+    body = _page(serve(claude_home), "/project/-home-u-named")
+    assert KEY not in body and "the body" in body

@@ -107,9 +107,10 @@ def undo_plan(ctx: Context, project: Project, run: str) -> UndoPlan:
     after = history.files_at(ctx.state_dir, project.name, rec.after)
     touched = set(res.restored) | set(res.removed)
     diff = _diff({k: v for k, v in after.items() if k in touched}, {k: v for k, v in before.items() if k in touched})
-    return UndoPlan(project.name, rec.run, rec.job, rec.time, redact(rec.summary), res.restored, res.removed,
-                    [(rel, redact(why)) for rel, why in res.skipped], [redact(d) for d in diff[:_MAX_DIFF_LINES]],
-                    max(0, len(diff) - _MAX_DIFF_LINES))
+    return UndoPlan(project.name, rec.run, rec.job, rec.time, redact(rec.summary),
+                    [redact(r) for r in res.restored], [redact(r) for r in res.removed],
+                    [(redact(rel), redact(why)) for rel, why in res.skipped],
+                    [redact(d) for d in diff[:_MAX_DIFF_LINES]], max(0, len(diff) - _MAX_DIFF_LINES))
 
 
 def span_views(project: Project, config: Config, state_dir: Path) -> list[SpanView]:
@@ -153,10 +154,10 @@ def held_choices(state_dir: Path, project: str) -> list[HeldChoice]:
               for rel, row in sorted(h.undone.items())]
     out: list[HeldChoice] = []
     if files or undone:
-        out.append(HeldChoice("keep-local", SIDES["keep-local"], [(r, redact(w)) for r, w in files + undone],
+        out.append(HeldChoice("keep-local", SIDES["keep-local"], [(redact(r), redact(w)) for r, w in files + undone],
                               f"memd sync --keep-local {project}"))
     if undone:
-        out.append(HeldChoice("take-remote", SIDES["take-remote"], [(r, redact(w)) for r, w in undone],
+        out.append(HeldChoice("take-remote", SIDES["take-remote"], [(redact(r), redact(w)) for r, w in undone],
                               f"memd sync --take-remote {project}"))
     return out
 
