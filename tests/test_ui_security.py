@@ -360,3 +360,57 @@ def test_a_secret_in_a_file_name_is_masked_on_the_page(claude_home: Path, serve:
     assert (mem / f"{KEY}.md").exists()
     body = _page(serve(claude_home), "/project/-home-u-named")
     assert KEY not in body and "the body" in body
+
+
+# ---- a hostile local process of another user ----------------------------------------------------------------
+
+_CLIENT = """
+import socket, sys
+port, cookie = int(sys.argv[1]), sys.argv[2]
+s = socket.create_connection(("127.0.0.1", port), timeout=20)
+s.sendall(f"GET / HTTP/1.1\\r\\nHost: 127.0.0.1:{port}\\r\\nCookie: {cookie}\\r\\n\\r\\n".encode())
+print(s.recv(4096).split(b" ", 2)[1].decode())
+"""
+
+
+def test_another_users_process_is_refused_even_with_the_token(syn: Synthetic) -> None:
+    """Hole: the token was the only thing between the viewer and every user of the machine, and it leaks
+    where the viewer cannot stop it (the browser sends the cookie to every port of 127.0.0.1: a page of
+    another user's server there gets it). Now the kernel is asked whose the connecting socket is
+    (memd.ui.peer): another user's process is refused with the right token; the user's own is served."""
+    if os.getuid() != 0 or not Path("/proc/net/tcp").exists():
+        pytest.skip("needs root (to run a client as user nobody) and Linux's /proc/net/tcp")
+    cookie = f"{syn.viewer.cookie}={syn.token}"
+
+    def as_nobody() -> None:
+        os.setgid(65534)
+        os.setuid(65534)
+
+    python = "/usr/bin/python3"
+    mine = subprocess.run([python, "-c", _CLIENT, str(syn.port), cookie], capture_output=True, text=True,
+                          timeout=60, check=True)
+    other = subprocess.run([python, "-c", _CLIENT, str(syn.port), cookie], capture_output=True, text=True,
+                           timeout=60, check=True, preexec_fn=as_nobody, cwd="/")
+    assert mine.stdout.strip() == "200" and other.stdout.strip() == "403"
+
+
+def test_the_kernel_names_the_owner_of_a_loopback_connection() -> None:
+    from memd.ui import peer
+
+    if not Path(peer.TCP_TABLE).exists():
+        pytest.skip("no /proc/net/tcp here (not Linux): the token alone decides")
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        with socket.create_connection(listener.getsockname()) as client:
+            conn, _ = listener.accept()
+            with conn:
+                assert peer.owner(client.getsockname(), listener.getsockname()) == os.getuid()
+                with pytest.raises(peer.Unknown):  # a connection that is not there
+                    peer.owner(("127.0.0.1", 1), listener.getsockname())
+    table = ("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+             "   0: 0100007F:1F90 0100007F:D431 01 00000000:00000000 00:00000000 00000000  1000  0 1 1\n"
+             "   1: 0100007F:D431 0100007F:1F90 01 00000000:00000000 00:00000000 00000000  65534  0 2 1\n")
+    if sys.byteorder == "little":  # (the table writes the address in the machine's order)
+        assert peer.owner_in(table, ("127.0.0.1", 0xD431), ("127.0.0.1", 0x1F90)) == 65534
+        assert peer.owner_in(table, ("127.0.0.1", 0x1F90), ("127.0.0.1", 0xD431)) == 1000

@@ -144,6 +144,7 @@ class Handler(BaseHTTPRequestHandler):
     def _check(self) -> str | None:
         """Refuse what is not this viewer's own page asked by its own user; the token given in the URL
         (to set as the cookie), else None."""
+        self._check_peer()
         if not self.path.startswith("/"):  # an absolute-form target (a proxy's) or ``*``: not asked of a page
             raise Refused(HTTPStatus.BAD_REQUEST, "refused: a request's target is a path (/...)")
         if self.headers.get("Host", "") not in self.viewer.allowed_hosts():
@@ -156,6 +157,21 @@ class Handler(BaseHTTPRequestHandler):
         if any(self.viewer.token_ok(v) for v in _cookie_tokens(self.headers.get("Cookie"), self.viewer.cookie)):
             return None
         raise Refused(HTTPStatus.FORBIDDEN, "refused: no valid token (open the URL `memd ui` printed)")
+
+    def _check_peer(self) -> None:
+        """Refuse a connection from another user's process (memd.ui.peer: the kernel says whose it is)."""
+        import os
+
+        from memd.ui import peer
+
+        try:
+            client, server = self.client_address, self.server.server_address
+            uid = peer.owner((str(client[0]), int(client[1])), (str(server[0]), int(server[1])))  # type: ignore[index]
+        except peer.Unknown as e:
+            raise Refused(HTTPStatus.FORBIDDEN, f"refused: whose connection this is cannot be told: {e}") from None
+        if uid is not None and uid != os.getuid():
+            raise Refused(HTTPStatus.FORBIDDEN, "refused: a connection from another user's process (the viewer "
+                                                "answers its own user only)")
 
     def do_GET(self) -> None:
         try:
