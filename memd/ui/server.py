@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextvars
 import hmac
+import html
 import secrets
 import threading
 from collections.abc import Callable
@@ -53,6 +54,11 @@ def query(name: str) -> str | None:
     """The request's query parameter ``name`` (its first value), for a renderer; None when absent."""
     got = (_QUERY.get() or {}).get(name)
     return got[0] if got else None
+
+
+_ONWARD = ('<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+           '<meta http-equiv="refresh" content="0;url={url}"><title>memd</title></head>\n'
+           '<body><p><a href="{url}">Open the viewer</a></p></body></html>\n')
 
 
 class Refused(Exception):
@@ -181,10 +187,19 @@ class Handler(BaseHTTPRequestHandler):
             return
         path = urlsplit(self.path).path
         if from_url is not None:  # keep it as a cookie, and drop it from the address bar and history
-            self._headers(HTTPStatus.SEE_OTHER, "text/plain; charset=utf-8", 0, {
-                # the path as asked, its escapes kept (``%20`` is not quoted again); anything else quoted
-                "Location": quote(path, safe="/%"),
-                "Set-Cookie": f"{self.viewer.cookie}={from_url}; HttpOnly; SameSite=Strict; Path=/"})
+            # the path as asked, its escapes kept (``%20`` is not quoted again); anything else quoted
+            onward = quote(path, safe="/%")
+            cookie = f"{self.viewer.cookie}={from_url}; HttpOnly; SameSite=Strict; Path=/"
+            if self.headers.get("Sec-Fetch-Site", "none") not in ("none", "same-origin"):
+                # opened from another site (``--open``'s file:// page, a link elsewhere): a redirect would stay
+                # cross-site and carry no SameSite=Strict cookie; this origin's own page goes on, same-origin
+                body = _ONWARD.format(url=html.escape(onward, quote=True)).encode("utf-8")
+                self._headers(HTTPStatus.OK, "text/html; charset=utf-8", len(body), {"Set-Cookie": cookie})
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+                return
+            self._headers(HTTPStatus.SEE_OTHER, "text/plain; charset=utf-8", 0,
+                          {"Location": onward, "Set-Cookie": cookie})
             return
         self._serve(path)
 
