@@ -5,8 +5,10 @@ would drive it. Each test names the hole it closes (failing before its fix) or t
 
 from __future__ import annotations
 
+import html
 import html.parser
 import os
+import re
 import signal
 import socket
 import stat
@@ -312,6 +314,38 @@ def _parse(body: str) -> _Attrs:
     p = _Attrs()
     p.feed(body)
     return p
+
+
+def test_a_command_to_paste_takes_a_hostile_folder_name_as_one_word(claude_home: Path, serve: Any) -> None:
+    """Hole: the commands a page tells the user to run (``memd undo P RUN``, ``memd catchup P --retry``,
+    ``memd sync --keep-local P``) printed the folder name as is, and a folder named ``-home-u-$(touch X)``
+    (a clone's folder name: no slash needed) made the pasted command run the attacker's. Now each name
+    is shell-quoted (``shlex.quote``): the shell sees it as one word."""
+    import shlex
+
+    from memd import history, layout
+    from memd.sync import held
+
+    name = "-home-u-$(touch PWNED);`id`"
+    mem = write_tree(claude_home / "projects" / name / "memory", {
+        "MEMORY.md": "# Memory\n- [Old](old.md) — the old hook\n", "old.md": topic("old", "old one", "project")})
+    state = layout.state_dir("")
+    before = history.snapshot_before(state, name, mem, "dream", run="dream-20261202-0300")
+    new_index = b"# Memory\n- [Old](old.md) \xe2\x80\x94 a sharper hook\n"
+    (mem / "MEMORY.md").write_bytes(new_index)
+    history.record_after(state, name, before, {"MEMORY.md": new_index}, "dream", "dream-20261202-0300", "d")
+    url = serve(claude_home)
+    commands = []
+    for path in ("/project/" + quote(name, safe=""), "/undo/" + quote(name, safe="") + "/dream-20261202-0300",
+                 "/retry/" + quote(name, safe="")):
+        body = _page(url, path)
+        commands += [html.unescape(c) for c in re.findall(r"<code>(memd [^<]*)</code>", body) if "PWNED" in c]
+    assert {c.split()[1] for c in commands} >= {"undo", "catchup"}, commands
+    for c in commands:
+        words = shlex.split(c)
+        assert name in words, c  # the name, whole, as one word
+    line = held.undone_line(name, ["a.md"])  # memd status's words (and the held page's) too
+    assert f"memd sync --keep-local {shlex.quote(name)}" in line and f"--take-remote {shlex.quote(name)}" in line
 
 
 def test_a_topic_file_symlinked_out_of_the_folder_is_not_shown(claude_home: Path, serve: Any,

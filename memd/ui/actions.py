@@ -18,6 +18,7 @@ An outcome says what happened, in the job's own words (``changed``, ``unchanged`
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -155,10 +156,10 @@ def held_choices(state_dir: Path, project: str) -> list[HeldChoice]:
     out: list[HeldChoice] = []
     if files or undone:
         out.append(HeldChoice("keep-local", SIDES["keep-local"], [(redact(r), redact(w)) for r, w in files + undone],
-                              f"memd sync --keep-local {project}"))
+                              f"memd sync --keep-local {shlex.quote(project)}"))
     if undone:
         out.append(HeldChoice("take-remote", SIDES["take-remote"], [(redact(r), redact(w)) for r, w in undone],
-                              f"memd sync --take-remote {project}"))
+                              f"memd sync --take-remote {shlex.quote(project)}"))
     return out
 
 

@@ -22,6 +22,7 @@ import contextvars
 import hmac
 import html
 import secrets
+import shlex
 import threading
 from collections.abc import Callable
 from http import HTTPStatus
@@ -81,6 +82,7 @@ class Viewer:
             loader=jinja2.PackageLoader("memd.ui", "templates"), autoescape=True,
             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
         self.env.filters["when"] = _when
+        self.env.filters["shq"] = shlex.quote  # a name in a command the user may paste: one word, run as none
         self.port = 0
 
     @property
