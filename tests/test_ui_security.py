@@ -451,9 +451,14 @@ def test_the_kernel_names_the_owner_of_a_loopback_connection() -> None:
         with socket.create_connection(listener.getsockname()) as client:
             conn, _ = listener.accept()
             with conn:
-                assert peer.owner(client.getsockname(), listener.getsockname()) == os.getuid()
+                me, there = client.getsockname(), listener.getsockname()
+                assert peer.owner(me, there) == os.getuid()
+                assert peer.diag_owner(me, there) == os.getuid()  # sock_diag, one socket
+                assert peer.owner_in(Path(peer.TCP_TABLE).read_text(), me, there) == os.getuid()  # the table
+                assert peer.diag_owner(there, me) == os.getuid()  # (the viewer's own end)
                 with pytest.raises(peer.Unknown):  # a connection that is not there
-                    peer.owner(("127.0.0.1", 1), listener.getsockname())
+                    peer.owner(("127.0.0.1", 1), there)
+                assert peer.diag_owner(("127.0.0.1", 1), there) is None
     table = ("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
              "   0: 0100007F:1F90 0100007F:D431 01 00000000:00000000 00:00000000 00000000  1000  0 1 1\n"
              "   1: 0100007F:D431 0100007F:1F90 01 00000000:00000000 00:00000000 00000000  65534  0 2 1\n")
