@@ -98,3 +98,12 @@ def owner(client: tuple[str, int], server: tuple[str, int]) -> int | None:
     if uid is None:
         raise Unknown("the connection is not in " + TCP_TABLE)
     return uid
+
+
+def is_own(client: tuple[str, int], server: tuple[str, int]) -> bool:
+    """The connection ``client`` -> ``server`` is this user's process's (or nothing can tell: not Linux)."""
+    try:
+        uid = owner(client, server)
+    except Unknown:
+        return False
+    return uid is None or uid == os.getuid()

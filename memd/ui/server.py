@@ -152,7 +152,6 @@ class Handler(BaseHTTPRequestHandler):
     def _check(self) -> str | None:
         """Refuse what is not this viewer's own page asked by its own user; the token given in the URL
         (to set as the cookie), else None."""
-        self._check_peer()
         if not self.path.startswith("/"):  # an absolute-form target (a proxy's) or ``*``: not asked of a page
             raise Refused(HTTPStatus.BAD_REQUEST, "refused: a request's target is a path (/...)")
         if self.headers.get("Host", "") not in self.viewer.allowed_hosts():
@@ -165,21 +164,6 @@ class Handler(BaseHTTPRequestHandler):
         if any(self.viewer.token_ok(v) for v in _cookie_tokens(self.headers.get("Cookie"), self.viewer.cookie)):
             return None
         raise Refused(HTTPStatus.FORBIDDEN, "refused: no valid token (open the URL `memd ui` printed)")
-
-    def _check_peer(self) -> None:
-        """Refuse a connection from another user's process (memd.ui.peer: the kernel says whose it is)."""
-        import os
-
-        from memd.ui import peer
-
-        try:
-            client, server = self.client_address, self.server.server_address
-            uid = peer.owner((str(client[0]), int(client[1])), (str(server[0]), int(server[1])))  # type: ignore[index]
-        except peer.Unknown as e:
-            raise Refused(HTTPStatus.FORBIDDEN, f"refused: whose connection this is cannot be told: {e}") from None
-        if uid is not None and uid != os.getuid():
-            raise Refused(HTTPStatus.FORBIDDEN, "refused: a connection from another user's process (the viewer "
-                                                "answers its own user only)")
 
     def do_GET(self) -> None:
         try:
@@ -294,15 +278,24 @@ class Handler(BaseHTTPRequestHandler):
 
 
 class Server(ThreadingHTTPServer):
-    """A thread per connection, at most ``MAX_CLIENTS`` at once: a local process opening connections
-    by the thousand gets the rest closed unanswered instead of a thread each (the daemon that serves
-    the viewer keeps its own threads); each lives at most ``TIMEOUT_S`` of silence."""
+    """Its own user's processes only (``verify_request``); a thread per connection, at most ``MAX_CLIENTS``
+    at once: a local process opening connections by the thousand gets the rest closed unanswered instead
+    of a thread each (the daemon that serves the viewer keeps its own threads); each lives at most
+    ``TIMEOUT_S`` of silence."""
 
     daemon_threads = True
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
         self.slots = threading.BoundedSemaphore(MAX_CLIENTS)
         super().__init__(address, handler)
+
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        """Another user's process (memd.ui.peer: the kernel says whose the socket is) is closed unanswered,
+        before it takes a slot or a thread: the token can leak (the cookie goes to every port of the host)."""
+        from memd.ui import peer
+
+        host, port = self.server_address[:2]
+        return peer.is_own((str(client_address[0]), int(client_address[1])), (str(host), int(port)))
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self.slots.acquire(blocking=False):
