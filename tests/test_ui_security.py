@@ -534,3 +534,34 @@ def test_chromium_sends_the_viewers_cookie_to_another_port(syn: Synthetic, brows
         browser.get(f"http://127.0.0.1:{port}/")
         t.join(timeout=20)
     assert seen and f"{syn.viewer.cookie}={syn.token}" in seen[0]
+
+
+@pytest.mark.slow
+def test_hostile_folder_names_run_nothing_in_chromium(claude_home: Path, serve: Any, browser: Any) -> None:
+    """The folder names of the plain-HTTP test above, in a real browser: the first screen and each
+    project's page (reached by clicking its link) create no element of theirs and run nothing."""
+    from selenium.common.exceptions import NoAlertPresentException
+    from selenium.webdriver.common.by import By
+
+    for name in HOSTILE_NAMES:
+        write_tree(claude_home / "projects" / name / "memory", {
+            "MEMORY.md": "# Memory\n- [Note](note.md) — <script>window.__pwned = 1</script>\n",
+            "note.md": topic("note", "a note", "project", "<img src=x onerror='window.__pwned = 2'>\n")})
+    url = serve(claude_home)
+    test_ui._open(browser, url)
+    names = [a.get_attribute("data-project") for a in browser.find_elements(By.CSS_SELECTOR, "tr.project")]
+    assert sorted(names) == sorted(HOSTILE_NAMES)
+    for i in range(len(HOSTILE_NAMES)):
+        browser.get(url.split("?")[0])
+        row = browser.find_elements(By.CSS_SELECTOR, "tr.project")[i]
+        name = row.get_attribute("data-project")
+        row.find_element(By.CSS_SELECTOR, "td a").click()
+        assert browser.find_element(By.TAG_NAME, "h1").text.endswith(name) or name in browser.page_source
+        assert browser.current_url.startswith(url.split("?")[0] + "project/")
+        counts = browser.execute_script(
+            "return ['script:not([src^=\"/static/\"]):not(#chart-data)', 'img', 'svg', '[onerror]', '[onload]']"
+            ".map(s => document.querySelectorAll(s).length)")
+        assert counts == [0, 0, 0, 0, 0], name
+        assert browser.execute_script("return window.__pwned") is None
+        with pytest.raises(NoAlertPresentException):
+            browser.switch_to.alert.text  # noqa: B018 (reading it raises when there is none)
