@@ -104,14 +104,18 @@ def test_the_daemon_serves_the_viewer_with_its_token_and_stops_it_on_sigterm(run
     # `memd ui` prints the daemon's URL instead of starting a second server
     ui = d.memd("ui", timeout=30)
     assert ui.returncode == 0 and url in ui.stdout and "served by the running daemon" in ui.stdout
-    # `memd ui --open` opens it (webbrowser runs $BROWSER with the URL)
+    # `memd ui --open` opens it (webbrowser runs $BROWSER) through a 0600 page that leads to the URL: the
+    # token is never on the browser's command line (memd.ui.opener, tests/test_ui_security.py)
     opened = d.base / "opened.txt"
     opener = d.base / "opener.py"
     opener.write_text(f"import sys, pathlib; pathlib.Path({str(opened)!r}).write_text(sys.argv[1])\n")
     d.env["BROWSER"] = f"{sys.executable} {opener} %s"
     ui = d.memd("ui", "--open", timeout=30)
     assert ui.returncode == 0 and url in ui.stdout
-    assert opened.read_text() == url
+    given = opened.read_text()
+    assert token not in given and given.startswith("file://")
+    page = Path(given.removeprefix("file://"))
+    assert url in page.read_text() and page.stat().st_mode & 0o777 == 0o600
     # SIGTERM stops both: the daemon exits 0, the port is closed, the URL file is gone
     assert d.stop() == 0
     assert _port_closed(port)

@@ -76,10 +76,12 @@ def _daemon_serves(args: argparse.Namespace, ctx: Context) -> bool:
     if address is None:
         return False
     print(f"memd ui: {address}\n(served by the running daemon; `memd ui --here` serves one of its own)", flush=True)
-    if args.open:
-        import webbrowser
+    if args.open:  # the token never on the browser's command line (memd.ui.opener)
+        from urllib.parse import urlsplit
 
-        webbrowser.open(address)
+        from memd.ui.opener import open_browser
+
+        open_browser(address, ctx.state_dir, urlsplit(address).port or 0)
     return True
 
 
@@ -117,14 +119,14 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         raise UsageError(f"cannot listen on 127.0.0.1:{args.port}: {e.strerror}") from None
     address = url(viewer)
     print(f"memd ui: {address}\n(changes only through confirmed actions; Ctrl-C stops it)", flush=True)
-    if args.open:
-        import webbrowser
+    from memd.ui.opener import open_browser, remove
 
-        webbrowser.open(address)
+    opened = open_browser(address, ctx.state_dir, viewer.port) if args.open else None  # no token in its argv
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         print("memd ui: stopped")
     finally:
         server.server_close()
+        remove(opened)
     return 0

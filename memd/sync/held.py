@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -166,8 +167,8 @@ def undone_line(project: str, rels: list[str] | dict[str, Any]) -> str:
     names = sorted(rels)
     shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     return (f"{len(names)} file(s) undone here kept local, neither sent nor taken from the remote ({shown}); "
-            f"resolve: `memd sync --keep-local {project}` sends this machine's version, "
-            f"`memd sync --take-remote {project}` takes the remote's back")
+            f"resolve: `memd sync --keep-local {shlex.quote(project)}` sends this machine's version, "
+            f"`memd sync --take-remote {shlex.quote(project)}` takes the remote's back")
 
 
 def summary(h: Held) -> str:
@@ -194,8 +195,8 @@ def status_lines(state_dir: Path, projects: list[str] | None = None) -> str:
             shown = "; ".join(f"{rel}: {row.get('reason', 'refused')}" for rel, row in sorted(h.files.items())[:3])
             more = f" and {len(h.files) - 3} more" if len(h.files) > 3 else ""
             out.append(f"sync: {name}: {len(h.files)} file(s) from the remote held here ({shown}{more}); the rest "
-                       f"flows both ways; resolve: `memd sync --keep-local {name}` sends this machine's version, "
-                       f"or fix it on the machine that wrote it")
+                       f"flows both ways; resolve: `memd sync --keep-local {shlex.quote(name)}` sends this machine's "
+                       f"version, or fix it on the machine that wrote it")
         if h.undone:
             out.append(f"sync: {name}: {undone_line(name, h.undone)}")
     return "".join(line + "\n" for line in out)

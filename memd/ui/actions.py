@@ -18,6 +18,7 @@ An outcome says what happened, in the job's own words (``changed``, ``unchanged`
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -107,9 +108,10 @@ def undo_plan(ctx: Context, project: Project, run: str) -> UndoPlan:
     after = history.files_at(ctx.state_dir, project.name, rec.after)
     touched = set(res.restored) | set(res.removed)
     diff = _diff({k: v for k, v in after.items() if k in touched}, {k: v for k, v in before.items() if k in touched})
-    return UndoPlan(project.name, rec.run, rec.job, rec.time, redact(rec.summary), res.restored, res.removed,
-                    [(rel, redact(why)) for rel, why in res.skipped], [redact(d) for d in diff[:_MAX_DIFF_LINES]],
-                    max(0, len(diff) - _MAX_DIFF_LINES))
+    return UndoPlan(project.name, rec.run, rec.job, rec.time, redact(rec.summary),
+                    [redact(r) for r in res.restored], [redact(r) for r in res.removed],
+                    [(redact(rel), redact(why)) for rel, why in res.skipped],
+                    [redact(d) for d in diff[:_MAX_DIFF_LINES]], max(0, len(diff) - _MAX_DIFF_LINES))
 
 
 def span_views(project: Project, config: Config, state_dir: Path) -> list[SpanView]:
@@ -153,11 +155,11 @@ def held_choices(state_dir: Path, project: str) -> list[HeldChoice]:
               for rel, row in sorted(h.undone.items())]
     out: list[HeldChoice] = []
     if files or undone:
-        out.append(HeldChoice("keep-local", SIDES["keep-local"], [(r, redact(w)) for r, w in files + undone],
-                              f"memd sync --keep-local {project}"))
+        out.append(HeldChoice("keep-local", SIDES["keep-local"], [(redact(r), redact(w)) for r, w in files + undone],
+                              f"memd sync --keep-local {shlex.quote(project)}"))
     if undone:
-        out.append(HeldChoice("take-remote", SIDES["take-remote"], [(r, redact(w)) for r, w in undone],
-                              f"memd sync --take-remote {project}"))
+        out.append(HeldChoice("take-remote", SIDES["take-remote"], [(redact(r), redact(w)) for r, w in undone],
+                              f"memd sync --take-remote {shlex.quote(project)}"))
     return out
 
 

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import contextvars
 import hmac
+import html
 import secrets
+import shlex
 import threading
 from collections.abc import Callable
 from http import HTTPStatus
@@ -38,6 +40,8 @@ STATIC = {"ui.css": "text/css; charset=utf-8",
           "uPlot.iife.min.js": "text/javascript; charset=utf-8", "uPlot.min.css": "text/css; charset=utf-8",
           "charts.js": "text/javascript; charset=utf-8", "charts.css": "text/css; charset=utf-8"}
 MAX_FORM = 4096  # bytes of a POST's form: the actions' forms carry the CSRF token and nothing else
+TIMEOUT_S = 20.0  # a client silent this long (a request or form never finished) is dropped: its thread ends
+MAX_CLIENTS = 32  # connections served at once; one more is closed unanswered, so no client starves the process
 FORM = "application/x-www-form-urlencoded"
 
 # A page is (template name, its values); a renderer is given the path's parts after the first.
@@ -51,6 +55,11 @@ def query(name: str) -> str | None:
     """The request's query parameter ``name`` (its first value), for a renderer; None when absent."""
     got = (_QUERY.get() or {}).get(name)
     return got[0] if got else None
+
+
+_ONWARD = ('<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+           '<meta http-equiv="refresh" content="0;url={url}"><title>memd</title></head>\n'
+           '<body><p><a href="{url}">Open the viewer</a></p></body></html>\n')
 
 
 class Refused(Exception):
@@ -73,6 +82,7 @@ class Viewer:
             loader=jinja2.PackageLoader("memd.ui", "templates"), autoescape=True,
             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
         self.env.filters["when"] = _when
+        self.env.filters["shq"] = shlex.quote  # a name in a command the user may paste: one word, run as none
         self.port = 0
 
     @property
@@ -101,18 +111,22 @@ def _when(t: float | None) -> str:
     return "-" if t is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
 
 
-def _cookie_token(header: str | None, cookie: str) -> str | None:
+def _cookie_tokens(header: str | None, cookie: str) -> list[str]:
+    """Every value of the cookie ``cookie``: a page on another port of 127.0.0.1 can set one of that name
+    too (cookies are per host, not per port), and a decoy listed first must not hide the viewer's own."""
+    out: list[str] = []
     for part in (header or "").split(";"):
         name, _, value = part.strip().partition("=")
         if name == cookie:
-            return value
-    return None
+            out.append(value)
+    return out
 
 
 class Handler(BaseHTTPRequestHandler):
     server_version = "memd-ui"
     sys_version = ""
     viewer: Viewer  # set on the subclass made for each server
+    timeout = TIMEOUT_S  # the socket's: a slow or silent client is dropped (StreamRequestHandler.setup)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the terminal shows the URL, not a line per request (which would carry the token)
@@ -138,6 +152,8 @@ class Handler(BaseHTTPRequestHandler):
     def _check(self) -> str | None:
         """Refuse what is not this viewer's own page asked by its own user; the token given in the URL
         (to set as the cookie), else None."""
+        if not self.path.startswith("/"):  # an absolute-form target (a proxy's) or ``*``: not asked of a page
+            raise Refused(HTTPStatus.BAD_REQUEST, "refused: a request's target is a path (/...)")
         if self.headers.get("Host", "") not in self.viewer.allowed_hosts():
             raise Refused(HTTPStatus.FORBIDDEN, "refused: this Host is not the viewer's (127.0.0.1 or localhost "
                                                 "with its port)")
@@ -145,7 +161,7 @@ class Handler(BaseHTTPRequestHandler):
         given = query["token"][0] if query.get("token") else None
         if self.viewer.token_ok(given):
             return given
-        if self.viewer.token_ok(_cookie_token(self.headers.get("Cookie"), self.viewer.cookie)):
+        if any(self.viewer.token_ok(v) for v in _cookie_tokens(self.headers.get("Cookie"), self.viewer.cookie)):
             return None
         raise Refused(HTTPStatus.FORBIDDEN, "refused: no valid token (open the URL `memd ui` printed)")
 
@@ -157,9 +173,19 @@ class Handler(BaseHTTPRequestHandler):
             return
         path = urlsplit(self.path).path
         if from_url is not None:  # keep it as a cookie, and drop it from the address bar and history
-            self._headers(HTTPStatus.SEE_OTHER, "text/plain; charset=utf-8", 0, {
-                "Location": quote(path, safe="/"),
-                "Set-Cookie": f"{self.viewer.cookie}={from_url}; HttpOnly; SameSite=Strict; Path=/"})
+            # the path as asked, its escapes kept (``%20`` is not quoted again); anything else quoted
+            onward = quote(path, safe="/%")
+            cookie = f"{self.viewer.cookie}={from_url}; HttpOnly; SameSite=Strict; Path=/"
+            if self.headers.get("Sec-Fetch-Site", "none") not in ("none", "same-origin"):
+                # opened from another site (``--open``'s file:// page, a link elsewhere): a redirect would stay
+                # cross-site and carry no SameSite=Strict cookie; this origin's own page goes on, same-origin
+                body = _ONWARD.format(url=html.escape(onward, quote=True)).encode("utf-8")
+                self._headers(HTTPStatus.OK, "text/html; charset=utf-8", len(body), {"Set-Cookie": cookie})
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+                return
+            self._headers(HTTPStatus.SEE_OTHER, "text/plain; charset=utf-8", 0,
+                          {"Location": onward, "Set-Cookie": cookie})
             return
         self._serve(path)
 
@@ -232,10 +258,12 @@ class Handler(BaseHTTPRequestHandler):
         try:
             got = make()
         except Exception as e:  # one project's bad input fails only its page, with the reason, never a traceback
+            from memd.core.secrets import redact
             from memd.errors import MemdError, UsageError
 
             known = isinstance(e, MemdError | OSError | ValueError)
-            got = ("error.html", {"message": str(e) if known else f"{type(e).__name__}: {e} (a bug in memd ui)"})
+            message = str(e) if known else f"{type(e).__name__}: {e} (a bug in memd ui)"
+            got = ("error.html", {"message": redact(message)})  # the reason may quote memory text
             # what was asked cannot be shown as asked (a run not in the history, a bad ?before=): 400; a file
             # that cannot be read or a bug: 500. The page says why either way.
             bad_request = isinstance(e, UsageError | ValueError) and not isinstance(e, OSError)
@@ -249,11 +277,47 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
 
+class Server(ThreadingHTTPServer):
+    """Its own user's processes only (``verify_request``); a thread per connection, at most ``MAX_CLIENTS``
+    at once: a local process opening connections by the thousand gets the rest closed unanswered instead
+    of a thread each (the daemon that serves the viewer keeps its own threads); each lives at most
+    ``TIMEOUT_S`` of silence."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        self.slots = threading.BoundedSemaphore(MAX_CLIENTS)
+        super().__init__(address, handler)
+
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        """Another user's process (memd.ui.peer: the kernel says whose the socket is) is closed unanswered,
+        before it takes a slot or a thread: the token can leak (the cookie goes to every port of the host)."""
+        from memd.ui import peer
+
+        host, port = self.server_address[:2]
+        return peer.is_own((str(client_address[0]), int(client_address[1])), (str(host), int(port)))
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
 def make_server(viewer: Viewer, port: int = 0) -> ThreadingHTTPServer:
     """The server bound to 127.0.0.1 (``port`` 0: one the system picks); the viewer learns its port."""
     handler = type("BoundHandler", (Handler,), {"viewer": viewer})
-    server = ThreadingHTTPServer((HOST, port), handler)
-    server.daemon_threads = True
+    server = Server((HOST, port), handler)
     viewer.port = server.server_address[1]
     return server
 

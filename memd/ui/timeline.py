@@ -21,6 +21,7 @@ Paging: ``PAGE`` rows a page, older ones behind a link (``?before=<row id>``).
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -154,7 +155,7 @@ def _by_time(row: Run, records: list[RunRecord], claimed: set[str]) -> RunRecord
 def _with_record(e: Entry, rec: RunRecord, project: str, state_dir: Path, out: Timeline) -> None:
     """Mark ``e`` as ``rec``'s (its diff is read afterwards, for the whole page at once: ``_diffs``)."""
     e.complete = rec.complete
-    e.undo = "" if rec.job == "undo" else f"memd undo {project} {rec.run}"
+    e.undo = "" if rec.job == "undo" else f"memd undo {shlex.quote(project)} {shlex.quote(rec.run)}"
     e.diff_kind = "applied"
     out.pending.append((e, rec))
 

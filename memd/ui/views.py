@@ -209,12 +209,12 @@ def topic_views(project: Project, config: Config) -> list[TopicView]:
     for f in sorted(list_files(project.memory_dir, config.budget.max_file_bytes).topics(), key=lambda f: f.rel):
         r = read_bounded(f.path, config.budget.max_file_bytes, hash=False)
         if r.data is None:
-            out.append(TopicView(f.rel, None, "", r.problem or "cannot be read"))
+            out.append(TopicView(redact(f.rel), None, "", r.problem or "cannot be read"))
             continue
         text = decode(r)
         has, yaml_text, body_start, _ = split(text)
-        out.append(TopicView(f.rel, redact(yaml_text) if has else None, redact(text[body_start:] if has else text),
-                             r.problem))
+        out.append(TopicView(redact(f.rel), redact(yaml_text) if has else None,  # a file's name is text too
+                             redact(text[body_start:] if has else text), r.problem))
     return out
 
 
@@ -238,7 +238,8 @@ def project_page(project: Project, config: Config, state_dir: Path, *, before: i
     page = ProjectPage(project.name, str(project.memory_dir), index_view(project, config),
                        topic_views(project, config))
     checked = check_project(project, config.budget, team_pii=config.hooks.team_pii, cache_dir=state_dir)
-    page.conflicts = [ConflictView(f.path, f.line, redact(f.message)) for f in checked.findings if f.code == "MEM090"]
+    page.conflicts = [ConflictView(redact(f.path), f.line, redact(f.message))
+                      for f in checked.findings if f.code == "MEM090"]
     page.held = [redact(line.removeprefix(f"sync: {project.name}: "))
                  for line in status_lines(state_dir, [project.name]).splitlines()]
     from memd.ui.timeline import timeline
