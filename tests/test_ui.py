@@ -11,6 +11,7 @@ import argparse
 import http.client
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -133,6 +134,27 @@ def test_a_page_that_cannot_be_shown_says_why_with_a_4xx(claude_home: Path, serv
     assert r.status == 400 and "no runs in the history of -home-u-big" in body and "Traceback" not in body
     assert _get(url, "/project/-home-u-nobody", cookie=token).status == 404
     assert _get(url, "/static/..%2Fserver.py", cookie=token).status == 404
+
+
+def test_open_without_a_browser_says_so(claude_home: Path) -> None:
+    """`--open` where no browser can start (a headless box, over ssh): the URL is printed, and a line
+    says the browser did not open instead of saying nothing."""
+    env = dict(os.environ, BROWSER="false")  # webbrowser runs it: it fails, as no browser would start
+    proc = subprocess.Popen([sys.executable, "-m", "memd", "--claude-dir", str(claude_home), "ui", "--here", "--open"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = ""
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and "no browser" not in seen:  # never blocks past the deadline
+            ready, _, _ = select.select([proc.stdout], [], [], 0.5)
+            if ready:
+                seen += proc.stdout.readline()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert seen.startswith("memd ui: http://127.0.0.1:"), seen
+    assert "no browser could be started here; open the URL above" in seen, seen
 
 
 def test_the_server_listens_on_loopback_only(claude_home: Path) -> None:

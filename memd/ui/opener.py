@@ -14,6 +14,8 @@ import html
 from pathlib import Path
 
 OPEN_NAME = "ui-open-{port}.html"
+NO_BROWSER = ("memd ui: no browser could be started here; open the URL above (over ssh: "
+              "`ssh -L PORT:127.0.0.1:PORT host`, then the same URL)")
 
 
 def page_path(state_dir: Path, port: int) -> Path:
@@ -28,7 +30,8 @@ def redirect_page(url: str) -> str:
 
 
 def open_browser(url: str, state_dir: Path, port: int) -> Path:
-    """Write the page that sends the browser to ``url`` and open the browser on it; the page's path."""
+    """Write the page that sends the browser to ``url`` and open the browser on it (saying so when no
+    browser could be started: a headless machine); the page's path."""
     import webbrowser
 
     from memd.store import atomic_write
@@ -36,7 +39,8 @@ def open_browser(url: str, state_dir: Path, port: int) -> Path:
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = page_path(state_dir, port)
     atomic_write(path, redirect_page(url), mode=0o600)
-    webbrowser.open(path.as_uri())
+    if not webbrowser.open(path.as_uri()):
+        print(NO_BROWSER, flush=True)
     return path
 
 
