@@ -157,6 +157,26 @@ def test_open_without_a_browser_says_so(claude_home: Path) -> None:
     assert "no browser could be started here; open the URL above" in seen, seen
 
 
+def test_a_client_gone_mid_answer_prints_nothing_and_a_failure_one_line(
+        claude_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """socketserver prints a traceback for a client that hung up (the daemon's log when it serves the
+    viewer): a hang-up or a silent client prints nothing, another failure one line."""
+    from memd.ui.server import make_server
+
+    server = make_server(Viewer(pages(_ctx(claude_home))))
+    try:
+        for e in (ConnectionResetError(104, "Connection reset by peer"), BrokenPipeError(32, "Broken pipe"),
+                  TimeoutError("timed out"), ValueError("odd")):
+            try:
+                raise e
+            except Exception:
+                server.handle_error(None, ("127.0.0.1", 1))
+    finally:
+        server.server_close()
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.splitlines() == ["memd ui: a request failed: ValueError: odd"], err
+
+
 def test_the_server_listens_on_loopback_only(claude_home: Path) -> None:
     from memd.ui.server import make_server
 

@@ -313,6 +313,17 @@ class Server(ThreadingHTTPServer):
         finally:
             self.slots.release()
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away mid-answer, or stayed silent past ``TIMEOUT_S``, is the client's doing:
+        nothing is printed (socketserver prints a traceback to stderr, the daemon's log when it serves
+        the viewer). Anything else is one line on stderr, without the request (its URL may hold the token)."""
+        import sys
+
+        e = sys.exc_info()[1]
+        if isinstance(e, ConnectionError | TimeoutError):
+            return
+        print(f"memd ui: a request failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+
 
 def make_server(viewer: Viewer, port: int = 0) -> ThreadingHTTPServer:
     """The server bound to 127.0.0.1 (``port`` 0: one the system picks); the viewer learns its port."""
