@@ -373,7 +373,8 @@ def test_memd_ui_open_keeps_the_token_off_the_browsers_command_line(claude_home:
     the file goes when the viewer stops."""
     record = tmp_path / "browser-argv"
     browser = tmp_path / "browser.sh"
-    browser.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {record}.tmp && mv {record}.tmp {record}\n")
+    # the browser is still running when the viewer is stopped (the stop lands while memd waits for it)
+    browser.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {record}.tmp && mv {record}.tmp {record}\nsleep 2\n")
     browser.chmod(0o755)
     env = dict(os.environ, BROWSER=str(browser))
     proc = subprocess.Popen([sys.executable, "-m", "memd", "--claude-dir", str(claude_home), "ui", "--open",
@@ -392,7 +393,9 @@ def test_memd_ui_open_keeps_the_token_off_the_browsers_command_line(claude_home:
         assert stat.S_IMODE(os.stat(given).st_mode) == 0o600
         assert token in Path(given).read_text()
     finally:
-        proc.send_signal(signal.SIGINT)
+        # SIGTERM, as `kill` or a service manager stops it (SIGINT is ignored by a child of a background
+        # job of a non-interactive shell, as CI may run this): the page holding the token goes too
+        proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
     assert not Path(given).exists()
 

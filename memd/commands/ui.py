@@ -119,10 +119,18 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         raise UsageError(f"cannot listen on 127.0.0.1:{args.port}: {e.strerror}") from None
     address = url(viewer)
     print(f"memd ui: {address}\n(changes only through confirmed actions; Ctrl-C stops it)", flush=True)
-    from memd.ui.opener import open_browser, remove
+    import signal
 
-    opened = open_browser(address, ctx.state_dir, viewer.port) if args.open else None  # no token in its argv
+    from memd.ui.opener import open_browser, page_path, remove
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM (`kill`, a service manager) stops it as Ctrl-C does: cleaned up
+
+    signal.signal(signal.SIGTERM, stop)
+    opened = page_path(ctx.state_dir, viewer.port) if args.open else None  # removed however it stops
     try:
+        if args.open:
+            open_browser(address, ctx.state_dir, viewer.port)  # no token in the browser's argv
         server.serve_forever()
     except KeyboardInterrupt:
         print("memd ui: stopped")
