@@ -26,14 +26,20 @@ def _incoming(a: Machine, b: Machine) -> None:
     assert b.outcome("app").outcome == "changed"
     assert b.read("x.md") is not None
 
-
-def test_undo_of_a_sync_is_not_sent(machines: Any) -> None:
-    """Before: b's next sync pushed the undo (one deletion and one edit, inside the guard's share): a lost
-    x.md and its correction of t1.md."""
+def _undone_here(machines: Any) -> tuple[Machine, Machine]:
+    """Two machines sharing the project; b took a's run (``_incoming``) and undid it."""
     a, b = machines("ma"), machines("mb")
     shared(a, b)
     _incoming(a, b)
     undo_project(b.project(), b.config, b.state_dir, None, dry_run=False)
+    return a, b
+
+
+
+def test_undo_of_a_sync_is_not_sent(machines: Any) -> None:
+    """Before: b's next sync pushed the undo (one deletion and one edit, inside the guard's share): a lost
+    x.md and its correction of t1.md."""
+    a, b = _undone_here(machines)
     assert b.read("x.md") is None and "corrected" not in (b.read("t1.md") or "")
     out = b.outcome("app")
     assert out.outcome != "failed", out
@@ -51,10 +57,7 @@ def test_undo_of_a_sync_is_not_sent(machines: Any) -> None:
 
 
 def test_other_changes_still_flow_both_ways(machines: Any) -> None:
-    a, b = machines("ma"), machines("mb")
-    shared(a, b)
-    _incoming(a, b)
-    undo_project(b.project(), b.config, b.state_dir, None, dry_run=False)
+    a, b = _undone_here(machines)
     b.write("y.md", topic("y", "written on mb after the undo.\n"))
     a.write("z.md", topic("z", "written on ma after the undo.\n"))
     a.write("x.md", topic("x", "a new memory written on ma, enough words to count, and more.\n"))
@@ -67,10 +70,7 @@ def test_other_changes_still_flow_both_ways(machines: Any) -> None:
 
 
 def test_keep_local_sends_the_undo(machines: Any) -> None:
-    a, b = machines("ma"), machines("mb")
-    shared(a, b)
-    _incoming(a, b)
-    undo_project(b.project(), b.config, b.state_dir, None, dry_run=False)
+    a, b = _undone_here(machines)
     b.sync("app")
     out = b.outcome("app", keep_local=True)
     assert "sent" in out.message, out
@@ -80,10 +80,7 @@ def test_keep_local_sends_the_undo(machines: Any) -> None:
 
 
 def test_take_remote_brings_the_remote_version_back(machines: Any) -> None:
-    a, b = machines("ma"), machines("mb")
-    shared(a, b)
-    _incoming(a, b)
-    undo_project(b.project(), b.config, b.state_dir, None, dry_run=False)
+    _a, b = _undone_here(machines)
     b.sync("app")
     out = b.outcome("app", take_remote=True)
     assert out.outcome == "changed", out
@@ -96,10 +93,7 @@ def test_resolving_keeps_what_was_written_since(machines: Any) -> None:
     """Either way the user resolves, words written after the undo survive: --keep-local merges from the
     version the undo reverted (another machine's later edit of an undone file stays), --take-remote from
     the version the undo wrote (this machine's later edit of an undone file stays)."""
-    a, b = machines("ma"), machines("mb")
-    shared(a, b)
-    _incoming(a, b)
-    undo_project(b.project(), b.config, b.state_dir, None, dry_run=False)
+    a, b = _undone_here(machines)
     a.write("x.md", (a.read("x.md") or "") + "ma's later line about x.\n")
     a.sync("app")
     b.write("t1.md", (b.read("t1.md") or "") + "\n\n\n\nmb's last line about t1.\n")
@@ -114,10 +108,7 @@ def test_resolving_keeps_what_was_written_since(machines: Any) -> None:
 
 
 def test_keep_local_keeps_the_other_machines_later_words(machines: Any) -> None:
-    a, b = machines("ma"), machines("mb")
-    shared(a, b)
-    _incoming(a, b)
-    undo_project(b.project(), b.config, b.state_dir, None, dry_run=False)
+    a, b = _undone_here(machines)
     a.write("x.md", (a.read("x.md") or "") + "ma's later line about x.\n")
     a.sync("app")
     out = b.outcome("app", keep_local=True)
@@ -228,10 +219,7 @@ def test_a_folder_removed_after_an_undo_takes_the_remote_back(machines: Any) -> 
     remote's memory comes back and no status line stays."""
     import shutil
 
-    a, b = machines("ma"), machines("mb")
-    shared(a, b)
-    _incoming(a, b)
-    undo_project(b.project(), b.config, b.state_dir, None, dry_run=False)
+    _a, b = _undone_here(machines)
     shutil.rmtree(b.mem())
     b.sync("app")
     assert b.read("x.md") is not None and held.status_lines(b.state_dir) == ""
@@ -242,10 +230,7 @@ def test_resolving_after_syncs_in_between_keeps_the_other_machines_words(machine
     """Found by the fleet: while an undone file is kept apart, syncs move the shared base on (each push
     carries the remote's version of it); the resolution merges from the version shared when the undo was
     made, else another machine's words written in between read as deleted here and leave the remote."""
-    a, b = machines("ma"), machines("mb")
-    shared(a, b)
-    _incoming(a, b)
-    undo_project(b.project(), b.config, b.state_dir, None, dry_run=False)
+    a, b = _undone_here(machines)
     b.sync("app")
     a.write("t1.md", (a.read("t1.md") or "") + "\n\n\nma's later line about t1.\n")
     a.sync("app")

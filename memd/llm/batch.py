@@ -133,14 +133,7 @@ def observe(first: Any, second: Any) -> str | None:
 
 def cache_record(state: Any, model: str) -> dict[str, Any] | None:
     """The model's recorded cache judgements (``{"seen": [...], "probe": wall time}``), or None."""
-    if state is None:
-        return None
-    raw = state.get(CACHE_KEY + model)
-    try:
-        rec = json.loads(raw) if raw else None
-    except ValueError:
-        return None
-    return rec if isinstance(rec, dict) else None
+    return _kv_dict(state, CACHE_KEY + model)
 
 
 def learn(plan: BatchPlan, note: BatchNote, second: Any) -> None:
@@ -165,14 +158,7 @@ def endpoint_key(client: Client) -> str:
 def endpoint_record(state: Any, client: Client) -> dict[str, Any] | None:
     """What the client's endpoint last answered when a batch could not be submitted for want of the
     route (``{"status": 404, "at": wall time}``), or None."""
-    if state is None:
-        return None
-    raw = state.get(endpoint_key(client))
-    try:
-        rec = json.loads(raw) if raw else None
-    except ValueError:
-        return None
-    return rec if isinstance(rec, dict) else None
+    return _kv_dict(state, endpoint_key(client))
 
 
 def _no_batches(plan: BatchPlan, client: Client, e: BaseException) -> None:
@@ -224,11 +210,8 @@ def pending(state: Any) -> list[Pending]:
         job, _, project = key[len(KEY_PREFIX):].partition(".")
         if job in ("cache", "endpoint") or not project:  # judgements of a model's cache or an endpoint
             continue
-        try:
-            rec = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(rec, dict) and isinstance(rec.get("id"), str):
+        rec = _json_dict(raw)
+        if rec is not None and isinstance(rec.get("id"), str):
             at = rec.get("at")
             out.append(Pending(job, project, rec["id"], float(at) if isinstance(at, int | float) else None))
     return out
@@ -455,13 +438,17 @@ def _cancel(client: Client, plan: BatchPlan, note: BatchNote, batch_id: str, *, 
 
 
 def _load(plan: BatchPlan) -> dict[str, Any] | None:
-    if plan.state is None:
-        return None
-    raw = plan.state.get(plan.key)
-    if not raw:
-        return None
+    return _kv_dict(plan.state, plan.key)
+
+
+def _kv_dict(state: Any, key: str) -> dict[str, Any] | None:
+    """The JSON object a StateStore keeps under ``key`` (None: no state, no value, or not an object)."""
+    return _json_dict(state.get(key)) if state is not None else None
+
+
+def _json_dict(raw: str | None) -> dict[str, Any] | None:
     try:
-        rec = json.loads(raw)
+        rec = json.loads(raw) if raw else None
     except ValueError:
         return None
     return rec if isinstance(rec, dict) else None
