@@ -169,10 +169,10 @@ OLD = {
 def test_the_check_stops_a_quadratic_pattern(name: str) -> None:
     pattern, unit = OLD[name]
     text = unit * ((1 << 16) // len(unit))  # 64 KB: enough for a quadratic pattern to be stopped
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     base, took = ra.check(re.compile(pattern), text)
     assert took is None, f"{name} finished in {took} s ({took / base:.0f}x a plain scan): the check is too lax"
-    assert time.perf_counter() - t0 < 60
+    assert time.process_time() - t0 < 60
 
 
 def _code_spans_shapes(n: int) -> list[str]:
@@ -244,9 +244,9 @@ def test_recall_reads_the_same_object_as_before() -> None:
 
     assert parse_selection('Sure: {"files": ["a.md"]} done') == ["a.md"]
     assert parse_selection("{" * 100_000) == []
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     parse_selection("{" * 1_000_000)
-    assert time.perf_counter() - t0 < 5
+    assert time.process_time() - t0 < 5
 
 
 _MODIFIED_OLD = r"^(\s*)modified:\s*(.*?)\s*$"  # sync/merge.py before issue 21: 40 KB line -> 7 s
@@ -266,6 +266,6 @@ def test_the_sync_date_pattern_is_linear() -> None:
     _, old = ra.check(re.compile(_MODIFIED_OLD), _modified_line(1 << 16), "match")
     assert old is None, "the check is too lax: the old pattern finished"
     a, b = [_modified_line(40_000).encode()], [b"  modified: 2026-11-02\n"]
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     assert merge._date_only(a, b) == b  # the later date still wins, at once
-    assert time.perf_counter() - t0 < 1.0
+    assert time.process_time() - t0 < 1.0
