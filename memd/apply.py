@@ -696,8 +696,8 @@ def run(project: Project, edit: Callable[[Workspace], Edits], *, state_dir: Path
             title += "\n\nconflict blocks resolved:\n" + "\n".join(f"- {secrets.redact(t)}" for t in decided)
         gone = {c.rel for c in chs if c.after is None}
         forgot = tuple(declared.effective(edits.forgotten or (), set(st.baseline), set(st.baseline) - gone))
-        if forgot:  # the history says what was forgotten and why (``forgotten_in``)
-            title += "\n\n" + FORGOTTEN_HEAD + "\n" + "\n".join(f"- {secrets.redact(f.line())}" for f in forgot)
+        if forgot:  # the history says what was forgotten and why (``declared.forgotten_in``)
+            title += f"\n\n{declared.FORGOTTEN_HEAD}\n" + "\n".join(f"- {secrets.redact(f.line())}" for f in forgot)
         if review:
             path = keep_review(st, chs, "\n".join(f"# {ln}" for ln in title.split("\n")) + "\n# proposed, not applied")
             return replace(base, verdict=Verdict.REVIEW, rebuild=actions, review_path=path,
@@ -713,23 +713,6 @@ def run(project: Project, edit: Callable[[Workspace], Edits], *, state_dir: Path
                        faults=tuple(res.faults), history=res.after_commit, note=note,
                        summary=summarize(res.applied, note), blocks=blocks, forgotten=forgot,
                        **_files(res.applied))
-
-
-FORGOTTEN_HEAD = "memories forgotten:"
-
-
-def forgotten_in(message: str) -> list[str]:
-    """The lines of a run's history message that say what it forgot and why ("a.md deleted: why",
-    "a.md merged into b.md: why"), as ``run`` wrote them."""
-    _, _, rest = message.partition("\n\n" + FORGOTTEN_HEAD + "\n")
-    if not rest:
-        return []
-    out: list[str] = []
-    for line in rest.split("\n"):
-        if not line.startswith("- "):
-            break
-        out.append(line[2:])
-    return out
 
 
 def block_outcomes(st: Staging, chs: list[Change], resolved: Iterable[cblock.Resolution]) -> list[cblock.Outcome]:

@@ -397,14 +397,8 @@ class StagedMemory:
         """The staged index without the entry lines that link ``rel`` (the entry goes with its file)."""
         index = self.root / INDEX_NAME
         r = read_bounded(index, 4 * self.limits.max_file_bytes, hash=False)
-        if r.text is None:
-            return
-        lines = declared.entry_lines(r.text, {rel})
-        if not lines:
-            return
-        # split on "\n" only, as the index parser numbers its lines
-        kept = [ln for n, ln in enumerate(r.text.split("\n"), 1) if n not in lines]
-        self._write(index, "\n".join(kept).encode("utf-8"))
+        if r.text is not None and declared.entry_lines(r.text, {rel}):
+            self._write(index, declared.without_entries(r.text, rel).encode("utf-8"))
 
     def rename(self, inp: dict[str, Any]) -> str:
         old_rel, old_full = self._writable(inp.get("old_path"))
