@@ -189,6 +189,13 @@ def test_delete_needs_a_reason_and_takes_the_entry(mem: StagedMemory) -> None:
     assert mem.forgotten == {"project_merge_freeze.md": EXPIRED}
 
 
+def test_a_memory_written_again_gets_its_entry_back(mem: StagedMemory) -> None:
+    assert not mem.handle({"command": "delete", "path": "/memories/project_merge_freeze.md", "reason": "rewrite"})[1]
+    assert not mem.handle({"command": "create", "path": "/memories/project_merge_freeze.md",
+                           "file_text": FREEZE.replace("2026-01-15", "2026-02-01")})[1]
+    assert mem.forgotten == {} and (mem.root / "MEMORY.md").read_text() == INDEX
+
+
 def test_merge_refuses_to_lose_a_fact(mem: StagedMemory) -> None:
     (mem.root / "project_vpn.md").write_text(topic("VPN", "v", "Deploys need the VPN.\nThe VPN profile is shop-ops."))
     forget = handler(mem)
@@ -257,6 +264,32 @@ def test_dream_merges_a_private_duplicate_of_a_team_memory(env: Env) -> None:
     assert out.details["forgotten"] == [{"file": "project_releases.md", "action": "merged",
                                          "reason": "the team memory says the same",
                                          "into": "team/release_train.md"}]
+
+
+def test_a_keyless_dream_changes_no_byte_of_a_healthy_folder_holding_an_expired_memory(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    p = env.project("-home-dev-shop")
+    env.memory(p, {k: v.decode() for k, v in folder().items()})
+    before = tree(p.memory_dir)
+    out = dream_project(env.jc(force=True), p)
+    assert out.model_off and out.outcome == "unchanged" and env.stub.requests == []
+    assert tree(p.memory_dir) == before
+
+
+def test_a_reviewed_dream_proposes_the_forgetting(env: Env) -> None:
+    p = env.project("-home-dev-shop")
+    env.memory(p, {k: v.decode() for k, v in folder().items()})
+    before = tree(p.memory_dir)
+    s = env.stub
+    s.script(s.message(s.tool_use(FORGET_TOOL_NAME, {"path": "/memories/project_merge_freeze.md",
+                                                     "reason": "the freeze ended on 2026-01-15"})),
+             s.message(s.text("done")))
+    out = dream_project(env.jc(force=True, dry_run=True), p)
+    assert out.outcome == "proposed" and "would forget project_merge_freeze.md" in out.message, out
+    assert out.details["forgotten"][0]["reason"] == "the freeze ended on 2026-01-15"
+    assert tree(p.memory_dir) == before
+    assert "# memories forgotten:" in Path(out.details["review"]).read_text()
 
 
 def test_dream_that_deletes_without_a_reason_changes_nothing(env: Env) -> None:

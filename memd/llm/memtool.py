@@ -94,6 +94,7 @@ class StagedMemory:
     redactions: int = 0  # secrets replaced in what was shown to the model
     # the memories the run forgot (deleted or merged away), with its reasons: what the guard releases
     forgotten: dict[str, declared.Forgotten] = field(default_factory=dict)
+    _index_before: dict[str, str] = field(default_factory=dict)  # rel -> the index before its entry was taken out
 
     def handle(self, tool_input: Any) -> tuple[str, bool]:
         """Run one memory command; returns (result text, is_error)."""
@@ -276,6 +277,8 @@ class StagedMemory:
         self._keep_keys(self.deleted_keys.get(rel, set()), text, rel)
         self._write(full, data)
         self.deleted_keys.pop(rel, None)
+        if self.forgotten.pop(rel, None) is not None:
+            self._restore_entries(rel)  # written again: not forgotten, and its index line comes back
         return f"File created successfully at: {inp.get('path')}"
 
     def str_replace(self, inp: dict[str, Any]) -> str:
@@ -398,7 +401,19 @@ class StagedMemory:
         index = self.root / INDEX_NAME
         r = read_bounded(index, 4 * self.limits.max_file_bytes, hash=False)
         if r.text is not None and declared.entry_lines(r.text, {rel}):
+            self._index_before[rel] = r.text
             self._write(index, declared.without_entries(r.text, rel).encode("utf-8"))
+
+    def _restore_entries(self, rel: str) -> None:
+        """A forgotten file written again: the entry lines its forgetting took out go back beside their
+        old neighbours (a delete and a create is a rewrite, and the entry's words are the user's)."""
+        old = self._index_before.pop(rel, None)
+        index = self.root / INDEX_NAME
+        r = read_bounded(index, 4 * self.limits.max_file_bytes, hash=False)
+        if old is not None and r.text is not None:
+            new = declared.with_entries_of(old, r.text, rel)
+            if new != r.text:
+                self._write(index, new.encode("utf-8"))
 
     def rename(self, inp: dict[str, Any]) -> str:
         old_rel, old_full = self._writable(inp.get("old_path"))
