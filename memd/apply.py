@@ -543,6 +543,8 @@ def _apply_locked(st: Staging, chs: list[Change], summary: str, log: Any, *,
         res.applied.append(c)
         fault("apply.after_delete")
     after_files = _overlay(before_files, res.applied)
+    # a deletion that did not land did not forget its memory: the message's list says only what happened
+    summary = declared.keep_forgotten(summary, {c.rel for c in res.applied if c.after is None})
     try:
         res.after_commit = history.commit_files(st.state_dir, st.project.name, after_files, summary,
                                                 kind="after", run=st.run_id, job=st.job)

@@ -389,3 +389,29 @@ def test_undo_file_brings_back_one_memory_and_its_entry(env: Env, monkeypatch: p
     # an undo of the memory it brought back is an undo like any other
     assert main(["history", "--claude-dir", claude, p.name]) == 0
     assert "--file project_vpn.md" in capsys.readouterr().out
+
+
+def test_a_forgetting_whose_deletion_was_skipped_is_not_recorded(env: Env) -> None:
+    """Claude Code wrote the absorbing file meanwhile: that write is dropped, so the run's deletions are
+    skipped (a deletion may be the other half of a merge); nothing says the memory was forgotten."""
+    from tests.plugins.stub_api import Reply
+
+    p = env.project("-home-dev-shop")
+    files = {k: v.decode() for k, v in folder().items()}
+    files["project_vpn.md"] = VPN
+    files["MEMORY.md"] += VPN_LINE
+    env.memory(p, files)
+    theirs = DEPLOY.replace("prod", "prod (said today)")
+    s = env.stub
+    s.script(s.message(s.memory("str_replace", path="/memories/project_deploy.md", old_str="need the VPN.",
+                                new_str="need the VPN (profile shop-ops)."),
+                       s.tool_use(FORGET_TOOL_NAME, {"path": "/memories/project_vpn.md", "reason": "a duplicate",
+                                                     "into": "/memories/project_deploy.md"})),
+             Reply(body=s.message(s.text("merged")),
+                   before=lambda: (p.memory_dir / "project_deploy.md").write_text(theirs)))
+    out = dream_project(env.jc(force=True), p)
+    mem = tree(p.memory_dir)
+    assert mem["project_vpn.md"] == VPN and mem["project_deploy.md"] == theirs
+    assert "forgotten" not in out.details and "merged project_vpn.md" not in out.message, out
+    entry = next(e for e in history.log(env.state_dir, p.name) if e.kind == "after")
+    assert declared.forgotten_in(entry.message) == []

@@ -92,6 +92,20 @@ def forgotten_in(message: str) -> list[str]:
     return out
 
 
+def keep_forgotten(message: str, files: Collection[str]) -> str:
+    """A run's history message whose "memories forgotten:" block keeps only the lines of ``files`` (the
+    deletions that landed: one skipped, its file kept, was not forgotten); without the block when none is left."""
+    head, sep, rest = message.partition("\n\n" + FORGOTTEN_HEAD + "\n")
+    if not sep:
+        return message
+    lines = rest.split("\n")
+    n = next((i for i, ln in enumerate(lines) if not ln.startswith("- ")), len(lines))
+    kept = [ln for ln in lines[:n] if forgotten_file(ln[2:]) in files]
+    tail = "\n".join(lines[n:])
+    block = sep + "\n".join(kept) if kept else ""
+    return head + block + (("\n" + tail) if tail and kept else tail)
+
+
 def forgotten_file(line: str) -> str:
     """The file a ``forgotten_in`` line names ("a.md deleted: ..." / "a.md merged into b.md: ...")."""
     for sep in (" merged into ", " deleted: "):
