@@ -198,12 +198,15 @@ def test_a_memory_written_again_gets_its_entry_back(mem: StagedMemory) -> None:
 
 def test_merge_refuses_to_lose_a_fact(mem: StagedMemory) -> None:
     (mem.root / "project_vpn.md").write_text(topic("VPN", "v", "Deploys need the VPN.\nThe VPN profile is shop-ops."))
+    with (mem.root / "MEMORY.md").open("a") as f:
+        f.write(VPN_LINE)
     forget = handler(mem)
     text, err = forget({"path": "/memories/project_vpn.md", "into": "/memories/project_deploy.md", "reason": "dup"})
     assert err and "'The VPN profile is shop-ops.'" in text and (mem.root / "project_vpn.md").exists()
     text, err = forget({"path": "/memories/project_vpn.md", "into": "/memories/project_deploy.md", "reason": "dup",
                         "stale": [{"text": "The VPN profile is shop-ops", "reason": "retired in March"}]})
     assert not err, text
+    assert f"its index line went: {VPN_LINE.strip()!r}" in text and (mem.root / "MEMORY.md").read_text() == INDEX
     assert mem.forgotten["project_vpn.md"] == Forgotten(
         "project_vpn.md", "dup", "project_deploy.md", (Stale("The VPN profile is shop-ops", "retired in March"),))
     assert [op[0] for op in mem.ops] == ["merge", "merge"]
