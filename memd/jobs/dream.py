@@ -32,6 +32,10 @@ The gates (hours, sessions, the consolidate lock) are the runner's (``memd.jobs.
   only with that decision (``memd.core.guard.block_reasons``); the outcome's details, message and
   history say per block what was decided. A dream the model ran settles the conflicts sync kept for
   it (``memd.sync.evidence``) whose file holds no open block after it.
+- Declared forgetting (issue 31, ``memd.core.declared``): the model forgets a memory, or merges one into
+  another, with ``forget_memory`` (``memd.llm.forgettool``) and a reason; the guard lets the memory's
+  index entry go with it and refuses silent loss; the outcome's details and message, the history and
+  the log (``dream.forgotten``, no reason) say what was forgotten.
 - Whether a dream counts as a consolidation is the runner's one rule
   (``memd.jobs.counts_as_consolidation``).
 """
@@ -110,6 +114,8 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
     def edit(ws: ap.Workspace) -> ap.Edits:
         nonlocal client, half_done
         from memd.llm import prompts
+        from memd.llm.forgettool import FORGET_TOOL, FORGET_TOOL_NAME
+        from memd.llm.forgettool import handler as forget_handler
         from memd.llm.memtool import MEMORY_TOOL, SEARCH_TOOL, SEARCH_TOOL_NAME
         from memd.llm.resolvetool import RESOLVE_TOOL, RESOLVE_TOOL_NAME, Resolutions, found_blocks
 
@@ -118,9 +124,10 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         found = found_blocks({rel: b.data for rel, b in st.baseline.items()})
         blocked.update(found)
         decisions = Resolutions(found)
-        handlers: dict[str, mr.Handler] = {"memory": tool.handle, RESOLVE_TOOL_NAME: decisions.handle}
+        handlers: dict[str, mr.Handler] = {"memory": tool.handle, RESOLVE_TOOL_NAME: decisions.handle,
+                                           FORGET_TOOL_NAME: forget_handler(tool)}
         # offered in every run (tools are part of the prompt prefix every project reads from the cache)
-        tools: list[dict[str, Any]] = [dict(MEMORY_TOOL), dict(RESOLVE_TOOL)]
+        tools: list[dict[str, Any]] = [dict(MEMORY_TOOL), dict(RESOLVE_TOOL), dict(FORGET_TOOL)]
         if cfg.dream.max_searches > 0:
             from memd.llm.memtool import TranscriptSearch
 
@@ -158,7 +165,8 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         if caps and not jc.stop.is_set():
             half_done = mr.consistency(st) or ""
         return ap.Edits(res.final_text, model_called=client.usage.calls > 0, usage=client.usage,
-                        abandoned=jc.stop.is_set() or bool(half_done), resolutions=decisions.resolutions())
+                        abandoned=jc.stop.is_set() or bool(half_done), resolutions=decisions.resolutions(),
+                        forgotten=tuple(tool.forgotten.values()))
 
     try:
         result = ap.run(project, edit, state_dir=jc.state_dir, job="dream", run_id=ap.new_run_id("dream", now),
@@ -192,6 +200,9 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         for b in result.blocks:  # no reason in the log: the model's words may quote memory
             jc.log.info("dream.conflict_block", project=project.name, file=b.file, line=b.line,
                         machine=b.machine, decision=b.choice or "open")
+        for f in result.forgotten:  # likewise: the reason is in the history and the outcome's details
+            jc.log.info("dream.forgotten", project=project.name, file=f.file, into=f.into or None,
+                        stale=len(f.stale))
     if result.verdict in (ap.Verdict.APPLIED, ap.Verdict.UNCHANGED) and result.model_called and result.staged:
         settled = _settle(jc, project, blocked, result.blocks)
         if settled:
