@@ -34,6 +34,28 @@ class LastRun:
     cost_usd: float
 
 
+@dataclass(frozen=True)
+class Gauge:
+    """One of the first screen's gauges (an index's lines or characters against their limit), drawn as a
+    ``<meter>`` whose regions are set so its colour is its level's: ``ok`` the optimum region, ``near`` the
+    suboptimal one, ``over`` (past the limit: Claude Code cuts there) the even-less-good one. A meter's value
+    is clamped to its max, so with the high boundary at the limit an over-budget value sat at the limit, in
+    the near-budget colour; over, the high boundary is moved below it."""
+
+    value: int
+    limit: int
+    level: str  # "ok" | "near" | "over", as memd.core.index.measure names the index's
+    low: float
+    high: float
+
+
+def gauge(value: int, limit: int, warn_ratio: float) -> Gauge:
+    limit = max(limit, 1)
+    level = "over" if value > limit else "near" if value >= warn_ratio * limit else "ok"
+    low = max(0.0, warn_ratio * limit - 0.5)  # counts are whole: ``value >= warn * limit`` is ``value > low``
+    return Gauge(value, limit, level, low, low if level == "over" else float(limit))
+
+
 @dataclass
 class ProjectRow:
     """One project on the first screen: `memd status`'s row (``row``, its JSON form) and the rest."""
@@ -47,6 +69,7 @@ class ProjectRow:
     conflict_blocks: int
     week_cost: float = 0.0  # the run log's cost of this project's runs over the last 7 days
     week_model_runs: int = 0  # of those runs, the ones that called a model (none: the cost shows "-", not $0)
+    gauges: dict[str, Gauge] = field(default_factory=dict)  # "lines", "chars"
 
 
 @dataclass
@@ -83,7 +106,9 @@ def overview(projects: list[Project], config: Config, state_dir: Path) -> Overvi
         out.append(ProjectRow(
             r.project, r.as_json(), _pct(r.index_lines, r.max_lines), _pct(r.index_chars, r.max_chars),
             last.get(r.project, dict.fromkeys(JOBS)), [redact(h) for h in held],
-            int(r.extra.get("sync_conflicts", 0)), costs.get(r.project, 0.0), model_runs.get(r.project, 0)))
+            int(r.extra.get("sync_conflicts", 0)), costs.get(r.project, 0.0), model_runs.get(r.project, 0),
+            {"lines": gauge(r.index_lines, r.max_lines, config.budget.warn_ratio),
+             "chars": gauge(r.index_chars, r.max_chars, config.budget.warn_ratio)}))
     return Overview(out, sum(1 for r in rows if not r.has_memory), problem)
 
 
