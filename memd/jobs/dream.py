@@ -188,6 +188,11 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         mr.note_batch(out, batched)
         return out
     mr.record(out, result, caps)
+    if out.outcome == "unchanged" and out.model_called and not out.details.get("tool_calls"):
+        # an empty end_turn: the model looked at nothing (memd.jobs.counts_as_consolidation, ``looked``)
+        out.empty_turn = True
+        out.message = (f"{out.message}; " if out.message else "") + (
+            "the model ended its turn without reading or searching anything: not counted as a consolidation")
     if result.verdict is ap.Verdict.APPLIED and jc.log is not None:
         for b in result.blocks:  # no reason in the log: the model's words may quote memory
             jc.log.info("dream.conflict_block", project=project.name, file=b.file, line=b.line,
