@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 from memd import apply as ap
 from memd.jobs import JobContext, ProjectOutcome
 from memd.jobs import modelrun as mr
+from memd.jobs.spantries import span_state
 
 if TYPE_CHECKING:
     from memd.layout import Project
@@ -201,7 +202,6 @@ def catchup_project(jc: JobContext, project: Project) -> ProjectOutcome:
     return ex.note_batch(out)
 
 
-EAGER_TRIES = 3  # tries of a span at the catch-up's own pace; later ones wait ``catchup.retry_hours``
 PARKED_WARNING = "catchup_parked"
 
 
@@ -227,16 +227,6 @@ def due_sessions(tries: dict[Path, Any], pending: list[TranscriptState], now: fl
         else:
             due.append(t)
     return due, held
-
-
-def span_state(tr: Any, now: float, cfg: Any) -> str:
-    """A recorded try's hold on its span: "parked" (until a user's retry), "deferred" (tried
-    ``EAGER_TRIES`` times: the next try waits ``catchup.retry_hours``) or "due" (tried again next run)."""
-    if tr.parked is not None:
-        return "parked"
-    if tr.tries >= EAGER_TRIES and now - tr.last_try < cfg.catchup.retry_hours * 3600:
-        return "deferred"
-    return "due"
 
 
 def _note_tries(jc: JobContext, project: Project, ex: _Extraction, out: ProjectOutcome) -> None:
