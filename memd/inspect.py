@@ -61,13 +61,19 @@ class ProjectCheck(Record):
 
 
 def check_snapshot(project: Project, snap: FolderSnapshot, budget: BudgetConfig,
-                   *, team_pii: bool = True) -> ProjectCheck:
-    """Lint one read folder and measure its index (also used by `memd status`)."""
+                   *, team_pii: bool = True, state_dir: Path | None = None) -> ProjectCheck:
+    """Lint one read folder and measure its index (also used by `memd status`). ``state_dir``: memd's
+    state folder, where the days of the sessions a catch-up wrote a file from are kept (MEM040's hint)."""
     from memd.core import lint
 
     if not snap.exists:
         return ProjectCheck(project, snap.exists, max_lines=budget.max_lines, max_chars=budget.max_chars)
-    report = lint.check(snap, budget, team_pii=team_pii, today=time.strftime("%Y-%m-%d"))
+    said_on = None
+    if state_dir is not None:
+        from memd.memfolder.saidon import days_for
+
+        said_on = days_for(state_dir, project.name, snap.files)
+    report = lint.check(snap, budget, team_pii=team_pii, today=time.strftime("%Y-%m-%d"), said_on=said_on)
     b = report.budget
     figures = (b.lines, b.chars, len(b.hidden), b.level) if b is not None else (0, 0, 0, "ok")
     lines, chars, hidden, level = figures
@@ -100,7 +106,7 @@ def _check(project: Project, budget: BudgetConfig, team_pii: bool,
     snap = read_folder(project.memory_dir, budget, signatures=False, walked=walked)  # check never writes
     idx = snap.index
     res = check_snapshot(project, snap, project_limits(project, budget, idx.text if idx is not None else None),
-                         team_pii=team_pii)
+                         team_pii=team_pii, state_dir=cache_dir)
     if cache_dir is not None:
         from memd import checkcache
 

@@ -283,3 +283,43 @@ def test_the_migration_makes_an_unknown_cost_null_and_keeps_every_row(tmp_path: 
         assert st.start_run("dream", "p", 200.0) == 5
         names = {r[0] for r in st._conn.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'runs'")}
         assert {"runs", "runs_job_started", "runs_project_started"} <= names and "runs_v10" not in names
+
+
+def test_mem040_proposes_the_day_of_the_session_a_catchup_wrote_from(env: Env) -> None:
+    """Hole: a relative date a catch-up wrote ("yesterday", from a session of 2026-03-05 read days later)
+    got MEM040's hint with the file's date (the catch-up's day). The session's day is known: the hint
+    proposes it while the file is as the catch-up left it, and the file's date again once it changes."""
+    import os
+    import time
+    from datetime import datetime
+
+    from memd.inspect import check_project
+
+    p = env.project("-home-dev-dates")
+    env.memory(p, {"MEMORY.md": ""})
+    _session(p, 7, [_user("the deploy moved to tomorrow", ts="2026-03-05T10:00:00Z")])
+    s = env.stub
+    s.script(s.message(s.memory("create", path="/memories/project_deploy.md",
+                                file_text="---\nname: Deploy\ndescription: when deploys happen\ntype: project\n"
+                                          "---\nThe deploy moved to tomorrow.\n")),
+             s.message(s.text("Saved the deploy date.")))
+    out = catchup_project(env.jc(), p)
+    assert out.outcome == "changed", out
+    written = p.memory_dir / "project_deploy.md"
+    session_day = datetime.fromisoformat("2026-03-05T10:00:00+00:00").astimezone().strftime("%Y-%m-%d")
+    file_day = time.strftime("%Y-%m-%d", time.localtime(written.stat().st_mtime))
+    assert session_day != file_day
+
+    def hint() -> str:
+        found = [f for f in check_project(p, env.config.budget, cache_dir=env.state_dir).findings
+                 if f.code == "MEM040" and f.path == "project_deploy.md"]
+        assert len(found) == 1, found
+        return found[0].message
+
+    assert f"write e.g. {session_day}, the day of the session a catch-up wrote this from" in hint()  # was file_day
+    assert not list(p.memory_dir.glob("said-on*"))  # memd's record is in its state folder, not in memory
+    # the user edits the file: the catch-up's words are no longer all there is; the file's date again
+    written.write_text(written.read_text().replace("The deploy", "Our deploy"))
+    later = time.time() + 86400 * 3
+    os.utime(written, (later, later))
+    assert f"write e.g. {time.strftime('%Y-%m-%d', time.localtime(later))}, the day the file last changed" in hint()
