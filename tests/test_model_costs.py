@@ -317,6 +317,10 @@ def test_mem040_proposes_the_day_of_the_session_a_catchup_wrote_from(env: Env) -
         return found[0].message
 
     assert f"write e.g. {session_day}, the day of the session a catch-up wrote this from" in hint()  # was file_day
+    from memd.inspect import check_projects  # `memd check --no-cache`: no cache, the state folder still read
+
+    (nocache,) = check_projects([p], env.config, state_dir=env.state_dir).results
+    assert any(f.code == "MEM040" and session_day in f.message for f in nocache.findings)
     assert not list(p.memory_dir.glob("said-on*"))  # memd's record is in its state folder, not in memory
     # the user edits the file: the catch-up's words are no longer all there is; the file's date again
     written.write_text(written.read_text().replace("The deploy", "Our deploy"))
