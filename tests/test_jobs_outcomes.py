@@ -167,3 +167,21 @@ def test_a_keyless_dream_that_cannot_fit_says_it_needs_model_work(claude_home: P
     (row,) = [p for p in view.projects if p.name == "-home-u-big"]
     last = row.last["dream"]
     assert last is not None and last.outcome == "refused"
+    # the first screen: the run log's word, in its colour class, and what it is on hover
+    import http.client
+    import re
+
+    from memd.commands.ui import pages
+    from memd.ui.server import Running, Viewer
+    from tests.test_ui import _ctx
+
+    viewer = Viewer(pages(_ctx(claude_home)))
+    with Running(viewer):
+        conn = http.client.HTTPConnection("127.0.0.1", viewer.port, timeout=30)
+        conn.request("GET", "/", headers={"Host": f"127.0.0.1:{viewer.port}",
+                                          "Cookie": f"{viewer.cookie}={viewer.token}"})
+        page = conn.getresponse().read().decode()
+        conn.close()
+    cell = re.search(r'<td class="last-dream">(.*?)</td>', page, re.S)
+    assert cell is not None and 'class="outcome-refused"' in cell.group(1) and "failed" not in cell.group(1)
+    assert "needs model work" in cell.group(1)
