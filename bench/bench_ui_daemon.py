@@ -132,7 +132,7 @@ def main() -> int:
         root = Path(tmp)
         bindir = build(a.venv or root / "regular-venv")
         subprocess.run([str(bindir / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                        f"{ROOT}[ui]"], check=True, stderr=subprocess.DEVNULL)  # what `pip install 'memd[ui]'` adds
+                        f"{ROOT}[ui]"], check=True, stderr=subprocess.DEVNULL)  # what `pip install '.[ui]'` adds
         home = root / "home"
         projects = home / ".claude" / "projects"
         _folder(projects / "-home-u-runs" / "memory")

@@ -98,7 +98,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         bindir = build(a.venv or Path(tmp) / "regular-venv")
         subprocess.run([str(bindir / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                        f"{ROOT}[ui]"], check=True, stderr=subprocess.DEVNULL)  # what `pip install 'memd[ui]'` adds
+                        f"{ROOT}[ui]"], check=True, stderr=subprocess.DEVNULL)  # what `pip install '.[ui]'` adds
         out = subprocess.run([str(bindir / "python"), __file__, "--child", "--rounds", str(a.rounds), "--gets",
                               str(a.gets)], cwd=tmp, capture_output=True, text=True, check=True)
     r = json.loads(out.stdout.strip().splitlines()[-1])

@@ -27,6 +27,10 @@ def build(folder: Path, *, quiet: bool = True) -> Path:
     if not python.exists():
         subprocess.run([base, "-m", "venv", str(folder)], check=True)
     q = ["-q"] if quiet else []
+    # a venv built before the distribution was renamed holds this checkout as "memd": out first, so its
+    # files and scripts are not the old distribution's too (PyPI's memd is another project)
+    subprocess.run([str(python), "-m", "pip", "uninstall", "-y", "-q", "memd"], check=False,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     subprocess.run([str(python), "-m", "pip", "install", *q, "--disable-pip-version-check",
                     "--force-reinstall", "--no-deps", str(ROOT)], check=True,
                    stderr=subprocess.DEVNULL if quiet else None)

@@ -238,8 +238,9 @@ class SyncConfig(Record):
 class UiConfig(Record):
     """The local memory viewer (`memd ui`, docs/ui.md), served by the daemon when asked."""
 
-    serve: bool = key(False, "The daemon serves the viewer on 127.0.0.1 (needs memd[ui]); its URL, with the token of "
-                      "this start, is in the state folder's ui-url.json, and `memd ui` prints it.")
+    serve: bool = key(False, "The daemon serves the viewer on 127.0.0.1 (needs the ui extra: pip install "
+                      "'memd-claude[ui]'); its URL, with the token of this start, is in the state folder's "
+                      "ui-url.json, and `memd ui` prints it.")
     port: int = key(0, "The daemon's viewer port on 127.0.0.1 (0: a free one the system picks at each start).",
                     min=0, max=65535)
 

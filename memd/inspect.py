@@ -61,13 +61,19 @@ class ProjectCheck(Record):
 
 
 def check_snapshot(project: Project, snap: FolderSnapshot, budget: BudgetConfig,
-                   *, team_pii: bool = True) -> ProjectCheck:
-    """Lint one read folder and measure its index (also used by `memd status`)."""
+                   *, team_pii: bool = True, state_dir: Path | None = None) -> ProjectCheck:
+    """Lint one read folder and measure its index (also used by `memd status`). ``state_dir``: memd's
+    state folder, where the days of the sessions a catch-up wrote a file from are kept (MEM040's hint)."""
     from memd.core import lint
 
     if not snap.exists:
         return ProjectCheck(project, snap.exists, max_lines=budget.max_lines, max_chars=budget.max_chars)
-    report = lint.check(snap, budget, team_pii=team_pii, today=time.strftime("%Y-%m-%d"))
+    said_on = None
+    if state_dir is not None:
+        from memd.memfolder.saidon import days_for
+
+        said_on = days_for(state_dir, project.name, snap.files)
+    report = lint.check(snap, budget, team_pii=team_pii, today=time.strftime("%Y-%m-%d"), said_on=said_on)
     b = report.budget
     figures = (b.lines, b.chars, len(b.hidden), b.level) if b is not None else (0, 0, 0, "ok")
     lines, chars, hidden, level = figures
@@ -76,13 +82,14 @@ def check_snapshot(project: Project, snap: FolderSnapshot, budget: BudgetConfig,
 
 
 def check_project(project: Project, budget: BudgetConfig, *, team_pii: bool = True,
-                  cache_dir: Path | None = None) -> ProjectCheck:
-    """Check one project; with cache_dir (memd's state folder), an unchanged folder reuses its result."""
-    return _check(project, budget, team_pii, cache_dir)[0]
+                  cache_dir: Path | None = None, state_dir: Path | None = None) -> ProjectCheck:
+    """Check one project; with cache_dir (memd's state folder), an unchanged folder reuses its result.
+    ``state_dir``: memd's state folder without its cache (``--no-cache``), for MEM040's session days."""
+    return _check(project, budget, team_pii, cache_dir, state_dir)[0]
 
 
 def _check(project: Project, budget: BudgetConfig, team_pii: bool,
-           cache_dir: Path | None) -> tuple[ProjectCheck, bool]:
+           cache_dir: Path | None, state_dir: Path | None = None) -> tuple[ProjectCheck, bool]:
     """(the check, whether it is the cached result)."""
     from memd.memfolder.folder import read_folder
 
@@ -100,7 +107,7 @@ def _check(project: Project, budget: BudgetConfig, team_pii: bool,
     snap = read_folder(project.memory_dir, budget, signatures=False, walked=walked)  # check never writes
     idx = snap.index
     res = check_snapshot(project, snap, project_limits(project, budget, idx.text if idx is not None else None),
-                         team_pii=team_pii)
+                         team_pii=team_pii, state_dir=cache_dir or state_dir)
     if cache_dir is not None:
         from memd import checkcache
 
@@ -142,14 +149,14 @@ def parallel_jobs(jobs: int | None, n: int) -> int:
 
 def check_projects(projects: list[Project], config: Config, *, cache_dir: Path | None = None,
                    skip_missing: bool = False, step: Callable[[str], None] | None = None,
-                   jobs: int = 1) -> CheckReport:
+                   jobs: int = 1, state_dir: Path | None = None) -> CheckReport:
     """Check each project (``skip_missing``: leave out, and count, those without a memory folder;
     ``step``: told each project's name as it is done, for a progress bar; ``jobs``: processes to use,
-    see ``parallel_jobs``)."""
+    see ``parallel_jobs``; ``state_dir``: memd's state folder when no cache is used, for MEM040's hint)."""
     def each() -> list[ProjectCheck]:
         if jobs > 1:
-            return _check_parallel(projects, config, cache_dir, jobs, step)
-        return _finish(projects, [None] * len(projects), config, cache_dir, step)
+            return _check_parallel(projects, config, cache_dir, jobs, step, state_dir)
+        return _finish(projects, [None] * len(projects), config, cache_dir, step, state_dir)
 
     if cache_dir is None:
         results = each()
@@ -165,7 +172,7 @@ def check_projects(projects: list[Project], config: Config, *, cache_dir: Path |
 
 
 # What forked workers check: set by the parent before it forks, read by the children (never pickled).
-_WORK: tuple[list[Project], BudgetConfig, bool, Path | None] | None = None
+_WORK: tuple[list[Project], BudgetConfig, bool, Path | None, Path | None] | None = None
 
 
 def _check_chunk(chunk: list[int]) -> tuple[list[tuple[int, dict[str, Any] | None]], dict[str, Any]]:
@@ -174,18 +181,18 @@ def _check_chunk(chunk: list[int]) -> tuple[list[tuple[int, dict[str, Any] | Non
     from memd import checkcache
 
     assert _WORK is not None
-    projects, budget, team_pii, cache_dir = _WORK
+    projects, budget, team_pii, cache_dir, state_dir = _WORK
     out: list[tuple[int, dict[str, Any] | None]] = []
     if cache_dir is not None:
         checkcache.take_changed(cache_dir)  # what an earlier share sent already, or the parent's own
     for i in chunk:
-        res, cached = _check(projects[i], budget, team_pii, cache_dir)
+        res, cached = _check(projects[i], budget, team_pii, cache_dir, state_dir)
         out.append((i, None if cached else res.cache_data()))  # cached: only with a cache
     return out, checkcache.take_changed(cache_dir) if cache_dir is not None else {}
 
 
 def _check_parallel(projects: list[Project], config: Config, cache_dir: Path | None, jobs: int,
-                    step: Callable[[str], None] | None) -> list[ProjectCheck]:
+                    step: Callable[[str], None] | None, state_dir: Path | None = None) -> list[ProjectCheck]:
     """Check the projects in ``jobs`` forked processes, results in order (in this process when workers
     cannot be had, or too few folders are left to check). The folders the cache's quick check answers
     for are answered here first (a repeated run forks nothing); the children inherit the rest and the
@@ -213,19 +220,19 @@ def _check_parallel(projects: list[Project], config: Config, cache_dir: Path | N
             elif step is not None:
                 step(p.name)
     if len(todo) < PARALLEL_MIN:
-        return _finish(projects, results, config, cache_dir, step)
+        return _finish(projects, results, config, cache_dir, step, state_dir)
     size = max(16, min(256, len(todo) // (jobs * 8) or 1))
     chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
     found: dict[int, dict[str, Any] | None] = {}
     changed: dict[str, Any] = {}
     sys.stdout.flush()
     sys.stderr.flush()
-    _WORK = (projects, budget, team_pii, cache_dir)
+    _WORK = (projects, budget, team_pii, cache_dir, state_dir)
     try:
         try:
             pool = multiprocessing.get_context("fork").Pool(min(jobs, len(chunks)))
         except (OSError, ValueError):
-            return _finish(projects, results, config, cache_dir, step)
+            return _finish(projects, results, config, cache_dir, step, state_dir)
         with pool:
             for out, new in pool.imap_unordered(_check_chunk, chunks):
                 changed.update(new)
@@ -244,11 +251,11 @@ def _check_parallel(projects: list[Project], config: Config, cache_dir: Path | N
             results[i] = ProjectCheck.from_cache(projects[i], budget, data) if data is not None else None
         except (KeyError, TypeError, ValueError):
             pass
-    return _finish(projects, results, config, cache_dir, None)
+    return _finish(projects, results, config, cache_dir, None, state_dir)
 
 
 def _finish(projects: list[Project], results: list[ProjectCheck | None], config: Config, cache_dir: Path | None,
-            step: Callable[[str], None] | None) -> list[ProjectCheck]:
+            step: Callable[[str], None] | None, state_dir: Path | None = None) -> list[ProjectCheck]:
     """The results, each project still without one checked here, in this process (``step`` told each
     name as it starts)."""
     done: list[ProjectCheck] = []
@@ -256,7 +263,8 @@ def _finish(projects: list[Project], results: list[ProjectCheck | None], config:
         if r is None:
             if step is not None:
                 step(p.name)
-            r = check_project(p, config.budget, team_pii=config.hooks.team_pii, cache_dir=cache_dir)
+            r = check_project(p, config.budget, team_pii=config.hooks.team_pii, cache_dir=cache_dir,
+                              state_dir=state_dir)
         done.append(r)
     return done
 

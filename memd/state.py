@@ -240,6 +240,45 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE runs ADD COLUMN history_run TEXT NOT NULL DEFAULT ''
     """,
+    # 9 -> 10: a run whose model memd has no price for, with no call priced, has an unknown cost: NULL, not
+    # 0.0 (sums counted it as free; issue 34). ``cost_usd`` was NOT NULL: the table is rebuilt as it was with
+    # that one constraint gone (SQLite cannot drop a constraint), ids, rows and the id sequence kept (an id is
+    # never given twice); its indexes again.
+    """
+    CREATE TABLE runs_v10 (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        job TEXT NOT NULL,
+        project TEXT,
+        started REAL NOT NULL,
+        ended REAL,
+        outcome TEXT NOT NULL DEFAULT 'running',
+        added INTEGER NOT NULL DEFAULT 0,
+        changed INTEGER NOT NULL DEFAULT 0,
+        deleted INTEGER NOT NULL DEFAULT 0,
+        tokens_in INTEGER NOT NULL DEFAULT 0,
+        tokens_out INTEGER NOT NULL DEFAULT 0,
+        cache_read INTEGER NOT NULL DEFAULT 0,
+        cache_write INTEGER NOT NULL DEFAULT 0,
+        cost_usd REAL DEFAULT 0,
+        error TEXT,
+        summary TEXT NOT NULL DEFAULT '',
+        tokens_total INTEGER NOT NULL DEFAULT 0,
+        cost_unknown INTEGER NOT NULL DEFAULT 0,
+        history_run TEXT NOT NULL DEFAULT ''
+    );
+    INSERT INTO runs_v10 (id, job, project, started, ended, outcome, added, changed, deleted, tokens_in,
+                          tokens_out, cache_read, cache_write, cost_usd, error, summary, tokens_total,
+                          cost_unknown, history_run)
+        SELECT id, job, project, started, ended, outcome, added, changed, deleted, tokens_in, tokens_out,
+               cache_read, cache_write, CASE WHEN cost_unknown != 0 AND cost_usd = 0 THEN NULL ELSE cost_usd END,
+               error, summary, tokens_total, cost_unknown, history_run FROM runs;
+    DELETE FROM sqlite_sequence WHERE name = 'runs_v10';
+    INSERT INTO sqlite_sequence (name, seq) SELECT 'runs_v10', seq FROM sqlite_sequence WHERE name = 'runs';
+    DROP TABLE runs;
+    ALTER TABLE runs_v10 RENAME TO runs;
+    CREATE INDEX runs_job_started ON runs(job, started);
+    CREATE INDEX runs_project_started ON runs(project, started)
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -302,11 +341,11 @@ class Run:
     tokens_out: int
     cache_read: int
     cache_write: int
-    cost_usd: float
+    cost_usd: float | None  # None: unknown (a model memd has no price for, and no call of the run priced)
     error: str | None
     summary: str
     tokens_total: int = 0  # input + output + cache reads + cache writes
-    cost_unknown: bool = False  # a call's model had no price: cost_usd is only the priced part
+    cost_unknown: bool = False  # a call's model had no price: cost_usd is only the priced part (None: none)
     history_run: str = ""  # the run's name in the history and reviews ('' : none, or a row older than schema 9)
 
 
@@ -833,10 +872,12 @@ class StateStore:
                    cache_write: int = 0, cost_usd: float = 0.0, error: str | None = None,
                    summary: str = "", cost_unknown: bool = False, history_run: str = "") -> None:
         """Close a run row. The token counts are stored as sane integers (``_count``: a bad number is
-        0, never an error) with their sum; a cost that is not a finite non-negative number is 0.
+        0, never an error) with their sum; a cost that is not a finite non-negative number is 0. A run
+        whose cost is unknown (``cost_unknown``) with nothing priced is stored as NULL: unknown, not free.
         ``history_run``: the run's name in memd's history (its commits' ``memd-run``, its review's file)."""
         tin, tout, cr, cw = (_count(v) for v in (tokens_in, tokens_out, cache_read, cache_write))
         cost = float(cost_usd) if isinstance(cost_usd, (int, float)) and math.isfinite(cost_usd) else 0.0
+        stored: float | None = None if cost_unknown and cost <= 0 else max(0.0, cost)
         self._exec(
             """
             UPDATE runs SET outcome = ?, ended = ?, added = ?, changed = ?, deleted = ?, tokens_in = ?,
@@ -845,7 +886,7 @@ class StateStore:
             WHERE id = ?
             """,
             (outcome, ended, added, changed, deleted, tin, tout, cr, cw, tin + tout + cr + cw,
-             max(0.0, cost), error, summary, int(bool(cost_unknown)), history_run or "", run_id))
+             stored, error, summary, int(bool(cost_unknown)), history_run or "", run_id))
 
     def runs(self, *, job: str | None = None, project: str | None = None, since: float | None = None,
              limit: int = 100, before_id: int | None = None) -> list[Run]:

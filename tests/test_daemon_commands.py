@@ -83,6 +83,34 @@ def test_service_install_launchd(claude_home: Path, capsys: pytest.CaptureFixtur
     assert data["ProcessType"] == "Background"
     assert data["ProgramArguments"] == [sys.executable, "-I", "-m", "memd", "run"]
     assert Path(data["StandardErrorPath"]).parent.is_dir()  # launchd needs the folder to exist
+    # a throttle, and the variable that makes "already running" an exit launchd does not restart
+    assert data["ThrottleInterval"] == sf.THROTTLE_S >= 10
+    assert data["EnvironmentVariables"][sf.SERVICE_ENV] == "launchd"
+
+
+def test_already_running_is_no_crash_for_launchd_to_restart(claude_home: Path) -> None:
+    """Hole: the launchd agent restarts every non-zero exit (KeepAlive SuccessfulExit false), and `memd
+    run` beside a running daemon exits 3: launchd restarted it for ever. Under the plist's environment it
+    now says "already running" and exits 0; elsewhere it stays exit 3 (the systemd unit does not restart
+    on 3: RestartPreventExitStatus)."""
+    import subprocess
+
+    from memd.daemon.pidfile import PidLock
+
+    state = Path(os.environ["XDG_STATE_HOME"]) / "memd"
+    lock = PidLock(state)
+    lock.acquire()  # the running daemon (this process holds its pid file)
+    try:
+        plist = plistlib.loads(sf.launchd_plist(sf.current(20.0, state)))
+        for extra, want in (({}, 3), (plist["EnvironmentVariables"], 0)):
+            env = {**os.environ, **extra}
+            p = subprocess.run([sys.executable, "-m", "memd", "run"], cwd=ROOT, env=env, capture_output=True,
+                               text=True, timeout=60, check=False)
+            assert p.returncode == want, (extra, p.stderr)
+            assert "memd is already running" in p.stderr
+    finally:
+        lock.release()
+    assert "RestartPreventExitStatus=2 3" in sf.systemd_unit(sf.current(20.0, state)).splitlines()
 
 
 def test_logs_command(claude_home: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -28,6 +28,7 @@ NOT_MADE_HERE = {
     "sync/": "only with [sync] remote set (tests/test_sync*.py)",
     "reviews/": "only with dream.apply = \"review\" and a model run (tests/test_model_jobs.py)",
     "staging/": "removed when each run ends",
+    "said-on.json": "only after a catch-up with a model wrote memory (tests/test_model_costs.py, MEM040)",
     "reports/": "the daemon's morning check-in writes it",
     "recall/": "only with hooks.recall = true and a key (tests/test_recall.py)",
     "ui-url.json": "only with [ui] serve = true, while the daemon serves the viewer (tests/test_ui_daemon.py)",

@@ -141,3 +141,47 @@ def test_the_model_off_sentence_is_referred_to_not_repeated() -> None:
            "in the config); only the deterministic parts run.")
     out = ProjectOutcome.without_model("-p", "unchanged", off, "index already fine")
     assert out.message == f"{MODEL_OFF_SHORT}; index already fine" and len(out.message) < 120
+
+
+def test_a_keyless_dream_that_cannot_fit_says_it_needs_model_work(claude_home: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Hole: with model work off, an index the safe rebuild cannot fit (prose is never dropped) was a red
+    "failed" every night, on the viewer's first screen too. Nothing failed: it needs model work. Now the run
+    log says ``refused`` with that reason, and the viewer shows the run log's word."""
+    from memd import layout
+    from memd.config import Config
+    from memd.ui.views import overview
+    from tests.test_daemon_commands import memd
+
+    mem = claude_home / "projects" / "-home-u-big" / "memory"
+    mem.mkdir(parents=True)
+    (mem / "MEMORY.md").write_text("".join(f"note {n}\n" for n in range(230)))  # 230 prose lines
+    code, out, _ = memd(capsys, "dream", "-home-u-big", "--force")
+    assert code == 1, out  # it did not do what was asked
+    with StateStore.open(layout.state_dir("")) as st:
+        (run,) = st.runs(project="-home-u-big", job="dream", limit=5)
+    assert run.outcome == "refused", run.summary  # was "failed"
+    assert "needs model work" in run.summary and "cannot fit" in run.summary
+    assert "refused" in out and "failed" not in out
+    view = overview(layout.list_projects(claude_home), Config(), layout.state_dir(""))
+    (row,) = [p for p in view.projects if p.name == "-home-u-big"]
+    last = row.last["dream"]
+    assert last is not None and last.outcome == "refused"
+    # the first screen: the run log's word, in its colour class, and what it is on hover
+    import http.client
+    import re
+
+    from memd.commands.ui import pages
+    from memd.ui.server import Running, Viewer
+    from tests.test_ui import _ctx
+
+    viewer = Viewer(pages(_ctx(claude_home)))
+    with Running(viewer):
+        conn = http.client.HTTPConnection("127.0.0.1", viewer.port, timeout=30)
+        conn.request("GET", "/", headers={"Host": f"127.0.0.1:{viewer.port}",
+                                          "Cookie": f"{viewer.cookie}={viewer.token}"})
+        page = conn.getresponse().read().decode()
+        conn.close()
+    cell = re.search(r'<td class="last-dream">(.*?)</td>', page, re.S)
+    assert cell is not None and 'class="outcome-refused"' in cell.group(1) and "failed" not in cell.group(1)
+    assert "needs model work" in cell.group(1)

@@ -172,6 +172,26 @@ def test_a_model_without_a_price_is_warned_about_and_its_runs_cost_unknown_never
     assert row.cost_unknown, row  # was: $0, as if the run had been free
     report = checkin.build_report(env.state, now=row.started + 60, since=row.started - 60).markdown
     assert "cost unknown" in report, report
+    # stored as unknown (NULL), not as 0.0 (issue 34: sums counted the run as free)
+    assert row.cost_usd is None, row
+    import sqlite3
+
+    with sqlite3.connect(env.state_dir / "state.sqlite3") as c:  # the file as another reader sees it
+        assert c.execute("SELECT cost_usd FROM runs WHERE id = ?", (row.id,)).fetchone()[0] is None
+    # beside a priced run, every sum is a lower bound that names the unknown runs
+    rid = env.state.start_run("dream", p.name, row.started + 1)
+    env.state.finish_run(rid, outcome="changed", ended=row.started + 2, cost_usd=0.25, tokens_in=100)
+    report = checkin.build_report(env.state, now=row.started + 60, since=row.started - 60).markdown
+    assert "≥ $0.2500, 1 run(s) of unknown cost" in report, report  # was: "$0.2500 (and 1 run(s) whose ..."
+    from memd.ui.charts import charts_view
+    from memd.ui.views import overview
+
+    (prow,) = overview([p], env.config, env.state_dir).projects
+    assert (prow.week_cost, prow.week_unknown, prow.week_model_runs) == (0.25, 1, 2)
+    last = prow.last["catchup"]
+    assert last is not None and last.cost_usd is None
+    chart = charts_view(p, env.config, env.state_dir, now=row.started + 60)
+    assert chart.total_cost == 0.25 and chart.unknown_runs == 1
 
 
 def test_a_reply_rejected_as_malformed_still_has_its_usage_counted(env: Env) -> None:
@@ -233,3 +253,77 @@ def test_the_last_call_a_conversation_may_make_writes_nothing_and_reads_the_rest
     marked = [m for m in last["messages"] if any("cache_control" in b for b in m["content"])]
     assert marked == [last["messages"][0]] and len(last["messages"]) == 3
     assert "cache_control" not in last["messages"][-1]["content"][-1]
+
+
+def test_the_migration_makes_an_unknown_cost_null_and_keeps_every_row(tmp_path: Path) -> None:
+    """Rows written before: an unpriced run's cost was 0.0 with ``cost_unknown``; after the migration it is
+    NULL, a partly priced run keeps its priced part, the others are as they were, ids and all."""
+    import sqlite3
+
+    from memd import state as st_mod
+    from memd.state import SCHEMA_VERSION, StateStore
+
+    mine = next(i for i, m in enumerate(st_mod.MIGRATIONS) if "CREATE TABLE runs_v10" in m)
+    c = sqlite3.connect(tmp_path / st_mod.FILENAME, isolation_level=None)
+    for i in range(mine):
+        for stmt in st_mod._statements(st_mod.MIGRATIONS[i]):
+            c.execute(stmt)
+    c.execute(f"PRAGMA user_version = {mine}")
+    rows = [("catchup", 0.0, 1, 500), ("dream", 0.125, 1, 900), ("dream", 0.5, 0, 1000), ("catchup", 0.0, 0, 0)]
+    for job, cost, unknown, tokens in rows:
+        c.execute("INSERT INTO runs (job, project, started, ended, outcome, cost_usd, cost_unknown, tokens_total, "
+                  "history_run) VALUES (?, 'p', 100, 160, 'changed', ?, ?, ?, 'r')", (job, cost, unknown, tokens))
+    c.execute("DELETE FROM runs WHERE id = 4")  # AUTOINCREMENT: 4 is never given again
+    c.close()
+    with StateStore.open(tmp_path) as st:
+        assert st.schema_version == SCHEMA_VERSION
+        got = sorted(st.runs(project="p"), key=lambda r: r.id)
+        assert [(r.id, r.cost_usd, r.cost_unknown, r.tokens_total, r.history_run) for r in got] == [
+            (1, None, True, 500, "r"), (2, 0.125, True, 900, "r"), (3, 0.5, False, 1000, "r")]
+        assert st.start_run("dream", "p", 200.0) == 5
+        names = {r[0] for r in st._conn.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'runs'")}
+        assert {"runs", "runs_job_started", "runs_project_started"} <= names and "runs_v10" not in names
+
+
+def test_mem040_proposes_the_day_of_the_session_a_catchup_wrote_from(env: Env) -> None:
+    """Hole: a relative date a catch-up wrote ("yesterday", from a session of 2026-03-05 read days later)
+    got MEM040's hint with the file's date (the catch-up's day). The session's day is known: the hint
+    proposes it while the file is as the catch-up left it, and the file's date again once it changes."""
+    import os
+    import time
+    from datetime import datetime
+
+    from memd.inspect import check_project
+
+    p = env.project("-home-dev-dates")
+    env.memory(p, {"MEMORY.md": ""})
+    _session(p, 7, [_user("the deploy moved to tomorrow", ts="2026-03-05T10:00:00Z")])
+    s = env.stub
+    s.script(s.message(s.memory("create", path="/memories/project_deploy.md",
+                                file_text="---\nname: Deploy\ndescription: when deploys happen\ntype: project\n"
+                                          "---\nThe deploy moved to tomorrow.\n")),
+             s.message(s.text("Saved the deploy date.")))
+    out = catchup_project(env.jc(), p)
+    assert out.outcome == "changed", out
+    written = p.memory_dir / "project_deploy.md"
+    session_day = datetime.fromisoformat("2026-03-05T10:00:00+00:00").astimezone().strftime("%Y-%m-%d")
+    file_day = time.strftime("%Y-%m-%d", time.localtime(written.stat().st_mtime))
+    assert session_day != file_day
+
+    def hint() -> str:
+        found = [f for f in check_project(p, env.config.budget, cache_dir=env.state_dir).findings
+                 if f.code == "MEM040" and f.path == "project_deploy.md"]
+        assert len(found) == 1, found
+        return found[0].message
+
+    assert f"write e.g. {session_day}, the day of the session a catch-up wrote this from" in hint()  # was file_day
+    from memd.inspect import check_projects  # `memd check --no-cache`: no cache, the state folder still read
+
+    (nocache,) = check_projects([p], env.config, state_dir=env.state_dir).results
+    assert any(f.code == "MEM040" and session_day in f.message for f in nocache.findings)
+    assert not list(p.memory_dir.glob("said-on*"))  # memd's record is in its state folder, not in memory
+    # the user edits the file: the catch-up's words are no longer all there is; the file's date again
+    written.write_text(written.read_text().replace("The deploy", "Our deploy"))
+    later = time.time() + 86400 * 3
+    os.utime(written, (later, later))
+    assert f"write e.g. {time.strftime('%Y-%m-%d', time.localtime(later))}, the day the file last changed" in hint()

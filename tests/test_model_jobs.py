@@ -928,3 +928,32 @@ def test_a_user_line_in_a_full_index_is_never_withdrawn(env: Env) -> None:
     out = catchup_project(env.jc(), p)
     assert out.outcome == "refused" and "over its budget" in out.message, out
     assert tree(p.memory_dir) == before
+
+
+def test_an_empty_end_turn_dream_is_no_consolidation(env: Env) -> None:
+    """Hole: a dream whose model ended its first turn with no tool call and no change was ``unchanged``
+    and counted as a consolidation: memd's last_consolidation and Claude Code's ``.consolidate-lock`` mtime
+    moved, though no file was read and no session searched (facts §1, §6). Now neither moves; a dream that
+    looked (read a file) and changed nothing still counts."""
+    from memd.jobs import runner
+
+    p = dup_folder(env)
+    lock = p.memory_dir / ".consolidate-lock"
+    old = time.time() - 3 * 86400
+    lock.write_text("")
+    os.utime(lock, (old, old))
+    s = env.stub
+    s.script(s.message(s.text("Nothing to do.")))
+    before = tree(p.memory_dir)
+    out = runner.run_project("dream", env.jc(force=True), p, dream_project)
+    assert out.outcome == "unchanged" and out.model_called and out.empty_turn, out
+    assert "not counted as a consolidation" in out.message
+    assert tree(p.memory_dir) == before
+    assert env.state.project(p.name).last_consolidation is None  # was: now
+    assert abs(lock.stat().st_mtime - old) < 1  # was: now (Claude Code then waits 24 h)
+    # the same dream, having read a file first: it looked, found nothing to change, and consolidated
+    s.script(s.message(s.memory("view", path="/memories/feedback_tabs.md")), s.message(s.text("All fine.")))
+    out = runner.run_project("dream", env.jc(force=True), p, dream_project)
+    assert out.outcome == "unchanged" and not out.empty_turn, out
+    assert env.state.project(p.name).last_consolidation is not None
+    assert lock.stat().st_mtime > old + 86400

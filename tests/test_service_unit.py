@@ -64,7 +64,7 @@ def test_the_unit_works_in_the_state_folder_and_stops_restarting_on_a_config_err
     unit = sf.systemd_unit(sf.current(20.0, Path("/st/memd")))
     lines = unit.splitlines()
     assert "WorkingDirectory=-/st/memd" in lines
-    assert "RestartPreventExitStatus=2" in lines and "Restart=on-failure" in lines
+    assert "RestartPreventExitStatus=2 3" in lines and "Restart=on-failure" in lines  # usage; already running
     plist = plistlib.loads(sf.launchd_plist(sf.current(20.0, Path("/st/memd"))))
     assert plist["WorkingDirectory"] == "/st/memd" and plist["ProgramArguments"][1] == "-I"
 

@@ -377,3 +377,16 @@ def test_the_first_backup_is_kept_for_good(tmp_path: Path) -> None:
     f.write_text(json.dumps(data, indent=2) + "\n")
     sm.uninstall(f, state)
     assert json.loads(f.read_text()) == {"theme": "light"}
+
+
+def test_the_docs_say_the_bytes_come_back_only_when_nothing_else_changed() -> None:
+    """Issue 34: README said "settings.json gets its own bytes back" without the condition the test above
+    holds (an edit in between is kept, and the old bytes are not restored). Both docs now say it."""
+    from tests.conftest import ROOT
+
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    hooks = " ".join((ROOT / "docs" / "hooks.md").read_text().split())
+    assert ("settings.json gets its own bytes back if nothing else in it changed since memd first edited it; "
+            "otherwise only memd's entries are taken out and your edits stay") in readme
+    assert "gives your exact bytes back only when nothing else in the file changed in between" in hooks
+    assert "your edits stay" in hooks

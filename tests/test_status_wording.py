@@ -166,3 +166,51 @@ def test_as_a_plain_user_on_real_modes(nobody_home: tuple[int, Path]) -> None:
     assert ("-home-u-b: the memory folder cannot be read: cannot list (Permission denied); what a session loads of"
             " MEMORY.md is within the budget") in r.stdout
     assert "regular file" not in r.stdout and "is ok the budget" not in r.stdout
+
+
+def test_status_says_a_span_waits_to_be_retried_before_it_is_parked(claude_home: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Hole: `memd status` said nothing about a span the catch-up will try again (its run was refused,
+    failed or capped) until it was parked, two days later. Now each project with such spans has a line:
+    how many, tried how often, the last reason (redacted), when the next try comes, when it is parked."""
+    import time
+    import uuid
+
+    from memd import layout
+    from memd.config import Config
+    from memd.state import StateStore
+
+    name = "-home-u-app"
+    _project(claude_home, name)
+    sid = str(uuid.uuid4())
+    path = claude_home / "projects" / name / f"{sid}.jsonl"
+    path.write_text(json.dumps({"type": "user", "sessionId": sid, "message": {"role": "user", "content": "hi"}})
+                    + "\n")
+    key = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    now = time.time()
+    max_tries = Config().catchup.max_tries
+    with StateStore.open(layout.state_dir("")) as st:
+        st.save_scan(path, project=name, inode=path.stat().st_ino, size=path.stat().st_size,
+                     offset=path.stat().st_size, session_id=sid, records=1)
+        for i in range(2):
+            st.note_try(path, project=name, start=0, reason=f"refused: the guard said no ({key})",
+                        when=now - 3600 + i, park_after=max_tries)
+    code, out, _ = memd(capsys, "status")
+    assert code == 0
+    line = next((ln for ln in out.splitlines() if ln.startswith(f"catch-up: {name}:")), None)
+    assert line is not None, out  # was: nothing
+    assert "1 span(s) waiting to be retried" in line and f"tried 2 of {max_tries} times" in line
+    assert "refused: the guard said no" in line and key not in out
+    assert "tried again at the next catch-up" in line and f"parked after {max_tries} tries" in line
+    code, out, _ = memd(capsys, "status", "--format", "json")
+    doc = json.loads(out)
+    assert doc["catchup_retries"]["projects"][name][0]["tries"] == 2
+    # a third try: the next one waits catchup.retry_hours; parked: the warning says it, this line does not
+    with StateStore.open(layout.state_dir("")) as st:
+        st.note_try(path, project=name, start=0, reason="refused again", when=now, park_after=max_tries)
+    _, out, _ = memd(capsys, "status")
+    assert "the next try after " in out
+    with StateStore.open(layout.state_dir("")) as st:
+        st.note_try(path, project=name, start=0, reason="refused again", when=now, park_after=4)
+    _, out, _ = memd(capsys, "status")
+    assert f"catch-up: {name}:" not in out

@@ -478,3 +478,84 @@ def test_the_first_screen_shows_the_last_catchup_and_dream_and_the_weeks_cost(cl
     assert "failed" in row.find_element(By.CSS_SELECTOR, "td.last-dream").text  # the newest dream
     assert "changed" in row.find_element(By.CSS_SELECTOR, "td.last-catchup").text  # a skipped one never ran
     assert row.find_element(By.CSS_SELECTOR, "td.week-cost").text == "$0.3750"  # the 9-day-old dream is out
+
+
+def _png_rgb(data: bytes) -> list[tuple[int, int, int]]:
+    """Every pixel of an 8-bit RGB(A) PNG (Chromium's screenshots), as (r, g, b): the test's own reader."""
+    import struct
+    import zlib
+
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, width = 8, b"", 0
+    kind = depth = 0
+    while pos < len(data):
+        (n,), tag = struct.unpack(">I", data[pos:pos + 4]), data[pos + 4:pos + 8]
+        body = data[pos + 8:pos + 8 + n]
+        if tag == b"IHDR":
+            width, _, depth, kind = struct.unpack(">IIBB", body[:10])
+        elif tag == b"IDAT":
+            idat += body
+        pos += 12 + n
+    assert depth == 8 and kind in (2, 6)
+    bpp = 4 if kind == 6 else 3
+    raw, stride = zlib.decompress(idat), width * bpp
+    prev, out = bytearray(stride), []
+    for at in range(0, len(raw), stride + 1):
+        f, line = raw[at], bytearray(raw[at + 1:at + 1 + stride])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+            if f == 1:
+                line[i] = (line[i] + a) & 255
+            elif f == 2:
+                line[i] = (line[i] + b) & 255
+            elif f == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        out.extend((line[i], line[i + 1], line[i + 2]) for i in range(0, stride, bpp))
+        prev = line
+    return out
+
+
+def _hue(rgb: tuple[int, int, int]) -> str:
+    r, g, b = rgb
+    if r > 150 and g < 90 and b < 90:
+        return "red"
+    if r > 150 and g > 110 and b < 110:
+        return "amber"
+    if g > 90 and g > r + 30 and g > b + 30:
+        return "green"
+    return "other"
+
+
+@pytest.mark.slow
+def test_each_gauge_has_its_levels_colour(claude_home: Path, serve: Any, browser: Any) -> None:
+    """Hole: the gauges' ``high`` was 80% of the limit and a meter's value is clamped to its max, so an
+    index past the limit (Claude Code cuts it) was drawn in the near-budget colour. Now each gauge's
+    colour is its dimension's level: within (green), near (amber), over (red), as Chromium draws it."""
+    from selenium.webdriver.common.by import By
+
+    def entries(n: int) -> str:
+        return "# Memory\n" + "".join(f"- [N{i}](n{i}.md) — note {i}\n" for i in range(n))
+
+    write_tree(claude_home / "projects" / "-home-u-ok" / "memory", {"MEMORY.md": entries(100)})  # half the lines
+    write_tree(claude_home / "projects" / "-home-u-near" / "memory", {"MEMORY.md": entries(170)})
+    write_tree(claude_home / "projects" / "-home-u-full" / "memory", {"MEMORY.md": entries(199)})  # 200 lines
+    _over_budget(claude_home)  # 243 lines
+    _open(browser, serve(claude_home))
+    want = {"-home-u-ok": ("ok", "green"), "-home-u-near": ("near", "amber"), "-home-u-full": ("near", "amber"),
+            "-home-u-big": ("over", "red")}
+    for name, (level, hue) in want.items():
+        meter = browser.find_element(By.CSS_SELECTOR, f"tr.project[data-project='{name}'] meter.gauge.lines")
+        assert meter.get_attribute("data-level") == level, name
+        seen = [_hue(px) for px in _png_rgb(meter.screenshot_as_png)]
+        coloured = {h: seen.count(h) for h in ("red", "amber", "green")}
+        assert max(coloured, key=lambda h: coloured[h]) == hue, (name, coloured)
+        assert coloured[hue] > len(seen) // 8, (name, coloured)  # a bar of that colour, not a few pixels
+    # the characters' gauges: all four within 80% of 25,000
+    for name in want:
+        meter = browser.find_element(By.CSS_SELECTOR, f"tr.project[data-project='{name}'] meter.gauge.chars")
+        assert meter.get_attribute("data-level") == "ok"

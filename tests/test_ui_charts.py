@@ -632,3 +632,38 @@ def test_the_first_screen_says_dash_where_no_model_ran(claude_home: Path, home: 
     assert "$0.0000" not in html
     page = _page(url, "/project/-home-u-idle")
     assert 'data-model-runs="0"' in page and "no run called a model" in page and "$0.0000" not in page
+
+
+@pytest.mark.slow
+def test_a_project_with_one_run_gets_a_sane_size_chart_with_its_limit(claude_home: Path, home: Path, serve: Any,
+                                                                      chart_browser: Any) -> None:
+    """Hole: with one run (its before and after snapshots, seconds apart) uPlot's own time range spanned
+    2026 to 2029, and the limit was a series of one point: no 100 % line at all. Now the x range is the
+    points' span padded (at least an hour each side) and the limit is drawn across the whole plot."""
+    from memd import history, layout
+
+    mem = claude_home / "projects" / "-home-u-one" / "memory"
+    write_tree(mem, {"MEMORY.md": "# Memory\n- [A](a.md) — a\n", "a.md": topic("a", "a", "project")})
+    state = layout.state_dir("")
+    before = history.snapshot_before(state, "-home-u-one", mem, "dream", run="dream-one")
+    grown = "# Memory\n" + "".join(f"- [N{i}](n{i}.md) — note {i}\n" for i in range(150))
+    (mem / "MEMORY.md").write_text(grown)
+    history.record_after(state, "-home-u-one", before, {"MEMORY.md": grown.encode()}, "dream", "dream-one", "dream")
+    url = serve(claude_home)
+    _go(chart_browser, url, "/project/-home-u-one")
+    size = _wait_drawn(chart_browser, "size-chart")
+    _no_csp_violation(chart_browser)
+    xs = json.loads(chart_browser.find_element("id", "chart-data").get_attribute("textContent"))["size"]["x"]
+    assert 1 <= len(xs) <= 2 and max(xs) - min(xs) < 60
+    lo, hi = float(size.get_attribute("data-x-min")), float(size.get_attribute("data-x-max"))
+    assert lo < min(xs) and hi > max(xs)  # every point inside
+    assert hi - lo <= 3 * 86400  # hours, not years
+    y = int(float(size.get_attribute("data-limit-y")))
+    # the 100 % line: red pixels across most of the plot's width on its row
+    red, width = chart_browser.execute_script("""
+        const c = document.querySelector('#size-chart canvas');
+        const d = c.getContext('2d').getImageData(0, arguments[0], c.width, 1).data;
+        let n = 0;
+        for (let i = 0; i < d.length; i += 4) if (d[i] > 150 && d[i + 1] < 80 && d[i + 2] < 80 && d[i + 3] > 100) n++;
+        return [n, c.width];""", y)
+    assert red > width * 0.4, (red, width)  # dashed (6 on, 4 off) over the plot's width

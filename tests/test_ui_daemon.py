@@ -167,7 +167,8 @@ def test_without_jinja2_the_daemon_runs_and_says_so(run_daemon: RunDaemon, tmp_p
     d.env["PYTHONPATH"] = f"{shim}{os.pathsep}{d.env['PYTHONPATH']}"
     d.start()
     ev = d.wait_for("ui.not_served")
-    assert "pip install 'memd[ui]'" in ev["reason"]
+    # the distribution's own name (PyPI's `memd` is another project) and the clone's form
+    assert "pip install 'memd-claude[ui]'" in ev["reason"] and "pip install '.[ui]'" in ev["reason"]
     d.wait_for("daemon.ready")
     assert "viewer: not served: Jinja2 is not installed" in d.memd("status").stdout
     assert d.stop() == 0

@@ -116,6 +116,56 @@ def test_a_silent_client_is_dropped_and_never_holds_the_others(syn: Synthetic,
     assert syn.ran == []
 
 
+def test_clients_trickling_headers_lose_their_slot_at_the_deadline(syn: Synthetic,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hole: the silence timeout restarts at every byte, so 40 connections of the owner's own account that
+    each sent a header line every 4 s (never silent for TIMEOUT_S) held all MAX_CLIENTS slots for ever
+    and the owner's browser got every connection closed unanswered. Now a request must be whole within
+    ``REQUEST_DEADLINE_S`` of the server starting to wait for it (here 2 s, a header line every 0.5 s)."""
+    assert 0 < ui_server.REQUEST_DEADLINE_S < ui_server.TIMEOUT_S  # the deadline comes first
+    assert ui_server.REQUEST_DEADLINE_S <= 4 * 3  # the issue's trickle (a line every 4 s) gets 3 lines at most
+    monkeypatch.setattr(ui_server.Handler, "request_deadline", 2.0, raising=False)
+    host = f"Host: 127.0.0.1:{syn.port}\r\n".encode()
+    socks = [socket.create_connection(("127.0.0.1", syn.port), timeout=10) for _ in range(40)]
+    closed: dict[int, float] = {}
+    t0 = time.monotonic()
+    stop = threading.Event()
+
+    def trickle() -> None:
+        for s in socks:
+            s.sendall(b"GET / HTTP/1.1\r\n" + host)
+        n = 0
+        while not stop.wait(0.5):
+            n += 1
+            for i, s in enumerate(socks):
+                if i in closed:
+                    continue
+                try:
+                    s.sendall(b"X-Slow-%d: %d\r\n" % (n, n))
+                except OSError:
+                    closed[i] = time.monotonic() - t0
+
+    worker = threading.Thread(target=trickle, daemon=True)
+    worker.start()
+    try:
+        time.sleep(3.0)  # past the deadline; the tricklers are still sending (never silent for 0.5 s)
+        assert _get(syn.url, "/", cookie=syn.token).status == 200  # the owner gets a slot
+        for s in socks:  # every trickler was dropped, unanswered (its request never finished)
+            s.settimeout(5)
+            try:
+                got = s.recv(65536)
+            except ConnectionResetError:
+                got = b""
+            assert got == b""  # closed by the server (our own 5 s would raise TimeoutError)
+        assert time.monotonic() - t0 < 12
+    finally:
+        stop.set()
+        worker.join(timeout=5)
+        for s in socks:
+            s.close()
+    assert syn.ran == []
+
+
 def test_connections_past_the_cap_cost_no_thread(syn: Synthetic) -> None:
     """Hole: a thread per connection without bound, so a local process opening connections by the
     thousand made the daemon that serves the viewer start a thread for each. Now at most MAX_CLIENTS."""
@@ -151,10 +201,28 @@ def test_other_spellings_of_the_host_are_refused(syn: Synthetic) -> None:
                  f"127.0.0.1:0{p}", f"127.0.0.1:{p}@evil.example", f"evil.example#127.0.0.1:{p}"):
         assert _get(syn.url, f"/?token={syn.token}", host=host).status == 403, host
         assert _get(syn.url, "/", host=host, cookie=syn.token).status == 403, host
-    # two Host headers: the first decides, and an evil first one is refused
-    two = syn.raw(f"GET / HTTP/1.1\r\nHost: evil.example:{p}\r\nHost: 127.0.0.1:{p}\r\n"
-                  f"Cookie: {syn.viewer.cookie}={syn.token}\r\n\r\n".encode())
-    assert _status(two) == 403
+
+
+def test_two_host_headers_are_refused_in_either_order(syn: Synthetic) -> None:
+    """Hole: the first Host header decided, so the good one first and an evil one after was answered
+    (a proxy or cache in between may key on the other one). Now two are refused (400) whatever the order."""
+    p = syn.port
+    cookie = f"Cookie: {syn.viewer.cookie}={syn.token}\r\n"
+    for first, second in ((f"127.0.0.1:{p}", "evil.example"), ("evil.example", f"127.0.0.1:{p}"),
+                          (f"127.0.0.1:{p}", f"127.0.0.1:{p}"), (f"localhost:{p}", f"127.0.0.1:{p}")):
+        for req in (f"GET / HTTP/1.1\r\nHost: {first}\r\nHost: {second}\r\n{cookie}\r\n",
+                    f"GET /?token={syn.token} HTTP/1.1\r\nHost: {first}\r\nHost: {second}\r\n\r\n",
+                    f"HEAD / HTTP/1.1\r\nHost: {first}\r\n{cookie}Host: {second}\r\n\r\n"):
+            answer = syn.raw(req.encode())
+            assert _status(answer) == 400, (first, second, req.split()[0])
+            assert b"Set-Cookie" not in answer
+    form = "csrf=" + syn.viewer.csrf
+    assert syn.post("/act/x", form, Host=f"127.0.0.1:{p}") == 200  # one Host: the action runs
+    two = (f"POST /act/y HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\nHost: evil.example\r\n{cookie}"
+           f"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {len(form)}\r\n\r\n{form}")
+    assert _status(syn.raw(two.encode())) == 400
+    assert syn.ran == [["x"]]
+    assert _get(syn.url, "/", cookie=syn.token).status == 200
 
 
 def test_an_absolute_form_target_is_refused(syn: Synthetic) -> None:

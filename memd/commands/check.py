@@ -78,9 +78,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
         with progress(len(projects), "checking", threaded=jobs == 1) as step:
             report = check_projects(projects, ctx.config, cache_dir=cache_dir, skip_missing=True, step=step,
-                                    jobs=jobs)
+                                    jobs=jobs, state_dir=ctx.state_dir)
     else:
-        report = check_projects(projects, ctx.config, cache_dir=cache_dir, skip_missing=bool(args.all), jobs=jobs)
+        report = check_projects(projects, ctx.config, cache_dir=cache_dir, skip_missing=bool(args.all), jobs=jobs,
+                                state_dir=ctx.state_dir)
     return _report(args, notes, report.results, report.skipped, keep)
 
 

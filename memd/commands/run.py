@@ -48,7 +48,19 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     console = args.console != "no"
     daemon = Daemon(config=cfg, load_config=load, claude_dir_for=claude_for, state_dir=ctx.state_dir,
                     console=console, serve_viewer=_serve_viewer)
-    code = daemon.run()
+    from memd.daemon.pidfile import AlreadyRunning
+    from memd.daemon.service_files import SERVICE_ENV
+
+    try:
+        code = daemon.run()
+    except AlreadyRunning as e:
+        if os.environ.get(SERVICE_ENV) != "launchd":
+            raise  # exit 3 (the systemd unit's RestartPreventExitStatus has it)
+        # launchd restarts any non-zero exit (it has no RestartPreventExitStatus): another daemon is the
+        # one, so this start ends as done, and launchd leaves it down
+        print(f"memd run: not run: {e} (exit 0 under launchd, which would restart a non-zero exit)",
+              file=sys.stderr, flush=True)
+        return 0
     logging.shutdown()
     if daemon.exit_now:
         # a job was abandoned mid-step: do not wait for its thread (or a library's atexit hooks)

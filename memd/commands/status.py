@@ -93,7 +93,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         doc = {"projects": [r.as_json() for r in rows],
                "warnings": [*warnings, *({"recorded": True, **w} for w in recorded)],
                "daemon": daemon, "model": cred, "sync": _sync_json(ctx.state_dir, {r.project for r in rows}),
-               "config": None if bad_config is None else {"path": bad_config.path, "problems": bad_config.problems}}
+               "config": None if bad_config is None else {"path": bad_config.path, "problems": bad_config.problems},
+               "catchup_retries": _retries_json(ctx.state_dir, [r.project for r in rows], ctx.config)}
         sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
         return _exit_code(bad_config is not None, rows)
     shown = rows if (every or args.projects) else [r for r in rows if r.has_memory]
@@ -123,6 +124,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from memd.sync.forget import status_lines as forgotten_lines  # issue 22: files holding what was forgotten
 
     sys.stdout.write(forgotten_lines(ctx.state_dir))
+    from memd.jobs.spantries import status_lines as retry_lines  # issue 34: spans waiting to be retried
+
+    sys.stdout.write(retry_lines(ctx.state_dir, [r.project for r in rows], ctx.config))
     return _exit_code(bad_config is not None, rows)
 
 
@@ -147,6 +151,20 @@ def _sync_json(state_dir: Path, names: set[str]) -> dict[str, Any]:
     text = (evidence.status_line(state_dir, sorted(names)) + held.status_lines(state_dir, sorted(names))
             + forget.status_lines(state_dir))
     out["lines"] = text.splitlines()
+    return out
+
+
+def _retries_json(state_dir: Path, names: list[str], config: Any) -> dict[str, Any]:
+    """The spans waiting to be retried, per project (``memd.jobs.spantries``), and the text's lines."""
+    from memd.jobs.spantries import status_lines, waiting
+    from memd.state import FILENAME, StateStore
+
+    out: dict[str, Any] = {"projects": {}, "lines": status_lines(state_dir, names, config).splitlines()}
+    if (state_dir / FILENAME).exists():
+        with StateStore.open(state_dir) as st:
+            for name, rows in waiting(st, names, config, time.time()).items():
+                out["projects"][name] = [{"tries": tr.tries, "last_try": tr.last_try, "state": s}
+                                         for tr, s in rows]
     return out
 
 

@@ -109,7 +109,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     try:
         import jinja2  # noqa: F401
     except ImportError:
-        raise UsageError("memd ui needs Jinja2: pip install 'memd[ui]'") from None
+        from memd import install_hint
+
+        raise UsageError(f"memd ui needs Jinja2: {install_hint('ui')}") from None
     from memd.ui.server import Viewer, make_server, url
 
     viewer = Viewer(pages(ctx), actions=posts(ctx))

@@ -62,7 +62,9 @@ def _anchor(rec: FileRecord) -> str | None:
     return None
 
 
-def relative_dates(rec: FileRecord, today: str | None = None) -> list[Finding]:
+def relative_dates(rec: FileRecord, today: str | None = None, said_on: tuple[str, ...] = ()) -> list[Finding]:
+    """MEM040/MEM041 for each line with a relative date and no absolute one. ``said_on``: the days of the
+    sessions a catch-up wrote the file from (memd.memfolder.saidon), which MEM040's hint proposes."""
     text = rec.text or ""
     low = text.lower()
     needles = _DATE_NEEDLES if low.isascii() else _DATE_NEEDLES + _DATE_NEEDLES_CJK
@@ -113,14 +115,21 @@ def relative_dates(rec: FileRecord, today: str | None = None) -> list[Finding]:
                                                 "an absolute date on the line is clearer"))
         else:
             out.append(_f("MEM040", rec.rel, n, f"relative date {word!r} with no absolute date; it will be "
-                                                f"wrong tomorrow (write e.g. {_example(rec, today)})"))
+                                                f"wrong tomorrow (write e.g. {_example(rec, today, said_on)})"))
     return out
 
 
-def _example(rec: FileRecord, today: str | None) -> str:
-    """An absolute date to suggest: the day the file last changed (local time), else today (the caller
-    says which day that is: the core reads no clock)."""
+def _example(rec: FileRecord, today: str | None, said_on: tuple[str, ...] = ()) -> str:
+    """An absolute date to suggest: the day of the session a catch-up wrote the file from (a relative
+    date there means a day of that session, which may be days before the file was written), else the day
+    the file last changed (local time), else today (the caller says which day that is: the core reads no
+    clock)."""
     import time
+
+    if len(said_on) == 1:
+        return f"{said_on[0]}, the day of the session a catch-up wrote this from"
+    if said_on:
+        return f"{' or '.join(said_on[-3:])}, the days of the sessions a catch-up wrote this from"
 
     if rec.mtime is not None:
         return f"{time.strftime('%Y-%m-%d', time.localtime(rec.mtime))}, the day the file last changed"

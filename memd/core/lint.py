@@ -14,7 +14,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from itertools import chain, combinations, filterfalse
 
 from memd.core import conflict as cblock
@@ -45,8 +45,9 @@ def lint(snap: FolderSnapshot, budget: Limits | None = None, *, team_pii: bool =
 
 
 def check(snap: FolderSnapshot, budget: Limits | None = None, *, team_pii: bool = True,
-          today: str | None = None) -> Report:
-    """The findings and the measured index of one memory folder."""
+          today: str | None = None, said_on: Mapping[str, tuple[str, ...]] | None = None) -> Report:
+    """The findings and the measured index of one memory folder (``said_on``: per file, the days of the
+    sessions a catch-up wrote it from, for MEM040's hint)."""
     b = budget or Limits()
     out: list[Finding] = []
     if not snap.exists:
@@ -75,7 +76,7 @@ def check(snap: FolderSnapshot, budget: Limits | None = None, *, team_pii: bool 
     out.extend(_too_many(snap, b))
     texts = [rec for rec in snap.files if rec.text is not None]
     for rec in texts:
-        out.extend(relative_dates(rec, today))
+        out.extend(relative_dates(rec, today, said_on.get(rec.rel, ()) if said_on else ()))
         if not rec.team and cblock.BEGIN in (rec.text or ""):
             out.extend(_conflict_blocks(rec))
     for strict in (False, True):

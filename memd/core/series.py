@@ -42,13 +42,13 @@ class RunCost:
     """What a night adds up of one run of the run log."""
 
     started: float
-    cost_usd: float
+    cost_usd: float | None  # None: unknown (a model memd has no price for, nothing of the run priced)
     tokens: int  # all four kinds (the run log's tokens_total)
     cost_unknown: bool = False  # a model memd has no price for: cost_usd is only the priced part
 
     @property
     def called_model(self) -> bool:
-        return self.tokens > 0 or self.cost_usd > 0 or self.cost_unknown
+        return self.tokens > 0 or bool(self.cost_usd) or self.cost_unknown
 
 
 @dataclass(frozen=True)
@@ -58,8 +58,8 @@ class Night:
     runs: int  # rows of the run log that started in it
     model_runs: int  # those that called a model
     tokens: int
-    cost_usd: float | None  # None: no run called a model (shown "-", never "$0.0000")
-    cost_unknown: int = 0  # runs whose cost is only partly known
+    cost_usd: float | None  # None: no run called a model (shown "-", never "$0.0000"); else the known part
+    cost_unknown: int = 0  # runs whose cost is unknown, or only partly known (the cost is then "≥ $X")
 
     @property
     def label(self) -> str:
@@ -81,7 +81,7 @@ def nights(runs: Iterable[RunCost], *, through: date, count: int, tz: tzinfo) ->
         got = sums.get(d, [])
         model = [r for r in got if r.called_model]
         out.append(Night(d, night_start(d, tz), len(got), len(model), sum(r.tokens for r in got),
-                         round(sum(r.cost_usd for r in got), 6) if model else None,
+                         round(sum(r.cost_usd or 0.0 for r in got), 6) if model else None,
                          sum(1 for r in got if r.cost_unknown)))
     return out
 

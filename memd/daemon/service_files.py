@@ -30,6 +30,14 @@ _LEGACY_HEADER = b"# memd user service (written by `memd service install`"  # un
 PY_FLAGS = ("-I",)
 # Exit 2 is a usage or config error: restarting cannot fix it, so systemd must not loop on it.
 EXIT_USAGE = 2
+# Exit 3 from `memd run` is "already running" (memd.daemon.pidfile.AlreadyRunning): another daemon is the one.
+EXIT_ALREADY_RUNNING = 3
+# launchd restarts an agent that exits non-zero (KeepAlive SuccessfulExit false) and knows no "do not
+# restart on this status": under launchd (``SERVICE_ENV`` set in the plist) `memd run` says "already
+# running" and exits 0, so a daemon the user started is not raced every ThrottleInterval.
+SERVICE_ENV = "MEMD_SERVICE"
+# launchd's ThrottleInterval: at most one start per this many seconds (systemd's RestartSec alike)
+THROTTLE_S = 10
 # launchd rotates nothing: memd's own log rotates itself, and ``memd run`` under launchd writes
 # its events only there (stdout/stderr then carry only what escapes the logger, capped below).
 
@@ -199,8 +207,9 @@ ExecStart={" ".join(_systemd_quote(a, command=True) for a in inst.argv)}
 WorkingDirectory=-{_specifiers(str(inst.log_dir))}
 ExecReload=/bin/kill -HUP $MAINPID
 Restart=on-failure
-# exit 2 is a bad config or usage: a restart cannot fix it (fix it, then `systemctl --user restart memd`)
-RestartPreventExitStatus={EXIT_USAGE}
+# exit 2 is a bad config or usage: a restart cannot fix it (fix it, then `systemctl --user restart memd`);
+# exit 3 is "already running": another daemon is the one
+RestartPreventExitStatus={EXIT_USAGE} {EXIT_ALREADY_RUNNING}
 RestartSec=10
 WatchdogSec={WATCHDOG_S}
 TimeoutStopSec={timeout_stop(inst.stop_timeout_s)}
@@ -223,10 +232,10 @@ def launchd_plist(inst: Install) -> bytes:
         "StandardOutPath": str(inst.log_dir / "launchd.out.log"),
         "StandardErrorPath": str(inst.log_dir / "launchd.err.log"),
         "ExitTimeOut": timeout_stop(inst.stop_timeout_s),
+        "ThrottleInterval": THROTTLE_S,
         "WorkingDirectory": str(inst.log_dir),
+        "EnvironmentVariables": dict(sorted({**inst.env, SERVICE_ENV: "launchd"}.items())),
     }
-    if inst.env:
-        data["EnvironmentVariables"] = dict(sorted(inst.env.items()))
     xml = plistlib.dumps(data, sort_keys=False)
     head, sep, rest = xml.partition(b"<plist ")  # the marker as a comment before the root element
     return head + f"<!-- {MARKER} -->\n".encode() + sep + rest

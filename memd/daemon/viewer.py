@@ -129,7 +129,9 @@ class Slot:
             try:
                 self.served = self.serve(current_config, claude_dir, self.state_dir, config.ui.port)
             except ImportError:
-                reason = "Jinja2 is not installed: pip install 'memd[ui]'"
+                from memd import install_hint
+
+                reason = f"Jinja2 is not installed: {install_hint('ui')}"
             except OSError as e:
                 port = config.ui.port
                 taken = e.errno == errno.EADDRINUSE

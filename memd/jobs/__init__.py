@@ -46,18 +46,30 @@ UNSUCCESSFUL: frozenset[Outcome] = frozenset(("refused", "partial", "failed"))
 LEGACY_OUTCOMES = {"ok": "changed", "noop": "unchanged", "rejected": "refused", "review": "proposed"}
 
 
-def counts_as_consolidation(job: str, outcome: str, *, dry_run: bool, model_off: bool = False) -> bool:
+def counts_as_consolidation(job: str, outcome: str, *, dry_run: bool, model_off: bool = False,
+                            looked: bool = True) -> bool:
     """The one rule for "this project was consolidated now" (memd's last_consolidation and Claude
     Code's ``.consolidate-lock`` mtime): a dream that did its work, for real, with the model, and
     applied it. A dream skipped (shutdown), refused, failed, partial or only proposed did not
-    consolidate; a dry run changed nothing; with model work off only the index was rebuilt."""
-    return job == "dream" and outcome in CONSOLIDATED and not dry_run and not model_off
+    consolidate; a dry run changed nothing; with model work off only the index was rebuilt.
+
+    ``looked`` False: the model ended its turn without one tool call and nothing changed (an empty
+    ``end_turn``). It read no file and searched no transcript, so the sessions since the last
+    consolidation were never gathered from (facts §6, phase 2): they must still count toward the next
+    dream, and Claude Code, reading the lock's mtime as the last consolidation (§1), must not wait 24 h
+    for nothing. A dream that looked (read or searched) and found nothing to change did consolidate."""
+    return job == "dream" and outcome in CONSOLIDATED and not dry_run and not model_off and looked
+
+
+def consolidated(job: str, jc: JobContext, out: ProjectOutcome) -> bool:
+    """``counts_as_consolidation`` of one project's outcome."""
+    return counts_as_consolidation(job, out.outcome, dry_run=jc.dry_run, model_off=out.model_off,
+                                   looked=not out.empty_turn)
 
 
 def note_consolidation(jc: JobContext, job: str, out: ProjectOutcome) -> bool:
     """Record "consolidated now" in the state when the rule above says so; True when recorded."""
-    if jc.state is None or not counts_as_consolidation(job, out.outcome, dry_run=jc.dry_run,
-                                                       model_off=out.model_off):
+    if jc.state is None or not consolidated(job, jc, out):
         return False
     jc.state.mark_consolidated(out.project, jc.clock.time())
     return True
@@ -98,6 +110,7 @@ class ProjectOutcome:
     details: dict[str, Any] = field(default_factory=dict)
     model_called: bool = False  # the model was asked at least once (an idle streak counts only these)
     model_off: bool = False  # no API key: ``message`` starts with the sentence saying so
+    empty_turn: bool = False  # the model ended its turn without a tool call, nothing changed: no consolidation
     detail: str = ""  # with model_off: the message without that sentence (a CLI says it once)
 
     @property

@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 from memd import apply as ap
 from memd.jobs import JobContext, ProjectOutcome
 from memd.jobs import modelrun as mr
+from memd.jobs.spantries import span_state
 
 if TYPE_CHECKING:
     from memd.layout import Project
@@ -188,6 +189,8 @@ def catchup_project(jc: JobContext, project: Project) -> ProjectOutcome:
         out.message = f"{len(ex.advance)} span(s) had nothing to extract"
         return ex.note_batch(out)
     mr.record(out, result, ex.caps, blocks=False)  # it resolves no conflict block
+    if result.verdict is ap.Verdict.APPLIED and not jc.dry_run:
+        _note_said_on(jc, project, result, ex.sent)
     mr.note_idle(jc, "catchup", out)
     mr.note_held_back(jc, out, result)
     if (not jc.dry_run and not ex.caps and result.verdict in (ap.Verdict.UNCHANGED, ap.Verdict.APPLIED)
@@ -201,7 +204,6 @@ def catchup_project(jc: JobContext, project: Project) -> ProjectOutcome:
     return ex.note_batch(out)
 
 
-EAGER_TRIES = 3  # tries of a span at the catch-up's own pace; later ones wait ``catchup.retry_hours``
 PARKED_WARNING = "catchup_parked"
 
 
@@ -229,14 +231,19 @@ def due_sessions(tries: dict[Path, Any], pending: list[TranscriptState], now: fl
     return due, held
 
 
-def span_state(tr: Any, now: float, cfg: Any) -> str:
-    """A recorded try's hold on its span: "parked" (until a user's retry), "deferred" (tried
-    ``EAGER_TRIES`` times: the next try waits ``catchup.retry_hours``) or "due" (tried again next run)."""
-    if tr.parked is not None:
-        return "parked"
-    if tr.tries >= EAGER_TRIES and now - tr.last_try < cfg.catchup.retry_hours * 3600:
-        return "deferred"
-    return "due"
+def _note_said_on(jc: JobContext, project: Project, result: ap.RunResult, sent: list[Span]) -> None:
+    """Keep the days of the sessions the run wrote its files from (memd.memfolder.saidon): a relative
+    date in them means a day of those sessions, which `memd check`'s MEM040 hint then proposes."""
+    from memd.core.paths import INDEX_NAME
+    from memd.memfolder import saidon
+
+    days = {datetime.fromtimestamp(t).strftime("%Y-%m-%d") for s in sent for t in (s.first_at, s.last_at)
+            if t is not None}
+    rels = [r for r in (*result.added, *result.changed) if r != INDEX_NAME]
+    try:
+        saidon.record(jc.state_dir, project.name, project.memory_dir, rels, days)
+    except OSError:  # a hint's source, never the run's failure
+        pass
 
 
 def _note_tries(jc: JobContext, project: Project, ex: _Extraction, out: ProjectOutcome) -> None:

@@ -44,8 +44,8 @@ def _when(ts: float | None) -> str:
 
 def _cost(r: Run) -> str:
     """A run's cost as the report shows it: never "$0" for a run of a model memd has no price for."""
-    if r.cost_unknown:
-        return "cost unknown" + (f" (≥ ${r.cost_usd:.4f})" if r.cost_usd > 0 else "")
+    if r.cost_unknown or r.cost_usd is None:
+        return "cost unknown" + (f" (≥ ${r.cost_usd:.4f})" if r.cost_usd else "")
     return f"${r.cost_usd:.4f}"
 
 
@@ -116,9 +116,9 @@ def build_report(state: StateStore, *, now: float, since: float, state_dir: Path
              f"Since {_when(since)}: {n_runs} project runs"
              + (" (" + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())) + ")" if n_runs else "")
              + f"; {changes} changes; {tok_in + tok_out + cache_r + cache_w:,} tokens ({tok_in:,} uncached in,"
-             + f" {tok_out:,} out, cache {cache_r:,} read, {cache_w:,} written); ${cost:.4f}"
-             + (f" (and {unknown} run(s) whose cost is unknown: no price for their model in model.prices)"
-                if unknown else "") + ".", ""]
+             + f" {tok_out:,} out, cache {cache_r:,} read, {cache_w:,} written); "
+             + (f"≥ ${cost:.4f}, {unknown} run(s) of unknown cost (no price for their model in model.prices)"
+                if unknown else f"${cost:.4f}") + ".", ""]
     lines += ["## Runs", ""]
     if runs:
         lines += ["| started | job | project | outcome | +added ~changed -deleted | tokens in/out | cost | note |",

@@ -196,6 +196,11 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         mr.note_batch(out, batched)
         return out
     mr.record(out, result, caps)
+    if out.outcome == "unchanged" and out.model_called and not out.details.get("tool_calls"):
+        # an empty end_turn: the model looked at nothing (memd.jobs.counts_as_consolidation, ``looked``)
+        out.empty_turn = True
+        out.message = (f"{out.message}; " if out.message else "") + (
+            "the model ended its turn without reading or searching anything: not counted as a consolidation")
     if result.verdict is ap.Verdict.APPLIED and jc.log is not None:
         for b in result.blocks:  # no reason in the log: the model's words may quote memory
             jc.log.info("dream.conflict_block", project=project.name, file=b.file, line=b.line,
@@ -237,7 +242,11 @@ def _deterministic(jc: JobContext, project: Project, off: str) -> ProjectOutcome
     elif not project.memory_dir.is_dir():
         outcome, done = "skipped", "no memory folder"
     elif r.reasons and not r.fits:
-        outcome, done = "failed", "index not rebuilt: " + "; ".join(r.reasons)
+        # not a fault: nothing safe is left to do without the model (the rebuild never drops an entry or
+        # prose to make room), so it is said as what it is every night, in the run log's word for it
+        outcome = "refused"
+        done = ("index not rebuilt: it needs model work to fit the budget (a dream with model work on condenses "
+                "it): " + "; ".join(r.reasons))
     else:
         outcome, done = "unchanged", "index already fine"
     out = ProjectOutcome.without_model(project.name, outcome, off, done, changed=1 if r.written else 0,

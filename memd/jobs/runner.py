@@ -31,7 +31,7 @@ from memd.jobs import (
     Outcome,
     ProjectJob,
     ProjectOutcome,
-    counts_as_consolidation,
+    consolidated,
     note_consolidation,
 )
 from memd.jobs import gates as G
@@ -181,8 +181,7 @@ def run_project(job: str, jc: JobContext, project: Project, work: ProjectJob,
         if lock is not None:
             # a consolidation leaves the lock's mtime at this run (Claude Code's "last consolidation");
             # anything else rolls it back: the same rule as memd's own record below
-            lock.release(success=counts_as_consolidation(job, out.outcome, dry_run=jc.dry_run,
-                                                         model_off=out.model_off))
+            lock.release(success=consolidated(job, jc, out))
     duration = jc.clock.monotonic() - t0
     ended = jc.clock.time()
     if jc.state is not None and run_id is not None:

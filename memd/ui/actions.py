@@ -4,7 +4,7 @@ will happen and a POST that runs the CLI's own code under the project's lock.
 - undo a run: the plan is ``memd undo --dry-run``'s (``memd.commands.undo.undo``), with the diff it puts
   back; the POST is ``memd undo PROJECT RUN`` (the same function).
 - retry the parked and deferred catch-up spans: the spans are the state's tries (``StateStore.span_tries``,
-  held as ``memd.jobs.catchup.span_state`` judges them), each with an excerpt of its transcript
+  held as ``memd.jobs.spantries.span_state`` judges them), each with an excerpt of its transcript
   (``memd.transcripts.scan.span_excerpt``); the POST is ``memd catchup PROJECT --retry``
   (``memd.commands.catchup.retry`` under the job lock, ``memd.commands._jobrun.run_once``): the spans
   start over and the catch-up runs now, in the request, as the CLI runs it in the foreground.
@@ -80,7 +80,7 @@ class SpanView:
     start: int
     tries: int
     last_try: float
-    state: str  # "parked" | "deferred" | "due" (``memd.jobs.catchup.span_state``)
+    state: str  # "parked" | "deferred" | "due" (``memd.jobs.spantries.span_state``)
     reason: str
     excerpt: str
 
@@ -117,7 +117,7 @@ def undo_plan(ctx: Context, project: Project, run: str) -> UndoPlan:
 def span_views(project: Project, config: Config, state_dir: Path) -> list[SpanView]:
     """The project's catch-up spans with recorded tries (what ``--retry`` starts over), parked first,
     each with the first words of its transcript from where the tries are for (redacted)."""
-    from memd.jobs.catchup import span_state
+    from memd.jobs.spantries import span_state
     from memd.state import StateStore
     from memd.transcripts.scan import span_excerpt
     from memd.transcripts.sessions import session_id_for

@@ -149,6 +149,11 @@ class ChartsView:
         return [n for n in self.nights if n.runs]
 
     @property
+    def unknown_runs(self) -> int:
+        """Runs of the nights whose cost is unknown (no price for their model): the total is a lower bound."""
+        return sum(n.cost_unknown for n in self.nights)
+
+    @property
     def total_cost(self) -> float | None:
         costs = [n.cost_usd for n in self.nights if n.cost_usd is not None]
         return round(sum(costs), 6) if costs else None

@@ -1,8 +1,9 @@
 """The viewer's HTTP server: the standard library's ThreadingHTTPServer on loopback, Jinja2 pages.
 
 Safety (docs/ui.md, "Safety model"), checked on every request before anything is read:
-- bound to 127.0.0.1 only, and the ``Host`` header must be ``127.0.0.1:<port>`` or ``localhost:<port>``
-  (a DNS-rebinding page reaches the port under its own name, and is refused);
+- bound to 127.0.0.1 only, and the ``Host`` header must be one, ``127.0.0.1:<port>`` or ``localhost:<port>``
+  (a DNS-rebinding page reaches the port under its own name, and is refused; two are refused, 400);
+- a request must be whole within ``REQUEST_DEADLINE_S`` however slowly it trickles (slots are few);
 - a random token per start: given once in the URL (``?token=``), then kept in a cookie (HttpOnly,
   SameSite=Strict) and the URL redirected without it; a request with neither is refused;
 - no CORS headers at all; a strict Content-Security-Policy (nothing but this origin's own style and
@@ -21,9 +22,12 @@ from __future__ import annotations
 import contextvars
 import hmac
 import html
+import io
 import secrets
 import shlex
+import socket
 import threading
+import time
 from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -41,6 +45,10 @@ STATIC = {"ui.css": "text/css; charset=utf-8",
           "charts.js": "text/javascript; charset=utf-8", "charts.css": "text/css; charset=utf-8"}
 MAX_FORM = 4096  # bytes of a POST's form: the actions' forms carry the CSRF token and nothing else
 TIMEOUT_S = 20.0  # a client silent this long (a request or form never finished) is dropped: its thread ends
+# A request (its line, headers and form) must be whole this long after the server starts waiting for it,
+# however it trickles: a client sending a header line every few seconds is never silent for TIMEOUT_S, and
+# MAX_CLIENTS of them held every slot for ever (the owner locked out). An idle keep-alive connection goes too.
+REQUEST_DEADLINE_S = 10.0
 MAX_CLIENTS = 32  # connections served at once; one more is closed unanswered, so no client starves the process
 FORM = "application/x-www-form-urlencoded"
 
@@ -122,11 +130,53 @@ def _cookie_tokens(header: str | None, cookie: str) -> list[str]:
     return out
 
 
+class _DeadlineReader(io.RawIOBase):
+    """The request's bytes, each read bounded by the handler's deadline for the request (and by its
+    silence timeout): past the deadline, ``TimeoutError``, which ends the connection
+    (``BaseHTTPRequestHandler.handle_one_request``)."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: Any) -> int:
+        h = self.handler
+        wait = h.timeout
+        if h.deadline is not None:
+            left = h.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the request was not whole in time")
+            wait = left if wait is None else min(wait, left)
+        h.connection.settimeout(wait)
+        return int(h.connection.recv_into(buf))
+
+
 class Handler(BaseHTTPRequestHandler):
     server_version = "memd-ui"
     sys_version = ""
     viewer: Viewer  # set on the subclass made for each server
     timeout = TIMEOUT_S  # the socket's: a slow or silent client is dropped (StreamRequestHandler.setup)
+    request_deadline = REQUEST_DEADLINE_S  # a request's line, headers and form must be whole by then
+    deadline: float | None = None  # time.monotonic() by which the request being read must be whole
+    connection: socket.socket
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()  # the socket's own reader: every read goes through the deadline's instead
+        self.rfile = io.BufferedReader(_DeadlineReader(self))
+
+    def handle_one_request(self) -> None:
+        self.deadline = time.monotonic() + self.request_deadline
+        try:
+            super().handle_one_request()
+        finally:
+            self.deadline = None
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        self.connection.settimeout(self.timeout)  # the answer is not bound by what was left of the deadline
+        super().send_response(code, message)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the terminal shows the URL, not a line per request (which would carry the token)
@@ -154,7 +204,10 @@ class Handler(BaseHTTPRequestHandler):
         (to set as the cookie), else None."""
         if not self.path.startswith("/"):  # an absolute-form target (a proxy's) or ``*``: not asked of a page
             raise Refused(HTTPStatus.BAD_REQUEST, "refused: a request's target is a path (/...)")
-        if self.headers.get("Host", "") not in self.viewer.allowed_hosts():
+        hosts = self.headers.get_all("Host") or []
+        if len(hosts) != 1:  # which one counts is the reader's guess (a proxy may take the other): none does
+            raise Refused(HTTPStatus.BAD_REQUEST, "refused: a request has exactly one Host header")
+        if hosts[0] not in self.viewer.allowed_hosts():
             raise Refused(HTTPStatus.FORBIDDEN, "refused: this Host is not the viewer's (127.0.0.1 or localhost "
                                                 "with its port)")
         query = parse_qs(urlsplit(self.path).query)

@@ -50,7 +50,7 @@ class Entry:
     row: int | None = None  # the run-log row's id
     ended: float | None = None
     tokens: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float | None = 0.0  # None: unknown (no price for the run's model)
     cost_unknown: bool = False
     model: bool = False  # the run called a model (tokens or a cost): its cost is shown, else "-"
     history_run: str = ""  # the run's name in the history (its commits' ``memd-run``)
@@ -116,7 +116,7 @@ def timeline(project: str, state_dir: Path, *, before: int | None = None, limit:
     for row in rows:
         e = Entry(row.started, row.job, row.outcome, redact(row.summary), redact(row.error or ""), row.id, row.ended,
                   row.tokens_total, row.cost_usd, row.cost_unknown,
-                  model=row.tokens_total > 0 or row.cost_usd > 0 or row.cost_unknown, history_run=row.history_run)
+                  model=row.tokens_total > 0 or bool(row.cost_usd) or row.cost_unknown, history_run=row.history_run)
         rec = by_name.get(row.history_run) if row.history_run else None
         if rec is None and not row.history_run and row.outcome in APPLIED:
             rec = _by_time(row, records, claimed)

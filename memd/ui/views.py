@@ -31,7 +31,30 @@ class LastRun:
     when: float
     outcome: str
     summary: str
-    cost_usd: float
+    cost_usd: float | None  # None: unknown
+    cost_unknown: bool = False  # a model memd has no price for: cost_usd is only the priced part
+
+
+@dataclass(frozen=True)
+class Gauge:
+    """One of the first screen's gauges (an index's lines or characters against their limit), drawn as a
+    ``<meter>`` whose regions are set so its colour is its level's: ``ok`` the optimum region, ``near`` the
+    suboptimal one, ``over`` (past the limit: Claude Code cuts there) the even-less-good one. A meter's value
+    is clamped to its max, so with the high boundary at the limit an over-budget value sat at the limit, in
+    the near-budget colour; over, the high boundary is moved below it."""
+
+    value: int
+    limit: int
+    level: str  # "ok" | "near" | "over", as memd.core.index.measure names the index's
+    low: float
+    high: float
+
+
+def gauge(value: int, limit: int, warn_ratio: float) -> Gauge:
+    limit = max(limit, 1)
+    level = "over" if value > limit else "near" if value >= warn_ratio * limit else "ok"
+    low = max(0.0, warn_ratio * limit - 0.5)  # counts are whole: ``value >= warn * limit`` is ``value > low``
+    return Gauge(value, limit, level, low, low if level == "over" else float(limit))
 
 
 @dataclass
@@ -47,6 +70,8 @@ class ProjectRow:
     conflict_blocks: int
     week_cost: float = 0.0  # the run log's cost of this project's runs over the last 7 days
     week_model_runs: int = 0  # of those runs, the ones that called a model (none: the cost shows "-", not $0)
+    gauges: dict[str, Gauge] = field(default_factory=dict)  # "lines", "chars"
+    week_unknown: int = 0  # of the week's runs, those of unknown cost: week_cost is a lower bound ("≥ $X")
 
 
 @dataclass
@@ -69,9 +94,10 @@ def overview(projects: list[Project], config: Config, state_dir: Path) -> Overvi
     last: dict[str, dict[str, LastRun | None]] = {}
     costs: dict[str, float] = {}
     model_runs: dict[str, int] = {}
+    unknown: dict[str, int] = {}
     problem: str | None = None
     try:
-        last, costs, model_runs = _last_runs([r.project for r in rows if r.has_memory], state_dir, time.time())
+        last, costs, model_runs, unknown = _last_runs([r.project for r in rows if r.has_memory], state_dir, time.time())
     except MemdError as e:  # an unreadable run log loses that column only
         problem = f"the run log cannot be read: {e}"
     out: list[ProjectRow] = []
@@ -83,7 +109,10 @@ def overview(projects: list[Project], config: Config, state_dir: Path) -> Overvi
         out.append(ProjectRow(
             r.project, r.as_json(), _pct(r.index_lines, r.max_lines), _pct(r.index_chars, r.max_chars),
             last.get(r.project, dict.fromkeys(JOBS)), [redact(h) for h in held],
-            int(r.extra.get("sync_conflicts", 0)), costs.get(r.project, 0.0), model_runs.get(r.project, 0)))
+            int(r.extra.get("sync_conflicts", 0)), costs.get(r.project, 0.0), model_runs.get(r.project, 0),
+            {"lines": gauge(r.index_lines, r.max_lines, config.budget.warn_ratio),
+             "chars": gauge(r.index_chars, r.max_chars, config.budget.warn_ratio)},
+            unknown.get(r.project, 0)))
     return Overview(out, sum(1 for r in rows if not r.has_memory), problem)
 
 
@@ -91,28 +120,31 @@ WEEK_S = 7 * 86400
 
 
 def _last_runs(names: list[str], state_dir: Path, now: float) -> tuple[
-        dict[str, dict[str, LastRun | None]], dict[str, float], dict[str, int]]:
+        dict[str, dict[str, LastRun | None]], dict[str, float], dict[str, int], dict[str, int]]:
     """Each project's last catch-up and dream that ran (as `memd status`'s idle rule counts them:
-    ``StateStore.last_runs``), the cost of its runs over the last 7 days and how many of them called a model."""
+    ``StateStore.last_runs``), the known cost of its runs over the last 7 days, how many of them called a
+    model and how many of those have an unknown cost (no price for their model)."""
     from memd.state import StateStore
 
     if not (state_dir / "state.sqlite3").exists():  # the viewer never creates memd's state
-        return {}, {}, {}
+        return {}, {}, {}, {}
     out: dict[str, dict[str, LastRun | None]] = {}
     costs: dict[str, float] = {}
     model_runs: dict[str, int] = {}
+    unknown: dict[str, int] = {}
     with StateStore.open(state_dir) as st:
         for name in names:
             week = st.runs(project=name, since=now - WEEK_S, limit=100_000)
-            costs[name] = sum(r.cost_usd for r in week)
-            model_runs[name] = sum(1 for r in week if r.tokens_total > 0 or r.cost_usd > 0 or r.cost_unknown)
+            costs[name] = sum(r.cost_usd or 0.0 for r in week)
+            model_runs[name] = sum(1 for r in week if r.tokens_total > 0 or r.cost_usd or r.cost_unknown)
+            unknown[name] = sum(1 for r in week if r.cost_unknown or r.cost_usd is None)
             got: dict[str, LastRun | None] = {}
             for job in JOBS:
                 runs = st.last_runs(name, (job,), 1)
                 got[job] = (LastRun(job, runs[0].started, runs[0].outcome, redact(runs[0].summary),
-                                    runs[0].cost_usd) if runs else None)
+                                    runs[0].cost_usd, runs[0].cost_unknown) if runs else None)
             out[name] = got
-    return out, costs, model_runs
+    return out, costs, model_runs, unknown
 
 
 @dataclass

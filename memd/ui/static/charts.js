@@ -87,22 +87,46 @@
 
   var sizeEl = document.getElementById("size-chart");
   if (sizeEl && data.size && data.size.x.length) {
-    var limit = data.size.x.map(function () { return 100; });
+    /* The limit (100 %) is drawn across the whole plot by a hook, not as a series: a series is a line
+       between its points, and a project with one run has one point in time (no line at all). */
+    var drawLimit = function (u) {
+      var y = Math.round(u.valToPos(100, "pct", true)) + 0.5;
+      var ctx = u.ctx;
+      ctx.save();
+      ctx.strokeStyle = "#b00";
+      ctx.lineWidth = 1.5 * (window.devicePixelRatio || 1);
+      ctx.setLineDash([6, 4]);
+      ctx.beginPath();
+      ctx.moveTo(u.bbox.left, y);
+      ctx.lineTo(u.bbox.left + u.bbox.width, y);
+      ctx.stroke();
+      ctx.restore();
+      u.root.parentNode.setAttribute("data-limit-y", String(y));
+      u.root.parentNode.setAttribute("data-x-min", String(u.scales.x.min));
+      u.root.parentNode.setAttribute("data-x-max", String(u.scales.x.max));
+    };
+    var sizeRange = function (xs) {
+      var min = Math.min.apply(null, xs), max = Math.max.apply(null, xs), pad = Math.max((max - min) / 20, 3600);
+      return [min - pad, max + pad];
+    };
     draw("size", sizeEl, {
-      title: "Index size, % of Claude Code's limits (" + data.project + ")",
+      title: "Index size, % of Claude Code's limits; the dashed line is the limit (" + data.project + ")",
       width: width(sizeEl),
       height: 240,
-      scales: { x: { time: true }, pct: { range: function (u, min, max) { return [0, Math.max(110, max * 1.1)]; } } },
+      /* x: the points' own span, padded by a twentieth and at least an hour each side (uPlot's own range
+         for a single instant spanned years) */
+      scales: { x: { time: true, auto: false, range: sizeRange(data.size.x) },
+                pct: { range: function (u, min, max) { return [0, Math.max(110, max * 1.1)]; } } },
       series: [
         {},
         { label: "lines %", scale: "pct", stroke: "#36c", width: 2, points: { show: true, size: 5 },
           value: function (u, v) { return v === null || v === undefined ? "-" : v + " %"; } },
         { label: "characters %", scale: "pct", stroke: "#070", width: 2, points: { show: true, size: 5 },
-          value: function (u, v) { return v === null || v === undefined ? "-" : v + " %"; } },
-        { label: "limit", scale: "pct", stroke: "#b00", width: 1, dash: [6, 4], points: { show: false } }
+          value: function (u, v) { return v === null || v === undefined ? "-" : v + " %"; } }
       ],
+      hooks: { draw: [drawLimit] },
       axes: [{}, { scale: "pct", values: function (u, vals) { return vals.map(function (v) { return v + " %"; }); } }]
-    }, [data.size.x, data.size.lines, data.size.chars, limit]);
+    }, [data.size.x, data.size.lines, data.size.chars]);
   }
 
   window.addEventListener("resize", function () {
