@@ -115,11 +115,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         print("open warnings: none")
     sys.stdout.write(credential_line(cred))
     from memd.sync.evidence import status_line  # issue 15: conflicts between machines, kept for the dream
-    from memd.sync.held import status_lines  # issue 21: what sync holds, why, and the command that resolves it
+    from memd.sync.held import budget_lines, status_lines  # issue 21: what sync holds, why, how to resolve it
 
     sys.stdout.write(status_line(ctx.state_dir))
     sys.stdout.write(conflict_blocks_line(rows))
     sys.stdout.write(status_lines(ctx.state_dir))
+    # issue 33: a synced index over its budget (merged whole, never shortened by a sync) and how to resolve it
+    sys.stdout.write(budget_lines(ctx.state_dir, {p.name: p.memory_dir for p in projects or []}, ctx.config))
     from memd.sync.forget import status_lines as forgotten_lines  # issue 22: files holding what was forgotten
 
     sys.stdout.write(forgotten_lines(ctx.state_dir))
