@@ -176,14 +176,16 @@ def _index_of(lines: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def budget_line(m: Machine) -> str:
-    from memd.sync.held import budget_lines
+def status(m: Machine, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """`memd status`'s sync lines on m, through the command."""
+    from tests.test_sync_command import run
 
-    return budget_lines(m.state_dir, {m.project().name: m.mem()}, m.config)
+    return [ln for ln in run(m, tmp_path, capsys, "status").splitlines() if ln.startswith("sync: ")]
 
 
 @pytest.mark.parametrize("shape", ["lines", "chars"])
-def test_edits_whose_union_passes_the_budget_merge_and_warn(machines: Any, shape: str) -> None:
+def test_edits_whose_union_passes_the_budget_merge_and_warn(machines: Any, shape: str, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
     """Finding 2: each machine edits different lines of an index near its budget (196 lines, or 71 long
     lines) and one topic file; neither machine's index is over, only their merge. The receiver was
     refused whole on every sync ("MEMORY.md is over its budget (211 lines ...)"), so the unrelated topic
@@ -235,20 +237,23 @@ def test_edits_whose_union_passes_the_budget_merge_and_warn(machines: Any, shape
     settled([a, b])
     for m in (a, b):
         assert held.status_lines(m.state_dir) == "", held.status_lines(m.state_dir)
-        line = budget_line(m)
-        assert "MEMORY.md is over its budget" in line and "memd dream" in line and "nothing is held" in line, line
+        (line,) = status(m, tmp_path, capsys)
+        name = m.project().name
+        assert line.startswith(f"sync: {name}: MEMORY.md is over its budget") and "nothing is held" in line \
+            and f"resolve: condense it (`memd dream {name}`" in line, line
     # the resolution the line names: the index condensed (here by hand on b); it reaches a, both settle
     b.write("MEMORY.md", _index_of([ln for ln in merged.splitlines() if "staging host 1" not in ln]))
     settled([a, b])
     assert a.read("MEMORY.md") == b.read("MEMORY.md")
     assert mindex.measure(a.read("MEMORY.md") or "", 200, 25_000, 0.8).level != "over"
-    assert budget_line(a) == budget_line(b) == ""
+    assert status(a, tmp_path, capsys) == status(b, tmp_path, capsys) == []
 
 
 # --------------------------------------------------------------------------- finding 3
 
 
-def test_one_index_line_edited_on_both_machines_is_a_marked_conflict(machines: Any) -> None:
+def test_one_index_line_edited_on_both_machines_is_a_marked_conflict(machines: Any, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """Finding 3: the same MEMORY.md line edited differently on two machines ended as two plain adjacent
     lines (two entries for one file) with no block, no record, no status line. Now it is a conflict block
     on both machines (its markers are comments Claude Code strips, both lines load), `memd check` names it
@@ -291,7 +296,10 @@ def test_one_index_line_edited_on_both_machines_is_a_marked_conflict(machines: A
     assert [r.file for r in rows] == ["MEMORY.md"] and "Postgres 16" in rows[0].remote, rows
     text, ids = evidence.for_dream(b.state_dir, b.project().name)
     assert "MEMORY.md" in text and "Postgres 16" in text and ids
-    assert "1 conflict(s)" in evidence.status_line(b.state_dir), evidence.status_line(b.state_dir)
+    for m in (a, b):  # both machines' status name the block; the one that met it, the evidence too
+        lines = status(m, tmp_path, capsys)
+        assert any("1 conflict block(s) in memory files" in ln and m.project().name in ln for ln in lines), lines
+        assert any("conflict(s) between machines kept for the next dream" in ln for ln in lines) == (m is b), lines
     # resolved by hand on a (Postgres kept, the block gone): b takes the resolution, nothing held
     a.write("MEMORY.md", base.replace("- [Database](db.md) — SQLite (the default)", pg))
     a.sync("app")
