@@ -318,3 +318,21 @@ def test_lines_only_added_on_both_machines_stay_plain() -> None:
     base = "# Memory\n\n- [Deploy](deploy.md) — Tuesdays\n"
     out, blocked = merge_index_blocks(base, base + "- one from here\n", base + "- one from there\n", machine="mb")
     assert not blocked and out == base + "- one from here\n- one from there\n", out
+
+
+def test_the_other_sides_block_is_made_anew_not_nested() -> None:
+    """A machine merging the other's merged index (its own line already inside the other's block) ends with
+    one block holding the other's line: markers are never copied, so no block nests in another."""
+    from memd.core import conflict as cblock
+    from memd.sync.merge import merge_index_blocks
+
+    base = "# Memory\n\n- [Db](db.md) — SQLite\n- [Deploy](deploy.md) — Tuesdays\n"
+    a = base.replace("SQLite", "Postgres 16")
+    b = base.replace("SQLite", "SQLite 3.45")
+    on_b, blocked = merge_index_blocks(base, b, a, machine="ma", date="2026-12-03")
+    assert blocked and on_b is not None and cblock.count(on_b) == 1
+    on_a, blocked = merge_index_blocks(base, a, on_b, machine="mb", date="2026-12-03")
+    assert blocked and on_a is not None and cblock.count(on_a) == 1, on_a
+    lines = on_a.splitlines()
+    assert lines[2] == "- [Db](db.md) — Postgres 16" and lines[4] == "- [Db](db.md) — SQLite 3.45", on_a
+    assert cblock.is_begin(lines[3]) and "from mb" in lines[3] and cblock.is_end(lines[5]), on_a
