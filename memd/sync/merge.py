@@ -227,17 +227,17 @@ def merge_index_blocks(base: str | None, local: str | None, remote: str | None, 
         mine = [ln for ln in mine if ln.strip() not in was or ln.strip() in kept_theirs]
         have = {ln.strip() for ln in mine}
         out.extend(mine)
-        extra = [ln for ln in theirs if ln.strip() and ln.strip() not in have and ln.strip() not in was
-                 and not (machine and cblock.is_marker(ln))]
+        extra = [ln for ln in theirs if ln.strip() and ln.strip() not in have and ln.strip() not in was]
         if extra and out and not out[-1].endswith("\n"):
             out[-1] += "\n"
         kept_mine = {ln.strip() for ln in group[2]}
         edited = any(ln not in kept_mine and ln not in kept_theirs for ln in was if ln) \
             and any(ln.strip() and ln.strip() not in was and not cblock.is_marker(ln) for ln in mine)
-        if machine and extra and edited:
-            blocked = True
-            out.extend([cblock.begin_line(machine, date or time.strftime("%Y-%m-%d")) + "\n",
-                        *(ln if ln.endswith("\n") else ln + "\n" for ln in extra), cblock.END + "\n"])
+        words = [ln if ln.endswith("\n") else ln + "\n" for ln in extra if not cblock.is_marker(ln)]
+        if machine and words and edited:
+            blocked = True  # the other side's block (if it merged first) is made anew here: no nesting
+            out.extend([cblock.begin_line(machine, date or time.strftime("%Y-%m-%d")) + "\n", *words,
+                        cblock.END + "\n"])
         else:
             out.extend(extra)
     text = "".join(out)
