@@ -7,6 +7,7 @@ synthetic one."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -241,6 +242,10 @@ def test_edits_whose_union_passes_the_budget_merge_and_warn(machines: Any, shape
         name = m.project().name
         assert line.startswith(f"sync: {name}: MEMORY.md is over its budget") and "nothing is held" in line \
             and f"resolve: condense it (`memd dream {name}`" in line, line
+        from tests.test_sync_command import run
+
+        doc = json.loads(run(m, tmp_path, capsys, "status", "--format", "json"))
+        assert line in doc["sync"]["lines"], doc["sync"]
     # the resolution the line names: the index condensed (here by hand on b); it reaches a, both settle
     b.write("MEMORY.md", _index_of([ln for ln in merged.splitlines() if "staging host 1" not in ln]))
     settled([a, b])

@@ -87,12 +87,15 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     cred = model_credential(ctx.config, ctx.claude_dir)  # which credential source model work uses (never the secret)
     text, daemon = info.status_section(ctx.state_dir, ctx.config)
     recorded = _recorded(daemon, {r.project for r in rows})
+    from memd.sync.held import budget_lines  # issue 33: a synced index over its budget, and how to resolve it
+
+    over = budget_lines(ctx.state_dir, {p.name: p.memory_dir for p in projects or []}, ctx.config)
     if as_json:
         import json
 
         doc = {"projects": [r.as_json() for r in rows],
                "warnings": [*warnings, *({"recorded": True, **w} for w in recorded)],
-               "daemon": daemon, "model": cred, "sync": _sync_json(ctx.state_dir, {r.project for r in rows}),
+               "daemon": daemon, "model": cred, "sync": _sync_json(ctx.state_dir, {r.project for r in rows}, over),
                "config": None if bad_config is None else {"path": bad_config.path, "problems": bad_config.problems}}
         sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
         return _exit_code(bad_config is not None, rows)
@@ -115,20 +118,19 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         print("open warnings: none")
     sys.stdout.write(credential_line(cred))
     from memd.sync.evidence import status_line  # issue 15: conflicts between machines, kept for the dream
-    from memd.sync.held import budget_lines, status_lines  # issue 21: what sync holds, why, how to resolve it
+    from memd.sync.held import status_lines  # issue 21: what sync holds, why, and the command that resolves it
 
     sys.stdout.write(status_line(ctx.state_dir))
     sys.stdout.write(conflict_blocks_line(rows))
     sys.stdout.write(status_lines(ctx.state_dir))
-    # issue 33: a synced index over its budget (merged whole, never shortened by a sync) and how to resolve it
-    sys.stdout.write(budget_lines(ctx.state_dir, {p.name: p.memory_dir for p in projects or []}, ctx.config))
+    sys.stdout.write(over)
     from memd.sync.forget import status_lines as forgotten_lines  # issue 22: files holding what was forgotten
 
     sys.stdout.write(forgotten_lines(ctx.state_dir))
     return _exit_code(bad_config is not None, rows)
 
 
-def _sync_json(state_dir: Path, names: set[str]) -> dict[str, Any]:
+def _sync_json(state_dir: Path, names: set[str], budget: str = "") -> dict[str, Any]:
     """What the text's sync lines say, as values: per project, what sync holds (files with their reason,
     the whole project, files an undo keeps here), conflicts kept for the dream, files held for holding
     what `memd forget` took out; and the lines themselves."""
@@ -147,7 +149,7 @@ def _sync_json(state_dir: Path, names: set[str]) -> dict[str, Any]:
         if name in names:
             out["forgotten"][name] = files
     text = (evidence.status_line(state_dir, sorted(names)) + held.status_lines(state_dir, sorted(names))
-            + forget.status_lines(state_dir))
+            + budget + forget.status_lines(state_dir))
     out["lines"] = text.splitlines()
     return out
 
