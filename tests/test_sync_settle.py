@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memd.core import index as mindex
 from memd.sync import gitremote, held
@@ -341,3 +343,39 @@ def test_the_other_sides_block_is_made_anew_not_nested() -> None:
     lines = on_a.splitlines()
     assert lines[2] == "- [Db](db.md) — Postgres 16" and lines[4] == "- [Db](db.md) — SQLite 3.45", on_a
     assert cblock.is_begin(lines[3]) and "from mb" in lines[3] and cblock.is_end(lines[5]), on_a
+
+
+POOL = [f"- line {i}: a fact" for i in range(8)]
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(base=st.lists(st.sampled_from(POOL), max_size=6, unique=True),
+       edits=st.lists(st.tuples(st.integers(0, 7), st.sampled_from(["keep", "drop", "edit"])), min_size=2,
+                      max_size=12))
+def test_the_index_merge_loses_no_new_line_and_makes_one_block_per_edit(base: list[str],
+                                                                       edits: list[tuple[int, str]]) -> None:
+    """Any two edits of an index: every line new on either side is in the merge (in a block or not), no
+    marker is left unpaired, and a line both sides kept stays."""
+    from memd.core import conflict as cblock
+    from memd.sync.merge import merge_index_blocks
+
+    half = len(edits) // 2
+    sides = []
+    for k, part in enumerate((edits[:half], edits[half:])):
+        lines = list(base)
+        for i, what in part:
+            if not lines:
+                break
+            at = i % len(lines)
+            if what == "drop":
+                del lines[at]
+            elif what == "edit":
+                lines[at] = lines[at] + f" (edited on {k})"
+        sides.append(lines)
+    text = [("\n".join(x) + "\n") if x else "" for x in (base, *sides)]
+    out, _ = merge_index_blocks(text[0], text[1], text[2], machine="mb", date="2026-12-03")
+    got = (out or "").splitlines()
+    for lines in sides:
+        assert set(lines) - set(base) <= set(got), (text, out)
+    assert set(base) & set(sides[0]) & set(sides[1]) <= set(got), (text, out)
+    assert all(b.end is not None for b in cblock.blocks(out or "")), out
