@@ -666,9 +666,14 @@ class Fleet(RuleBasedStateMachine):
         self._step("keyless_dream")
         if not mach.mem(key).is_dir():
             return
+        from memd.core.index import measure
+
         before = mach.read("MEMORY.md", key=key) or ""
         out = self._dream(mach, key, self._keyless)
-        assert out.outcome in ("changed", "skipped", "unchanged", "refused"), out
+        # an index over its budget (index_grow; a sync never shortens it) that safe moves cannot fit is
+        # the product's `failed` for a dream without a model: condensing it is model work
+        over = measure(before).level == "over"
+        assert out.outcome in ("changed", "skipped", "unchanged", "refused") or (over and out.outcome == "failed"), out
         self._wrote(mach, "MEMORY.md", before, mach.read("MEMORY.md", key=key) or "")
 
     @precondition(lambda self: self.stub is not None)
