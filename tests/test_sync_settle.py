@@ -155,10 +155,13 @@ def test_a_held_index_is_never_pushed(machines: Any, tmp_path: Path) -> None:
     # another machine's older memd cut every entry's hook to fit the budget, and pushed it
     cut = "".join(ln.split(" — ")[0] + "\n" if ln.startswith("- [") else ln + "\n" for ln in full.splitlines())
     a.write("MEMORY.md", cut)
+    a.write("feedback_rule_03.md", topic("rule 3", "Rule 3: keep the deploy script idempotent, and logged.\n",
+                                         typ="feedback"))
     a.sync("app")
     out = b.outcome("app")
     assert "MEMORY.md" in held.load(b.state_dir, b.project().name).files, out
     assert b.read("MEMORY.md") == full
+    assert "and logged" in (b.read("feedback_rule_03.md") or "")  # held file by file: the topic edit travels
     line = held.status_lines(b.state_dir)
     assert "MEMORY.md" in line and "--keep-local" in line, line
     settled([a, b])
