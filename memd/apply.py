@@ -199,8 +199,10 @@ def _overlay(files: dict[str, bytes], chs: Iterable[Change]) -> dict[str, bytes]
 # --------------------------------------------------------------------------- finalize
 
 
-def finalize(st: Staging, config: Config) -> list[str]:
-    """The deterministic index rebuild, last, on the staged folder. Returns its actions."""
+def finalize(st: Staging, config: Config, *, merged: bool = False) -> list[str]:
+    """The deterministic index rebuild, last, on the staged folder. Returns its actions. ``merged`` (a
+    sync: the staged index is the merge of both machines' indexes): the repair never shortens it, and
+    its budget is measured against it, not against this machine's index (``Edits.index_merged``)."""
     from memd.core.rebuild import REPAIR, TopicInfo, plan_rebuild, topics_of
     from memd.memfolder.folder import read_folder
 
@@ -223,11 +225,13 @@ def finalize(st: Staging, config: Config) -> list[str]:
     former = former_topics(st.baseline, topics)
     # condense: an index over its budget in characters makes room by cutting hooks that only repeat
     # their file's description (no word lost) before any file is kept without its line
-    plan = plan_rebuild(old, topics, config.budget, mode=REPAIR, former=former, condense=True)
+    plan = plan_rebuild(old, topics, config.budget, mode=REPAIR, former=former, condense=not merged,
+                        shrink=not merged)
     notes: list[str] = []
     base = st.baseline.get(INDEX)
-    if plan.text.strip() and core_guard.budget_reasons(plan.text, base.data if base else None, limits_of(config)):
-        roomy = _without_new_lines(st, old or "", topics, config, former)
+    before = (old or "").encode("utf-8") if merged else base.data if base else None
+    if plan.text.strip() and core_guard.budget_reasons(plan.text, before, limits_of(config)):
+        roomy = _without_new_lines(st, old or "", topics, config, former, merged=merged)
         if roomy is not None:
             plan, notes = roomy
     if plan.text != (old or "") and plan.text.strip():
@@ -237,7 +241,7 @@ def finalize(st: Staging, config: Config) -> list[str]:
 
 
 def _without_new_lines(st: Staging, text: str, topics: Mapping[str, Any], config: Config,
-                       former: Mapping[str, Any]) -> tuple[Any, list[str]] | None:
+                       former: Mapping[str, Any], *, merged: bool = False) -> tuple[Any, list[str]] | None:
     """The repair for a run whose index would pass its budget (which the guard refuses: an index may
     not go past its budget, nor, when it was past it already, get longer), or None when it cannot help.
 
@@ -250,11 +254,17 @@ def _without_new_lines(st: Staging, text: str, topics: Mapping[str, Any], config
     that), no file is dropped, and the memory is still found, as recall picks files by their
     description; a line past the cut would be hidden from every session anyway. Before this, the
     repair has condensed what it safely can (``plan_rebuild(..., condense=True)``: hooks that only
-    repeat their file's description, in an index over in characters); merging files is the dream's."""
+    repeat their file's description, in an index over in characters); merging files is the dream's.
+
+    ``merged`` (a sync, issue 33): the index is both machines' lines, the other machine's user's words
+    among them: no line is withdrawn and none condensed, the budget is measured against the merge itself,
+    and only unindexed files are left without a line. An index over its budget after a merge stays
+    over (a warning for the dream, the hooks and ``memd status``), never shortened by a sync: a sync that
+    shortened it made every other machine's version differ, so the project never settled."""
     from memd.core.rebuild import REPAIR, plan_rebuild
 
     base = st.baseline.get(INDEX)
-    before = base.data if base is not None else None
+    before = text.encode("utf-8") if merged else base.data if base is not None else None
     limits = limits_of(config)
     added = {rel for rel in topics if rel not in st.baseline}
     had = Counter((before or b"").decode("utf-8", "replace").splitlines())
@@ -264,7 +274,7 @@ def _without_new_lines(st: Staging, text: str, topics: Mapping[str, Any], config
     for n, raw in enumerate(text.splitlines(keepends=True), 1):
         bare = raw.rstrip("\r\n")
         e = entries.get(n)
-        target = link_target(e.target, "") if e is not None and had[bare] <= 0 else (None, True)
+        target = link_target(e.target, "") if e is not None and had[bare] <= 0 and not merged else (None, True)
         if target[0] is not None and not target[1] and target[0] in added:
             notes.append(f"withdrew the index line the run added for {target[0]}: the index has no room for it")
             continue
@@ -278,7 +288,7 @@ def _without_new_lines(st: Staging, text: str, topics: Mapping[str, Any], config
 
     def plan(k: int) -> Any:  # the repair with the first k unindexed files indexed
         return plan_rebuild(text, topics, config.budget, mode=REPAIR, former=former, withhold=set(unindexed[k:]),
-                            condense=True)
+                            condense=not merged, shrink=not merged)
 
     def fits(p: Any) -> bool:
         return not core_guard.budget_reasons(p.text, before, limits)
@@ -328,7 +338,8 @@ def limits_of(config: Config) -> GuardLimits:
 
 def guard(st: Staging, chs: list[Change], config: Config, *, removed_by_user: Collection[str] = (),
           resolved: Collection[cblock.Resolution] | None = None,
-          forgotten: Collection[declared.Forgotten] | None = None) -> list[str]:
+          forgotten: Collection[declared.Forgotten] | None = None,
+          budget_base: bytes | None = None) -> list[str]:
     """Every reason the staged result may not be applied (empty: it may). chs is ``changes(st)``:
     the staged folder is the baseline with chs on top, so it is not read again. The rules are
     ``memd.core.guard``'s; here only what the live folder tells is looked up for them."""
@@ -346,7 +357,8 @@ def guard(st: Staging, chs: list[Change], config: Config, *, removed_by_user: Co
               if not t.lower().endswith(".md") and t not in after and _live_exists(mem, t)} \
         if idx is not None else set()
     res = core_guard.check(before, after, limits_of(config), live_problems=problems, live_exists=exists,
-                           removed_by_user=removed_by_user, resolved=resolved, forgotten=forgotten)
+                           removed_by_user=removed_by_user, resolved=resolved, forgotten=forgotten,
+                           budget_base=budget_base)
     return list(res.reasons)
 
 
@@ -633,6 +645,9 @@ class Edits:
     # each with its reason; the guard lets an entry go only with such a file and refuses an undeclared
     # deletion that loses words. None: a writer whose deletions are not judged so (the guard's old rules)
     forgotten: tuple[declared.Forgotten, ...] | None = None
+    # a sync (issue 33): the staged index is the merge of both machines' indexes. Over its budget it is a
+    # warning, never a refusal: the repair never shortens it and the guard measures the budget against it
+    index_merged: bool = False
 
 
 @dataclass(frozen=True)
@@ -682,11 +697,13 @@ def run(project: Project, edit: Callable[[Workspace], Edits], *, state_dir: Path
         chs = changes(st)
         if not chs:  # the model changed nothing (the index alone is `memd rebuild`'s business)
             return replace(base, note=note)
-        actions = tuple(finalize(st, config))
+        merged = (st.root / INDEX).read_bytes() if edits.index_merged and (st.root / INDEX).is_file() else None
+        actions = tuple(finalize(st, config, merged=merged is not None))
         if actions:  # the rebuild rewrote the staged index
             chs = changes(st)
         reasons = tuple(guard(st, chs, config, removed_by_user=edits.removed_by_user,
-                              resolved=edits.resolutions, forgotten=edits.forgotten))
+                              resolved=edits.resolutions, forgotten=edits.forgotten,
+                              budget_base=merged))
         if reasons:
             if log is not None:
                 log.warning(f"{job}.rejected", project=project.name, run=run_id, reasons=list(reasons))

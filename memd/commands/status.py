@@ -87,12 +87,15 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     cred = model_credential(ctx.config, ctx.claude_dir)  # which credential source model work uses (never the secret)
     text, daemon = info.status_section(ctx.state_dir, ctx.config)
     recorded = _recorded(daemon, {r.project for r in rows})
+    from memd.sync.held import budget_lines  # issue 33: a synced index over its budget, and how to resolve it
+
+    over = budget_lines(ctx.state_dir, {p.name: p.memory_dir for p in projects or []}, ctx.config)
     if as_json:
         import json
 
         doc = {"projects": [r.as_json() for r in rows],
                "warnings": [*warnings, *({"recorded": True, **w} for w in recorded)],
-               "daemon": daemon, "model": cred, "sync": _sync_json(ctx.state_dir, {r.project for r in rows}),
+               "daemon": daemon, "model": cred, "sync": _sync_json(ctx.state_dir, {r.project for r in rows}, over),
                "config": None if bad_config is None else {"path": bad_config.path, "problems": bad_config.problems},
                "catchup_retries": _retries_json(ctx.state_dir, [r.project for r in rows], ctx.config)}
         sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
@@ -121,6 +124,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     sys.stdout.write(status_line(ctx.state_dir))
     sys.stdout.write(conflict_blocks_line(rows))
     sys.stdout.write(status_lines(ctx.state_dir))
+    sys.stdout.write(over)
     from memd.sync.forget import status_lines as forgotten_lines  # issue 22: files holding what was forgotten
 
     sys.stdout.write(forgotten_lines(ctx.state_dir))
@@ -130,7 +134,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     return _exit_code(bad_config is not None, rows)
 
 
-def _sync_json(state_dir: Path, names: set[str]) -> dict[str, Any]:
+def _sync_json(state_dir: Path, names: set[str], budget: str = "") -> dict[str, Any]:
     """What the text's sync lines say, as values: per project, what sync holds (files with their reason,
     the whole project, files an undo keeps here), conflicts kept for the dream, files held for holding
     what `memd forget` took out; and the lines themselves."""
@@ -149,7 +153,7 @@ def _sync_json(state_dir: Path, names: set[str]) -> dict[str, Any]:
         if name in names:
             out["forgotten"][name] = files
     text = (evidence.status_line(state_dir, sorted(names)) + held.status_lines(state_dir, sorted(names))
-            + forget.status_lines(state_dir))
+            + budget + forget.status_lines(state_dir))
     out["lines"] = text.splitlines()
     return out
 

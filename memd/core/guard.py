@@ -124,12 +124,15 @@ def check(before: Mapping[str, bytes], after: Mapping[str, bytes], limits: Guard
           live_problems: Mapping[str, str] | None = None,
           live_exists: Collection[str] = (), removed_by_user: Collection[str] = (),
           resolved: Collection[cblock.Resolution] | None = None,
-          forgotten: Collection[declared.Forgotten] | None = None) -> GuardResult:
+          forgotten: Collection[declared.Forgotten] | None = None,
+          budget_base: bytes | None = None) -> GuardResult:
     """Every reason ``after`` may not replace ``before`` (see the module doc). ``resolved``: the
     conflict blocks a model run resolved, with its decisions (None: a writer whose changes are the
     user's own, such as a sync, whose blocks are not judged). ``forgotten``: the memories a model run
     declared forgotten or merged, with its reasons (``memd.core.declared``; None: a writer whose
-    deletions are not judged for silent loss)."""
+    deletions are not judged for silent loss). ``budget_base``: the index the budget rule
+    measures against instead of ``before``'s (a sync's merge of both machines' indexes, issue 33: over
+    the budget after a merge is a warning, never a refusal; only a repair that made it longer is)."""
     chs = diff(before, after)
     parsed = _Parsed()
     reasons: list[str] = []
@@ -140,7 +143,7 @@ def check(before: Mapping[str, bytes], after: Mapping[str, bytes], limits: Guard
     idx = after.get(INDEX_NAME)
     if idx is not None:
         text = idx.decode("utf-8", "replace")
-        reasons += budget_reasons(text, before.get(INDEX_NAME), limits)
+        reasons += budget_reasons(text, budget_base if budget_base is not None else before.get(INDEX_NAME), limits)
         reasons += _link_reasons(before, after, text, live_exists)
     elif INDEX_NAME in before:
         reasons.append("MEMORY.md was deleted")
@@ -459,7 +462,10 @@ def _prose_reasons(old: bytes | None, after: Mapping[str, bytes],
     out = _lost_reason([ln for ln in lost_prose(text, after, released) if normalise(ln) not in gone],
                        "text the user wrote into the index")
     if before is not None:
-        notes = lost_notes(text, before, after, released)
+        # an entry line the user removed on another machine (a line of a conflict block resolved there:
+        # ``memd.sync.job``'s ``removed_by_user``) takes its words with it, as a prose line does
+        dropped = {n for n, ln in enumerate(mindex.parse(text).lines, 1) if normalise(ln) in gone}
+        notes = lost_notes(text, before, after, set(released) | dropped)
         if notes:
             first = notes[0] if len(notes[0]) <= _QUOTE else notes[0][:_QUOTE - 1].rstrip() + "…"
             n = f"{len(notes)} entr{'ies' if len(notes) != 1 else 'y'}"

@@ -247,7 +247,7 @@ CONDENSE_TO = 100  # characters an entry line is condensed to when a repair make
 
 def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo], budget: Limits | None = None, *,
                  mode: str, drop_notes: bool = False, former: Mapping[str, TopicInfo] | None = None,
-                 withhold: Collection[str] = (), condense: bool = False) -> RebuildPlan:
+                 withhold: Collection[str] = (), condense: bool = False, shrink: bool = True) -> RebuildPlan:
     """Plan the rebuilt MEMORY.md for a folder whose topic files are ``topics`` (keyed by rel path).
 
     Where memd's writers meet (the rule of every one of them): the smallest edit that reaches the goal.
@@ -271,7 +271,10 @@ def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo], budget
     ``condense`` (a model run's final repair, ``memd.apply.finalize``): in a REPAIR still over the budget
     in characters (not in lines), entry lines whose hook only repeats their file's description are also
     cut to ``CONDENSE_TO`` characters, longest first, until the index fits: room for the run's new
-    files' lines, no word lost (the description holds it; the link stays)."""
+    files' lines, no word lost (the description holds it; the link stays). ``shrink=False`` (a sync's
+    repair, issue 33): a REPAIR over the budget stays as long as it is (no repeat merged, no line cut):
+    a sync carries the index both machines wrote, and only a dream or the user condenses it; a repair
+    that shortened it on one machine made every other machine's version differ, for good."""
     if mode not in MODES:
         raise ValueError(f"unknown rebuild mode {mode!r}")
     b = budget or Limits()
@@ -280,7 +283,7 @@ def plan_rebuild(index_text: str | None, topics: Mapping[str, TopicInfo], budget
                      withhold=withhold)
     plan = _plan(index_text, topics, b, merge=False, shorten_all=False, drop_notes=drop_notes, former=former,
                  withhold=withhold)
-    if plan.fits:
+    if plan.fits or not shrink:
         return plan
     # over the budget: repeats merged (no word lost), then derived long lines cut until it fits
     return _plan(index_text, topics, b, merge=True, shorten_all=False, drop_notes=drop_notes, former=former,

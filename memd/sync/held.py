@@ -1,9 +1,10 @@
 """What sync holds back, per project, and why (the I/O edge; issue 21: nothing stops without a word).
 
 One refused change never stops a whole project: a file of the remote the guards refuse (a secret, no
-frontmatter, too much deleted, an index over its budget) is **held** and the rest flows both ways. A
-held file keeps this machine's version here and the remote's version on the remote (a push carries the
-remote's version of it unchanged), so nothing is lost on either side, until the user resolves it:
+frontmatter, too much deleted, the user's index words dropped) is **held** and the rest flows both ways.
+A held file keeps this machine's version here and the remote's version on the remote (a push carries
+the remote's version of it unchanged, the index too), so nothing is lost on either side, until the user
+resolves it:
 ``memd sync --keep-local PROJECT`` sends this machine's version, or the remote's version changes (the
 hold is then judged anew). A whole project can be held too: a push the outgoing guard stops, a remote
 that was rewritten or is not memd's.
@@ -17,7 +18,9 @@ version here is the remote's again (an undo undone, the same change made on the 
 itself.
 
 ``memd status`` shows one ``sync`` line per project with what is held, why, and the command that
-resolves it; ``memd sync --list`` counts them.
+resolves it; ``memd sync --list`` counts them. An index over its budget is never held (issue 33: a sync
+never shortens it nor refuses a merge for its size); ``budget_lines`` says so in ``memd status``, with
+how to condense it.
 
 The record is ``state_dir/sync/held.json``: per project, ``files`` (path -> reason, the held remote
 version's hash, since when), ``project`` (a reason and its command, or absent) and ``undone`` (path ->
@@ -30,9 +33,13 @@ import hashlib
 import json
 import os
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memd.config import Config
 
 ABSENT = "absent"
 
@@ -199,4 +206,33 @@ def status_lines(state_dir: Path, projects: list[str] | None = None) -> str:
                        f"version, or fix it on the machine that wrote it")
         if h.undone:
             out.append(f"sync: {name}: {undone_line(name, h.undone)}")
+    return "".join(line + "\n" for line in out)
+
+
+def budget_lines(state_dir: Path, indexes: Mapping[str, Path], config: Config) -> str:
+    """``memd status``'s line for each synced project (``indexes``: name -> memory folder) whose MEMORY.md
+    is over its budget (issue 33 finding 2). A sync never shortens an index nor refuses a merge for its
+    size: two machines' edits whose union passes the budget are merged, every line kept, and the index
+    stays over until it is condensed; the line says so, and how ("" when none is over)."""
+    from memd.core.index import measure
+    from memd.sync.gitremote import seen
+
+    synced = seen(state_dir)
+    b = config.budget
+    out = []
+    for name, folder in sorted(indexes.items()):
+        if name not in synced:
+            continue
+        try:
+            text = (folder / "MEMORY.md").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        m = measure(text, b.max_lines, b.max_chars, b.warn_ratio)
+        if m.level != "over":
+            continue
+        out.append(f"sync: {name}: MEMORY.md is over its budget ({m.lines}/{b.max_lines} lines, "
+                   f"{m.chars:,}/{b.max_chars:,} characters): sync keeps every line the machines sharing it "
+                   f"wrote and never shortens it, so nothing is held, but sessions load only what fits; "
+                   f"resolve: condense it (`memd dream {shlex.quote(name)}`, or by hand on any machine), the "
+                   "next sync carries it to the others")
     return "".join(line + "\n" for line in out)

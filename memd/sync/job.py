@@ -152,7 +152,13 @@ def plan(base: dict[str, bytes], local: dict[str, bytes], remote: gitremote.Tree
             merged.files.pop(rel, None)
         merged.taken = [r for r in merged.taken if r != rel]
         merged.conflicts = [c for c in merged.conflicts if c.rel != rel]
-    return Plan(base, local, remote, merged, li if INDEX_NAME in hold else mg.merge_index(bi, li, ri))
+    if INDEX_NAME in hold:
+        return Plan(base, local, remote, merged, li)
+    index, blocked = mg.merge_index_blocks(bi, li, ri, machine=remote.machine or "another machine", date=date)
+    if blocked and index is not None:  # the same index line edited on both machines (issue 33 finding 3)
+        merged.conflicts.append(mg.FileMerge(INDEX_NAME, index.encode("utf-8"), "conflict",
+                                             remote.files.get(INDEX_NAME), local.get(INDEX_NAME)))
+    return Plan(base, local, remote, merged, index)
 
 
 def redone(local: dict[str, bytes], redo: Redo, date: str) -> dict[str, bytes]:
@@ -435,11 +441,13 @@ class Session:
             p = plan(base, {rel: b.data for rel, b in st.baseline.items()}, remote, hold, day, redo)
             final[0] = p
             _write(st, p)
-            # index lines the other machine's user removed or corrected: their removal sticks
+            # index lines the other machine's user removed or corrected: their removal sticks; so does the
+            # resolution of a conflict block there (its lines, entries too, the user decided about)
             theirs = set(mg.prose(_text(remote.files.get(INDEX_NAME)))) if INDEX_NAME in remote.files else None
             gone = () if theirs is None or INDEX_NAME in hold else tuple(
-                ln for ln in mg.prose(_text(base.get(INDEX_NAME))) if ln not in theirs)
-            return ap.Edits(note=_note(p, remote.machine), removed_by_user=gone)
+                [ln for ln in mg.prose(_text(base.get(INDEX_NAME))) if ln not in theirs]
+                + mg.resolved_lines(_text(base.get(INDEX_NAME)), _text(remote.files.get(INDEX_NAME))))
+            return ap.Edits(note=_note(p, remote.machine), removed_by_user=gone, index_merged=True)
 
         return edit
 
@@ -540,7 +548,7 @@ def outgoing_files(now_files: dict[str, bytes], remote: dict[str, bytes], hold: 
             outgoing[rel] = remote[rel]
         else:
             outgoing.pop(rel, None)
-    for rel in (hold - {INDEX_NAME}) | local_only:
+    for rel in hold | local_only:  # the index too (issue 33): a held index pushed flipped the remote's for good
         if rel in remote:
             outgoing[rel] = remote[rel]
         else:

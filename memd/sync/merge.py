@@ -177,18 +177,36 @@ def prose(text: str) -> list[str]:
     return [ln.rstrip("\r") for n, ln in enumerate(text.split("\n"), 1) if n not in entries and ln.strip()]
 
 
-def merge_index(base: str | None, local: str | None, remote: str | None) -> str | None:
-    """The index to rebuild from: a three-way merge by line against the shared base.
+def merge_index(base: str | None, local: str | None, remote: str | None, *, machine: str = "",
+                date: str = "") -> str | None:
+    """The index to rebuild from (``merge_index_blocks``, its text only)."""
+    return merge_index_blocks(base, local, remote, machine=machine, date=date)[0]
+
+
+def merge_index_blocks(base: str | None, local: str | None, remote: str | None, *, machine: str = "",
+                       date: str = "") -> tuple[str | None, bool]:
+    """The index to rebuild from: a three-way merge by line against the shared base, and whether it
+    holds a conflict block.
 
     A line edited or removed on one side is edited or removed (corrections stick); lines both sides
     changed differently keep this machine's lines, then the other side's that it lacks (no word
     lost: the user sees both). Entry lines go through the same merge; the run's REPAIR rebuild
     (``memd.apply.finalize``) then reconciles them with the merged topic files (a link to a file
-    that is gone, a file without an entry), and touches nothing else."""
+    that is gone, a file without an entry), and touches nothing else.
+
+    With ``machine`` (a sync; issue 33 finding 3), the other side's lines of a region that **both**
+    sides edited (a line of the base that neither kept, each side writing its own in its place: the
+    same line edited differently) go in a conflict block, as in a topic file (``memd.core.conflict``):
+    its markers are HTML comments, which Claude Code strips when it loads the index while the lines
+    between stay visible, so every session sees both versions as a disagreement rather than two plain
+    facts; ``memd check`` names it (MEM090), the dream gets it as evidence. Lines both sides only
+    added (no base line edited) stay plain: both are new, neither contradicts the other. Markers in
+    the other side's lines (its own block, made when it merged first) are not copied: the block is made
+    anew here from the lines that differ, so both machines end with one block."""
     if remote is None:
-        return local
+        return local, False
     if local is None:
-        return remote
+        return remote, False
     nl = "\r\n" if "\r\n" in local else "\n"
 
     def lines(text: str) -> list[str]:
@@ -197,6 +215,7 @@ def merge_index(base: str | None, local: str | None, remote: str | None) -> str 
 
     m = merge3.Merge3(lines(base or ""), lines(local), lines(remote))
     out: list[str] = []
+    blocked = False
     for group in m.merge_groups():
         if group[0] != "conflict":
             out.extend(group[1])
@@ -211,9 +230,37 @@ def merge_index(base: str | None, local: str | None, remote: str | None) -> str 
         extra = [ln for ln in theirs if ln.strip() and ln.strip() not in have and ln.strip() not in was]
         if extra and out and not out[-1].endswith("\n"):
             out[-1] += "\n"
-        out.extend(extra)
+        kept_mine = {ln.strip() for ln in group[2]}
+        edited = any(ln not in kept_mine and ln not in kept_theirs for ln in was if ln) \
+            and any(ln.strip() and ln.strip() not in was and not cblock.is_marker(ln) for ln in mine)
+        words = [ln if ln.endswith("\n") else ln + "\n" for ln in extra if not cblock.is_marker(ln)]
+        if machine and words and edited:
+            blocked = True  # the other side's block (if it merged first) is made anew here: no nesting
+            out.extend([cblock.begin_line(machine, date or time.strftime("%Y-%m-%d")) + "\n", *words,
+                        cblock.END + "\n"])
+        else:
+            out.extend(extra)
     text = "".join(out)
-    return text.replace("\n", nl) if nl != "\n" else text
+    return (text.replace("\n", nl) if nl != "\n" else text), blocked
+
+
+def resolved_lines(base: str, theirs: str) -> list[str]:
+    """The lines of ``base``'s conflict blocks that ``theirs`` resolved: each run of lines removed
+    together with a block's marker (the block's lines, and the lines of this side just before it that
+    the user dropped in the same edit), as written. A user who resolves a block keeps what is right and
+    deletes the rest; those words went on purpose (issue 33 finding 3)."""
+    import difflib
+
+    old = base.replace("\r", "").split("\n")
+    new = theirs.replace("\r", "").split("\n")
+    marks = {n - 1 for b in cblock.blocks(base) for n in (b.line, b.end) if n is not None}
+    if not marks:
+        return []
+    out: list[str] = []
+    for op, i1, i2, _j1, _j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if op in ("delete", "replace") and any(i in marks for i in range(i1, i2)):
+            out += [ln for ln in old[i1:i2] if ln.strip() and not cblock.is_marker(ln)]
+    return out
 
 
 def index_news(local: str | None, remote: str | None) -> bool:
