@@ -123,6 +123,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from memd.sync.forget import status_lines as forgotten_lines  # issue 22: files holding what was forgotten
 
     sys.stdout.write(forgotten_lines(ctx.state_dir))
+    from memd.forget import pending_lines  # issue 34: a forget a kill interrupted (the history may hold the text)
+
+    sys.stdout.write(pending_lines(ctx.state_dir))
     return _exit_code(bad_config is not None, rows)
 
 
@@ -144,8 +147,11 @@ def _sync_json(state_dir: Path, names: set[str]) -> dict[str, Any]:
     for name, files in forget.held_files(state_dir).items():
         if name in names:
             out["forgotten"][name] = files
+    from memd.forget import pending, pending_lines
+
+    out["forget_unfinished"] = {name: len(rows) for name, rows in pending(state_dir).items() if name in names}
     text = (evidence.status_line(state_dir, sorted(names)) + held.status_lines(state_dir, sorted(names))
-            + forget.status_lines(state_dir))
+            + forget.status_lines(state_dir) + pending_lines(state_dir, sorted(names)))
     out["lines"] = text.splitlines()
     return out
 
