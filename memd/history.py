@@ -403,11 +403,11 @@ def tree_for(repo: Any, files: dict[str, bytes]) -> bytes:
         tree = Tree()
         for name, value in sorted(entries.items()):
             if isinstance(value, dict):
-                tree.add(name.encode(), 0o040000, build(value))
+                tree.add(name.encode("utf-8", "surrogateescape"), 0o040000, build(value))
             else:
                 blob = Blob.from_string(value)
                 _add_intact(repo, blob)
-                tree.add(name.encode(), 0o100644, blob.id)
+                tree.add(name.encode("utf-8", "surrogateescape"), 0o100644, blob.id)
         _add_intact(repo, tree)
         return tree.id
 
