@@ -129,7 +129,11 @@ def test_install_sandboxes_where_namespaces_work(claude_home: Path, monkeypatch:
     code, out, err = memd(capsys, "service", "install", "--manager", "systemd")
     assert code == 0, err
     unit = _unit_path().read_text().splitlines()
-    assert "ProtectSystem=strict" in unit and "PrivateTmp=yes" in unit
+    # the test's folders (and the clone, and its venv) may lie under /tmp, which PrivateTmp would hide
+    under_tmp = any(q == t or t in q.parents for q in (claude_home.resolve(), Path(sys.prefix).resolve(),
+                                                         Path(sf.__file__).resolve()) for t in sf.PRIVATE_TMP_HIDES)
+    assert "ProtectSystem=strict" in unit and ("PrivateTmp=yes" in unit) is not under_tmp
+    assert ("warning: PrivateTmp left out" in out) is under_tmp, out
     assert f"ReadWritePaths=-{claude_home.resolve()}" in unit
     assert f"ReadWritePaths=-{(Path(os.environ['XDG_STATE_HOME']) / 'memd').resolve()}" in unit
     assert "sandbox: namespaces" in out
@@ -185,7 +189,10 @@ EXPOSURE = {False: 6.6, True: 4.0}
 @pytest.mark.parametrize("sandboxed", [False, True], ids=["basic", "namespaces"])
 def test_systemd_analyze_security_score(tmp_path: Path, sandboxed: bool) -> None:
     tool = _analyze()
-    inst = sf.current(20.0, tmp_path, writable=(tmp_path,) if sandboxed else None)
+    # paths outside /tmp (the test's own folders may lie there, and PrivateTmp would then be left out)
+    state, claude = Path("/home/u/.local/state/memd"), Path("/home/u/.claude")
+    inst = sf.Install(["/opt/memd/bin/python", "-I", "-m", "memd", "run"], Path("/home/u"), state, 20.0, {},
+                      (claude, state) if sandboxed else None, (Path("/opt/memd"),))
     path = tmp_path / "memd.service"
     path.write_text(sf.systemd_unit(inst))
     p = subprocess.run([tool, "--user", "security", "--offline=true", str(path)], capture_output=True,
@@ -250,3 +257,31 @@ def test_status_keeps_the_install_flags_and_its_advice_repeats_them(claude_home:
     (tmp_path / "other.toml").write_text("")
     code, out, _ = memd(capsys, "--config", str(tmp_path / "other.toml"), "service", "status", "--manager", "systemd")
     assert code == 1 and "differs" in out
+
+
+def test_private_tmp_is_left_out_when_a_path_the_daemon_needs_lies_under_tmp(tmp_path: Path) -> None:
+    """Issue 34 #6: PrivateTmp=yes hid a memd installed under /tmp (systemd: 203/EXEC). Each path the daemon
+    needs (the interpreter, memd's code, the Claude and state folders, the config) under /tmp or /var/tmp
+    leaves it out; none does, and it is written."""
+    def inst(python: str = "/opt/venv/bin/python", claude: str = "/home/u/.claude", state: str = "/home/u/.state",
+             reads: tuple[str, ...] = ("/opt/venv", "/usr"), flags: tuple[str, ...] = ()) -> sf.Install:
+        return sf.Install([python, "-I", "-m", "memd", *flags, "run"], Path("/home/u"), Path(state), 20.0, {},
+                          (Path(claude), Path(state)), tuple(Path(r) for r in reads))
+
+    assert sf.hidden_by_private_tmp(inst()) == []
+    assert "\nPrivateTmp=yes\n" in sf.systemd_unit(inst())
+    for case in (inst(python="/tmp/clone/.venv-ci/bin/python"), inst(claude="/tmp/x/.claude"),
+                 inst(state="/var/tmp/state"), inst(reads=("/opt/venv", "/tmp/clone/memd")),
+                 inst(flags=("--config", "/tmp/c.toml"))):
+        unit = sf.systemd_unit(case)
+        assert "PrivateTmp=" not in unit.replace("# no PrivateTmp=", ""), unit
+        assert "ProtectSystem=strict" in unit and "# no PrivateTmp=: it would hide /" in unit
+    # a link under /home to an interpreter under /tmp is hidden all the same
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python").symlink_to(sys.executable)
+    link = Path("/tmp") / f"memd-test-{os.getpid()}-python"
+    try:
+        link.symlink_to(sys.executable)
+        assert str(link) in sf.hidden_by_private_tmp(inst(python=str(link)))
+    finally:
+        link.unlink()
