@@ -236,6 +236,7 @@ def pending(state_dir: Path) -> dict[str, dict[str, dict[str, Any]]]:
 
 
 def _journal(state_dir: Path, project: str, rid: str, entry: dict[str, Any] | None) -> None:
+    import contextlib
     import json
 
     from memd.store import atomic_write
@@ -251,6 +252,10 @@ def _journal(state_dir: Path, project: str, rid: str, entry: dict[str, Any] | No
     else:
         data.pop(project, None)
     path = _pending_path(state_dir)
+    if not data:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     atomic_write(path, json.dumps(data, indent=1, sort_keys=True) + "\n", mode=0o600)
 
