@@ -190,10 +190,12 @@ def hidden_by_private_tmp(inst: Install) -> list[str]:
     prefixes; the folders it works in; the config and state folders moved by variables) that lie under
     /tmp or /var/tmp: ``PrivateTmp=yes`` would hide them (systemd then fails with 203/EXEC, or memd finds
     no Claude folder), so the unit is written without it."""
-    paths = [Path(inst.argv[0]), *inst.reads, inst.log_dir, *(inst.writable or ())]
+    # the interpreter last: the unit's comment names the first, the same for bin/python and bin/python3
+    paths = [*inst.reads, inst.log_dir, *(inst.writable or ())]
     paths += [Path(v) for k, v in inst.env.items() if k in PASSED_ENV and k != "CLAUDE_CODE_DISABLE_AUTO_MEMORY"]
     flags = inst.argv[inst.argv.index("memd") + 1:-1] if "memd" in inst.argv else []
     paths += [Path(v) for k, v in itertools.pairwise(flags) if k in ("--config", "--claude-dir")]
+    paths.append(Path(inst.argv[0]))
     out: list[str] = []
     for p in paths:
         for q in (p, _resolved(p)):
