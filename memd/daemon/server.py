@@ -130,8 +130,10 @@ class Daemon:
             self.log = logs.get_logger("memd.daemon")
             return self._run()
         finally:
-            self._restore_signals()
+            # the pid file first: `memd trigger` stops finding us before our handlers go (a signal that
+            # lands after that, a late second SIGTERM, finds no pid file left behind)
             lock.release()
+            self._restore_signals()
 
     def _give_back_abandoned_locks(self) -> None:
         """Claude Code's ``.consolidate-lock`` that a killed dream (this daemon's last life, or a command's)
