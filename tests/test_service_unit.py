@@ -287,3 +287,27 @@ def test_private_tmp_is_left_out_when_a_path_the_daemon_needs_lies_under_tmp(tmp
         assert str(link) in sf.hidden_by_private_tmp(inst(python=str(link)))
     finally:
         link.unlink()
+
+
+def test_the_units_state_in_words() -> None:
+    """Issue 34 #6: what `memd service status` says of the unit, from `systemctl --user show`'s answer."""
+    from memd.daemon import service_state as ss
+
+    def said(text: str) -> str:
+        return ss.describe(ss.from_show(ss.parse_show(text)))
+
+    assert said("LoadState=loaded\nActiveState=active\nSubState=running\nResult=success\nExecMainCode=0\n"
+                "ExecMainStatus=0\nNRestarts=0\n") == "active (running)"
+    exec_fail = said("LoadState=loaded\nActiveState=failed\nSubState=failed\nResult=exit-code\nExecMainCode=1\n"
+                     "ExecMainStatus=203\nNRestarts=0\n")
+    assert exec_fail.startswith("failed: exited with status 203/EXEC: systemd could not run the interpreter"), exec_fail
+    assert "result exit-code" in exec_fail
+    looping = said("LoadState=loaded\nActiveState=activating\nSubState=auto-restart\nResult=exit-code\n"
+                   "ExecMainCode=1\nExecMainStatus=3\nNRestarts=4\n")
+    assert looping == ("failed, now activating (auto-restart): exited with status 3: another memd is already "
+                       "running, result exit-code, restarted 4 time(s)"), looping
+    killed = said("ActiveState=failed\nSubState=failed\nResult=watchdog\nExecMainCode=2\nExecMainStatus=6\n")
+    assert killed == "failed: killed by SIGABRT, result watchdog", killed
+    assert said("LoadState=not-found\nActiveState=inactive\n").startswith("not loaded")
+    assert ss.describe(ss.UnitState(False, why_not="no systemctl on PATH")) == \
+        "the service manager cannot be asked (no systemctl on PATH)"
