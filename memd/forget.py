@@ -24,12 +24,14 @@ other machines honour at their next sync (``memd.sync.forget``; docs/sync.md, "F
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memd.core import forgetting
 from memd.core.paths import is_team
 from memd.errors import UsageError
 
@@ -110,67 +112,242 @@ class ForgetResult:
     left: int = 0  # objects still holding a match after the rewrite (must be 0)
     run: str = ""
     evidence: int = 0  # sync conflict records (memd's state) holding a match (rewritten when applied)
+    resumed: list[str] = field(default_factory=list)  # interrupted forgets this one finished, in words
+    unfinished: list[str] = field(default_factory=list)  # (a dry run) interrupted forgets --apply would finish
 
 
-def forget_project(project: Project, config: Config, state_dir: Path, find: Matcher, *, apply: bool,
-                   clock_time: float | None = None, why: str = "") -> ForgetResult:
-    """Plan, and with ``apply`` do, the forgetting of one project (see the module doc)."""
+def forget_project(project: Project, config: Config, state_dir: Path, find: Matcher | None, *, apply: bool,
+                   clock_time: float | None = None, why: str = "", record: forgetting.Record | None = None,
+                   ) -> ForgetResult:
+    """Plan, and with ``apply`` do, the forgetting of one project (see the module doc). Applied, it first
+    finishes every forget of the project a kill interrupted (``pending``); ``find`` None does only that
+    (``memd forget PROJECT --finish``). ``record`` (what is forgotten, never the thing itself) is kept in
+    the state while the forget runs, so a killed one can be finished."""
+    import time
+
+    from memd.projlock import project_lock
+
+    res = ForgetResult(apply)
+    now = time.time() if clock_time is None else clock_time
+    with project_lock(state_dir, project.name, "forget"):
+        if not apply:
+            res.unfinished = [_describe(e) for e in pending(state_dir).get(project.name, {}).values()]
+            if find is not None:
+                _forget_locked(project, config, state_dir, find, res, apply=False, now=now, why=why)
+            return res
+        _make_whole(project, state_dir)
+        for rid, entry in sorted(pending(state_dir).get(project.name, {}).items()):
+            again = _resume_find(entry, project, state_dir)
+            if again is not None:
+                _forget_locked(project, config, state_dir, again, ForgetResult(True), apply=True, now=now,
+                               why=str(entry.get("why", "")))
+            _journal(state_dir, project.name, rid, None)
+            res.resumed.append(_describe(entry))
+        if find is None:
+            return res
+        rid = os.urandom(8).hex() if record is not None else ""
+        if record is not None:
+            _journal(state_dir, project.name, rid, {"record": record.as_dict(), "started": now, "why": why})
+        _forget_locked(project, config, state_dir, find, res, apply=True, now=now, why=why)
+        if rid:
+            _journal(state_dir, project.name, rid, None)
+    return res
+
+
+def _forget_locked(project: Project, config: Config, state_dir: Path, find: Matcher, res: ForgetResult, *,
+                   apply: bool, now: float, why: str) -> None:
+    """The forgetting itself (the project lock is held). Every stage can be run again after a kill in any
+    other: the live files are found by their content, the rewrite is deterministic (the same commits get
+    the same new ids), and the prune deletes whatever a killed run left unreachable."""
     import time
 
     from memd import history
     from memd.memfolder.folder import file_map
-    from memd.projlock import project_lock
-    from memd.store import atomic_write, current_signature
+    from memd.store import atomic_write, current_signature, fault
 
-    res = ForgetResult(apply)
-    with project_lock(state_dir, project.name, "forget"):
-        live = file_map(project.memory_dir) if project.memory_dir.is_dir() else {}
-        new_live: dict[str, bytes] = {}
-        for rel, data in sorted(live.items()):
-            new, n = _bytes(data, find)
-            if n:
-                if is_team(rel):
-                    res.skipped.append((rel, "in team/ (synced from a server; memd never writes it)"))
+    live = file_map(project.memory_dir) if project.memory_dir.is_dir() else {}
+    new_live: dict[str, bytes] = {}
+    for rel, data in sorted(live.items()):
+        new, n = _bytes(data, find)
+        if n:
+            if is_team(rel):
+                res.skipped.append((rel, "in team/ (synced from a server; memd never writes it)"))
+                continue
+            res.files[rel] = n
+            new_live[rel] = new
+    entries = history.log(state_dir, project.name, limit=1_000_000)
+    broken = next((e for e in entries if e.kind == history.DAMAGED), None)
+    if broken is not None:  # every commit is rewritten: a damaged one cannot be, nor be left holding it
+        raise history.HistoryError(
+            f"the history of {project.name} is damaged at commit {broken.commit[:10]}: forget cannot rewrite "
+            f"what it cannot read; nothing was changed; move {history.repo_dir(state_dir, project.name)} "
+            "aside (it may hold the text: delete it once you are sure) and run forget again",
+            path=str(history.repo_dir(state_dir, project.name)))
+    res.commits_total = len(entries)
+    res.commits = _commits_with(state_dir, project.name, find)
+    from memd.sync import evidence
+
+    res.evidence = evidence.scrub(state_dir, project.name, lambda t: forgotten(t, find), apply=apply)
+    if not apply:
+        return
+    if new_live:
+        res.run = f"forget-{time.strftime('%Y%m%dT%H%M%S', time.localtime(now))}"
+        before = history.snapshot_before(state_dir, project.name, project.memory_dir, "forget", run=res.run)
+        done: dict[str, bytes | None] = {}
+        for rel, data in new_live.items():
+            path = project.memory_dir / rel
+            try:
+                expect = current_signature(path)
+                if path.read_bytes() != live[rel]:
+                    res.skipped.append((rel, "changed since it was read; run forget again"))
                     continue
-                res.files[rel] = n
-                new_live[rel] = new
-        entries = history.log(state_dir, project.name, limit=1_000_000)
-        broken = next((e for e in entries if e.kind == history.DAMAGED), None)
-        if broken is not None:  # every commit is rewritten: a damaged one cannot be, nor be left holding it
-            raise history.HistoryError(
-                f"the history of {project.name} is damaged at commit {broken.commit[:10]}: forget cannot rewrite "
-                f"what it cannot read; nothing was changed; move {history.repo_dir(state_dir, project.name)} "
-                "aside (it may hold the text: delete it once you are sure) and run forget again",
-                path=str(history.repo_dir(state_dir, project.name)))
-        res.commits_total = len(entries)
-        res.commits = _commits_with(state_dir, project.name, find)
-        from memd.sync import evidence
+                atomic_write(path, data, expect=expect)
+                done[rel] = data
+            except OSError as e:
+                res.skipped.append((rel, f"not written: {e.strerror or e}"))
+        history.record_after(state_dir, project.name, before, done, "forget", res.run,
+                             f"forget: {sum(res.files.values())} match(es) in {len(done)} file(s)")
+        fault("forget.after_live", project.name)
+    res.commits, res.pruned, res.left = _rewrite_history(state_dir, project.name, find)
+    if res.commits:
+        _record_rewrite(state_dir, project.name, res, why, find)
 
-        res.evidence = evidence.scrub(state_dir, project.name, lambda t: forgotten(t, find), apply=apply)
-        if not apply:
-            return res
-        now = time.time() if clock_time is None else clock_time
-        if new_live:
-            res.run = f"forget-{time.strftime('%Y%m%dT%H%M%S', time.localtime(now))}"
-            before = history.snapshot_before(state_dir, project.name, project.memory_dir, "forget", run=res.run)
-            done: dict[str, bytes | None] = {}
-            for rel, data in new_live.items():
-                path = project.memory_dir / rel
-                try:
-                    expect = current_signature(path)
-                    if path.read_bytes() != live[rel]:
-                        res.skipped.append((rel, "changed since it was read; run forget again"))
-                        continue
-                    atomic_write(path, data, expect=expect)
-                    done[rel] = data
-                except OSError as e:
-                    res.skipped.append((rel, f"not written: {e.strerror or e}"))
-            history.record_after(state_dir, project.name, before, done, "forget", res.run,
-                                 f"forget: {sum(res.files.values())} match(es) in {len(done)} file(s)")
-        res.commits, res.pruned, res.left = _rewrite_history(state_dir, project.name, find)
-        if res.commits:
-            _record_rewrite(state_dir, project.name, res, why, find)
-    return res
+
+# --------------------------------------------------------------------------- a forget a kill interrupted
+
+def _pending_path(state_dir: Path) -> Path:
+    return state_dir / "forget" / "pending.json"
+
+
+def pending(state_dir: Path) -> dict[str, dict[str, dict[str, Any]]]:
+    """The forgets that started and have not finished (a kill, a power cut): project -> id -> {record,
+    started, why}. The record is what ``memd.core.forgetting`` tells other machines: a literal as a salted
+    hash and its length, never the text (the history beside it may still hold the text until the forget
+    is finished; this file never adds a copy)."""
+    from memd.store import read_json_dict
+
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for project, rows in read_json_dict(_pending_path(state_dir)).items():
+        if isinstance(rows, dict):
+            good = {str(k): v for k, v in rows.items() if isinstance(v, dict) and isinstance(v.get("record"), dict)}
+            if good:
+                out[str(project)] = good
+    return out
+
+
+def _journal(state_dir: Path, project: str, rid: str, entry: dict[str, Any] | None) -> None:
+    import contextlib
+    import json
+
+    from memd.store import atomic_write
+
+    data: dict[str, Any] = dict(pending(state_dir))
+    rows = dict(data.get(project, {}))
+    if entry is None:
+        rows.pop(rid, None)
+    else:
+        rows[rid] = entry
+    if rows:
+        data[project] = rows
+    else:
+        data.pop(project, None)
+    path = _pending_path(state_dir)
+    if not data:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    atomic_write(path, json.dumps(data, indent=1, sort_keys=True) + "\n", mode=0o600)
+
+
+def _record_of(entry: dict[str, Any]) -> forgetting.Record | None:
+    fields = forgetting.Record.__dataclass_fields__
+    try:
+        return forgetting.Record(**{k: v for k, v in entry.get("record", {}).items() if k in fields})
+    except TypeError:
+        return None
+
+
+def _describe(entry: dict[str, Any]) -> str:
+    import time
+
+    rec = _record_of(entry)
+    what = rec.describe() if rec is not None else "something"
+    started = entry.get("started")
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(started)) if isinstance(started, (int, float)) else "?"
+    return f"a forget of {what} started {when}"
+
+
+def _resume_find(entry: dict[str, Any], project: Project, state_dir: Path) -> Matcher | None:
+    """How to find again what an interrupted forget was taking out: the secret rules, the pattern, or the
+    literal whose salted hash the record holds, looked for in the live files and in every object of the
+    history (the unreachable ones a killed prune left too); None when it is nowhere any more."""
+    rec = _record_of(entry)
+    if rec is None:
+        return None
+    if rec.kind == "secrets":
+        return matcher(secrets=True)
+    if rec.kind == "pattern":
+        try:
+            return matcher(pattern=rec.pattern)
+        except UsageError:
+            return None
+
+    def sources() -> Iterator[bytes]:
+        from memd.memfolder.folder import file_map
+
+        if project.memory_dir.is_dir():
+            yield from file_map(project.memory_dir).values()
+        repo = _repo(state_dir, project.name)
+        if repo is None:
+            return
+        try:
+            yield from (data for data in _object_texts(repo) if data)
+        finally:
+            repo.close()
+
+    found = forgetting.find_literal(rec, sources())
+    if found is None:
+        return None
+    try:
+        return matcher(string=found.decode("utf-8"))
+    except (UnicodeDecodeError, UsageError):
+        return None
+
+
+def _object_texts(repo: Any) -> Iterator[bytes]:
+    from dulwich.objects import Blob, Commit
+
+    for sha in list(repo.object_store):
+        obj = repo[sha]
+        yield obj.message if isinstance(obj, Commit) else obj.data if isinstance(obj, Blob) else b""
+
+
+def _make_whole(project: Project, state_dir: Path) -> None:
+    """What a killed writer left (the project lock is held): dulwich's lock files in the history, memd's
+    temp files in the memory folder."""
+    from memd import history
+    from memd.store import sweep_temps
+
+    repo = history.open_to_rewrite(state_dir, project.name)
+    if repo is not None:
+        repo.close()
+    if project.memory_dir.is_dir():
+        sweep_temps(project.memory_dir)
+
+
+def pending_lines(state_dir: Path, projects: Iterable[str] | None = None) -> str:
+    """``memd status``'s lines: a forget a kill interrupted, and the command that finishes it."""
+    want = None if projects is None else set(projects)
+    out = []
+    for project, rows in sorted(pending(state_dir).items()):
+        if want is not None and project not in want:
+            continue
+        for entry in rows.values():
+            out.append(f"forget: {project}: incomplete: {_describe(entry)} did not finish (killed?); its memory "
+                       f"files or history may still hold it; `memd forget {project} --finish` (or any forget of "
+                       "it) finishes it")
+    return "".join(line + "\n" for line in out)
 
 
 def _record_rewrite(state_dir: Path, project: str, res: ForgetResult, why: str, find: Matcher) -> None:
@@ -355,9 +532,11 @@ def objects_holding(repo: Any, find: Matcher) -> int:
 def _rewrite_history(state_dir: Path, project: str, find: Matcher) -> tuple[int, int, int]:
     """Rewrite every commit of the branch with the matches taken out; (commits changed, objects pruned,
     objects still holding a match)."""
+    from memd import history
     from memd.history import BRANCH
+    from memd.store import fault
 
-    repo = _repo(state_dir, project)
+    repo = history.open_to_rewrite(state_dir, project)
     if repo is None:
         return 0, 0, 0
     try:
@@ -366,8 +545,10 @@ def _rewrite_history(state_dir: Path, project: str, find: Matcher) -> tuple[int,
         except KeyError:
             return 0, 0, 0
         mapped, changed = rewrite_commits(repo, [tip], find)
+        fault("forget.after_objects", project)
         if mapped[tip] != tip and not repo.refs.set_if_equals(BRANCH, tip, mapped[tip]):
             raise UsageError("the history moved while it was being rewritten; run forget again")
+        fault("forget.after_ref", project)
         pruned = prune(repo)
         return changed, pruned, objects_holding(repo, find)
     finally:

@@ -205,6 +205,16 @@ def _ensure(state_dir: Path, project: str) -> None:
         _recover_locks(path)
 
 
+def open_to_rewrite(state_dir: Path, project: str) -> Any:
+    """The project's repository for a writer that rewrites it (``memd forget``; the project lock is held),
+    made whole first like every writer's (the lock files a killed writer left are removed); None when the
+    project has no history."""
+    if not os.path.lexists(repo_dir(state_dir, project)):
+        return None
+    _ensure(state_dir, project)
+    return _open(state_dir, project, create=False)
+
+
 def _fresh(parent: Path) -> Path:
     """A new bare repository in a temp folder of parent (made whole there, then moved)."""
     from dulwich.repo import Repo
@@ -394,11 +404,11 @@ def tree_for(repo: Any, files: dict[str, bytes]) -> bytes:
         tree = Tree()
         for name, value in sorted(entries.items()):
             if isinstance(value, dict):
-                tree.add(name.encode(), 0o040000, build(value))
+                tree.add(name.encode("utf-8", "surrogateescape"), 0o040000, build(value))
             else:
                 blob = Blob.from_string(value)
                 _add_intact(repo, blob)
-                tree.add(name.encode(), 0o100644, blob.id)
+                tree.add(name.encode("utf-8", "surrogateescape"), 0o100644, blob.id)
         _add_intact(repo, tree)
         return tree.id
 

@@ -125,6 +125,7 @@ def _rebuild_locked(project: Project, config: Config, state_dir: Path, *, dry_ru
     ``memd rebuild`` (a person asking, diff shown, snapshot taken) passes None. ``clock`` names the run.
     """
     from memd import history
+    from memd.core.paths import is_utf8_name, shown_name
     from memd.core.rebuild import REPAIR, plan_rebuild, topics_of
     from memd.memfolder.folder import read_folder
     from memd.store import atomic_write, os_reason, sweep_temps
@@ -148,6 +149,8 @@ def _rebuild_locked(project: Project, config: Config, state_dir: Path, *, dry_ru
     plan = plan_rebuild(old, topics_of(snap), config.budget, mode=mode, drop_notes=drop_notes)
     diff = unified_diff(old or "", plan.text, f"{project.name}/{INDEX_NAME}") if plan.changed else ""
     reasons = list(plan.reasons)
+    reasons.extend(f"{shown_name(t.rel)} is not indexed: its name is not UTF-8 (MEMORY.md is UTF-8 text and cannot "
+                   "link it; rename the file)" for t in snap.topics() if not is_utf8_name(t.rel))
     if plan.changed and mode == REPAIR and old:
         lost = lost_words(old, snap, plan.text)
         if lost:  # the plan's own rule says this never happens: an invariant, checked before writing

@@ -32,6 +32,7 @@ NOT_MADE_HERE = {
     "reports/": "the daemon's morning check-in writes it",
     "recall/": "only with hooks.recall = true and a key (tests/test_recall.py)",
     "ui-url.json": "only with [ui] serve = true, while the daemon serves the viewer (tests/test_ui_daemon.py)",
+    "forget/": "only while `memd forget --apply` runs (tests/test_forget_kills.py)",
     "state.sqlite3-wal": "SQLite's, while the database is open", "state.sqlite3-shm": "SQLite's, while open",
 }
 

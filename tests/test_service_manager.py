@@ -26,6 +26,7 @@ import shutil
 import ssl
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -260,8 +261,9 @@ def test_the_sandboxed_unit_runs_under_a_user_manager(manager: Manager,
     shown = manager.run("systemctl", "--user", "show", "memd.service", "-p", "ProtectSystem", "-p", "PrivateTmp",
                         "-p", "NoNewPrivileges", "-p", "Type", "-p", "SubState").stdout
     assert "NoNewPrivileges=yes" in shown and "Type=notify" in shown and "SubState=running" in shown, shown
-    if namespaces:
-        assert "ProtectSystem=strict" in shown and "PrivateTmp=yes" in shown, shown
+    if namespaces:  # PrivateTmp only where nothing the daemon needs lies under /tmp (this clone may)
+        assert "ProtectSystem=strict" in shown, shown
+        assert ("PrivateTmp=yes" in shown) is ("\nPrivateTmp=yes\n" in unit), (shown, unit)
 
     # git inside the sandbox: a sync pushes this machine's memory to the file:// remote
     r = manager.run(sys.executable, "-m", "memd", "trigger", "sync")
@@ -282,3 +284,54 @@ def test_the_sandboxed_unit_runs_under_a_user_manager(manager: Manager,
     assert r.returncode == 0, r.stderr
     assert manager.run("systemctl", "--user", "is-active", "memd.service").stdout.strip() == "inactive"
     _wait(manager, "daemon.stop")
+
+
+def _python_under_tmp() -> Path:
+    """A venv under /tmp whose interpreter runs this memd (its site-packages add this one's): what a clone
+    under /tmp with its own venv is (issue 34 #6)."""
+    venv = Path(tempfile.mkdtemp(prefix="memd-sd-venv-", dir="/tmp"))
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    ours = [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
+    (site / "memd-test.pth").write_text("".join(f"import site; site.addsitedir({p!r})\n" for p in ours))
+    return venv
+
+
+def test_a_memd_under_tmp_starts_and_status_tells_a_failed_unit(manager: Manager) -> None:
+    """Issue 34 #6: the sandboxed unit always had PrivateTmp=yes, so a memd installed under /tmp failed with
+    203/EXEC and `memd service status` said "up to date". Now the unit starts, and a unit that fails (a bad
+    config: exit 2, never restarted) is reported as failed, with its exit status, exit 1."""
+    venv = _python_under_tmp()
+    try:
+        python = str(venv / "bin" / "python")
+        manager.inside(f"{HOME}/.claude/projects").mkdir(parents=True)
+        manager.inside(f"{HOME}/.state/memd").mkdir(parents=True)
+        r = manager.run(python, "-m", "memd", "service", "install")
+        assert r.returncode == 0, r.stdout + r.stderr
+        unit = manager.inside(f"{HOME}/.config/systemd/user/memd.service").read_text()
+        assert f"ExecStart={python} " in unit, unit
+        if "ProtectSystem=strict" in unit:
+            assert "PrivateTmp=yes" not in unit and "warning: PrivateTmp left out" in r.stdout, r.stdout
+        for args in (("daemon-reload",), ("start", "memd.service")):
+            r = manager.run("systemctl", "--user", *args)
+            assert r.returncode == 0, (args, r.stdout, r.stderr, manager.diagnose())
+        _wait(manager, "daemon.ready")
+        r = manager.run(python, "-m", "memd", "service", "status")
+        assert r.returncode == 0 and "unit: active (running)" in r.stdout, r.stdout + r.stderr
+        r = manager.run("systemctl", "--user", "stop", "memd.service")
+        assert r.returncode == 0, r.stderr
+
+        cfg = manager.inside(f"{HOME}/.config/memd")
+        cfg.mkdir(parents=True, exist_ok=True)
+        (cfg / "config.toml").write_text("[daemon]\nno_such_key = 1\n")
+        manager.run("systemctl", "--user", "start", "memd.service")
+        deadline = time.monotonic() + WAIT_S
+        while manager.run("systemctl", "--user", "is-failed", "memd.service").stdout.strip() != "failed":
+            assert time.monotonic() < deadline, manager.diagnose()
+            time.sleep(0.2)
+        r = manager.run(python, "-m", "memd", "service", "status")
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert "unit: failed: exited with status 2: a bad config" in r.stdout, r.stdout
+        assert "start it again once fixed: systemctl --user restart memd.service" in r.stdout, r.stdout
+    finally:
+        shutil.rmtree(venv, ignore_errors=True)

@@ -88,9 +88,11 @@ def test_hardening_without_namespaces_is_always_there_and_the_namespace_tier_onl
     for line in sf.BASE_HARDENING:
         assert line in basic
     assert not any(line.startswith(("ProtectSystem=", "PrivateTmp=", "PrivateUsers=")) for line in basic)
-    full = sf.systemd_unit(sf.current(20.0, Path("/s"), writable=(Path("/h/.claude"), Path("/s")))).splitlines()
+    inst = sf.current(20.0, Path("/s"), writable=(Path("/h/.claude"), Path("/s")))
+    full = sf.systemd_unit(inst).splitlines()
+    hidden = sf.hidden_by_private_tmp(inst)  # this interpreter or this clone may lie under /tmp
     for line in (*sf.BASE_HARDENING, *sf.NAMESPACE_HARDENING, "ReadWritePaths=-/h/.claude", "ReadWritePaths=-/s"):
-        assert line in full
+        assert (line in full) is not (hidden and line == "PrivateTmp=yes"), line
     # git over HTTPS or SSH and the API need these address families; nothing here blocks the network
     assert "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK" in full
     assert not any(line.startswith(("PrivateNetwork=", "IPAddressDeny=")) for line in full)
@@ -129,7 +131,11 @@ def test_install_sandboxes_where_namespaces_work(claude_home: Path, monkeypatch:
     code, out, err = memd(capsys, "service", "install", "--manager", "systemd")
     assert code == 0, err
     unit = _unit_path().read_text().splitlines()
-    assert "ProtectSystem=strict" in unit and "PrivateTmp=yes" in unit
+    # the test's folders (and the clone, and its venv) may lie under /tmp, which PrivateTmp would hide
+    under_tmp = any(q == t or t in q.parents for q in (claude_home.resolve(), Path(sys.prefix).resolve(),
+                                                         Path(sf.__file__).resolve()) for t in sf.PRIVATE_TMP_HIDES)
+    assert "ProtectSystem=strict" in unit and ("PrivateTmp=yes" in unit) is not under_tmp
+    assert ("warning: PrivateTmp left out" in out) is under_tmp, out
     assert f"ReadWritePaths=-{claude_home.resolve()}" in unit
     assert f"ReadWritePaths=-{(Path(os.environ['XDG_STATE_HOME']) / 'memd').resolve()}" in unit
     assert "sandbox: namespaces" in out
@@ -185,7 +191,10 @@ EXPOSURE = {False: 6.6, True: 4.0}
 @pytest.mark.parametrize("sandboxed", [False, True], ids=["basic", "namespaces"])
 def test_systemd_analyze_security_score(tmp_path: Path, sandboxed: bool) -> None:
     tool = _analyze()
-    inst = sf.current(20.0, tmp_path, writable=(tmp_path,) if sandboxed else None)
+    # paths outside /tmp (the test's own folders may lie there, and PrivateTmp would then be left out)
+    state, claude = Path("/home/u/.local/state/memd"), Path("/home/u/.claude")
+    inst = sf.Install(["/opt/memd/bin/python", "-I", "-m", "memd", "run"], Path("/home/u"), state, 20.0, {},
+                      (claude, state) if sandboxed else None, (Path("/opt/memd"),))
     path = tmp_path / "memd.service"
     path.write_text(sf.systemd_unit(inst))
     p = subprocess.run([tool, "--user", "security", "--offline=true", str(path)], capture_output=True,
@@ -250,3 +259,55 @@ def test_status_keeps_the_install_flags_and_its_advice_repeats_them(claude_home:
     (tmp_path / "other.toml").write_text("")
     code, out, _ = memd(capsys, "--config", str(tmp_path / "other.toml"), "service", "status", "--manager", "systemd")
     assert code == 1 and "differs" in out
+
+
+def test_private_tmp_is_left_out_when_a_path_the_daemon_needs_lies_under_tmp(tmp_path: Path) -> None:
+    """Issue 34 #6: PrivateTmp=yes hid a memd installed under /tmp (systemd: 203/EXEC). Each path the daemon
+    needs (the interpreter, memd's code, the Claude and state folders, the config) under /tmp or /var/tmp
+    leaves it out; none does, and it is written."""
+    def inst(python: str = "/opt/venv/bin/python", claude: str = "/home/u/.claude", state: str = "/home/u/.state",
+             reads: tuple[str, ...] = ("/opt/venv", "/usr"), flags: tuple[str, ...] = ()) -> sf.Install:
+        return sf.Install([python, "-I", "-m", "memd", *flags, "run"], Path("/home/u"), Path(state), 20.0, {},
+                          (Path(claude), Path(state)), tuple(Path(r) for r in reads))
+
+    assert sf.hidden_by_private_tmp(inst()) == []
+    assert "\nPrivateTmp=yes\n" in sf.systemd_unit(inst())
+    for case in (inst(python="/tmp/clone/.venv-ci/bin/python"), inst(claude="/tmp/x/.claude"),
+                 inst(state="/var/tmp/state"), inst(reads=("/opt/venv", "/tmp/clone/memd")),
+                 inst(flags=("--config", "/tmp/c.toml"))):
+        unit = sf.systemd_unit(case)
+        assert "PrivateTmp=" not in unit.replace("# no PrivateTmp=", ""), unit
+        assert "ProtectSystem=strict" in unit and "# no PrivateTmp=: it would hide /" in unit
+    # a link under /home to an interpreter under /tmp is hidden all the same
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python").symlink_to(sys.executable)
+    link = Path("/tmp") / f"memd-test-{os.getpid()}-python"
+    try:
+        link.symlink_to(sys.executable)
+        assert str(link) in sf.hidden_by_private_tmp(inst(python=str(link)))
+    finally:
+        link.unlink()
+
+
+def test_the_units_state_in_words() -> None:
+    """Issue 34 #6: what `memd service status` says of the unit, from `systemctl --user show`'s answer."""
+    from memd.daemon import service_state as ss
+
+    def said(text: str) -> str:
+        return ss.describe(ss.from_show(ss.parse_show(text)))
+
+    assert said("LoadState=loaded\nActiveState=active\nSubState=running\nResult=success\nExecMainCode=0\n"
+                "ExecMainStatus=0\nNRestarts=0\n") == "active (running)"
+    exec_fail = said("LoadState=loaded\nActiveState=failed\nSubState=failed\nResult=exit-code\nExecMainCode=1\n"
+                     "ExecMainStatus=203\nNRestarts=0\n")
+    assert exec_fail.startswith("failed: exited with status 203/EXEC: systemd could not run the interpreter"), exec_fail
+    assert "result exit-code" in exec_fail
+    looping = said("LoadState=loaded\nActiveState=activating\nSubState=auto-restart\nResult=exit-code\n"
+                   "ExecMainCode=1\nExecMainStatus=3\nNRestarts=4\n")
+    assert looping == ("failed, now activating (auto-restart): exited with status 3: another memd is already "
+                       "running, result exit-code, restarted 4 time(s)"), looping
+    killed = said("ActiveState=failed\nSubState=failed\nResult=watchdog\nExecMainCode=2\nExecMainStatus=6\n")
+    assert killed == "failed: killed by SIGABRT, result watchdog", killed
+    assert said("LoadState=not-found\nActiveState=inactive\n").startswith("not loaded")
+    assert ss.describe(ss.UnitState(False, why_not="no systemctl on PATH")) == \
+        "the service manager cannot be asked (no systemctl on PATH)"

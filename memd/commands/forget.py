@@ -24,27 +24,42 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     what.add_argument("--string", help="the exact text to forget")
     what.add_argument("--pattern", help="a regular expression (Python syntax) whose matches are forgotten")
     what.add_argument("--secrets", action="store_true", help="every secret the secret rules find")
+    what.add_argument("--finish", action="store_true",
+                      help="finish what a forget that was killed started (any forget --apply of the project does too)")
     p.add_argument("--apply", action="store_true", help="do it (default: say what would change, change nothing)")
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     import contextlib
+    import time
 
     from memd.commands._projects import select
     from memd.forget import forget_project
     from memd.jobs.runner import job_lock
     from memd.sync.forget import What, forget_remote
 
+    (project,) = select(args, ctx)
+    if args.finish:
+        finished = forget_project(project, ctx.config, ctx.state_dir, None, apply=True)
+        for line in finished.resumed:
+            print(f"finished a forget that was interrupted: {line}")
+        if not finished.resumed:
+            print("no forget of this project is unfinished")
+        return 0
     what = What("literal", args.string) if args.string is not None else \
         What("pattern", args.pattern) if args.pattern is not None else What("secrets")
     find = what.matcher()
-    (project,) = select(args, ctx)
     sync_on = bool(ctx.config.sync.remote.strip())
     # the sync repository is rewritten and pruned: no sync job (the daemon's) may write it meanwhile
     with job_lock(ctx.state_dir) if (args.apply and sync_on) else contextlib.nullcontext():
-        res = forget_project(project, ctx.config, ctx.state_dir, find, apply=args.apply)
+        res = forget_project(project, ctx.config, ctx.state_dir, find, apply=args.apply,
+                             record=what.record("", time.time()) if args.apply else None)
         remote = forget_remote(project, ctx.config, ctx.state_dir, what, apply=args.apply,
                                interactive=sys.stdin.isatty())
+    for line in res.resumed:
+        print(f"finished a forget that was interrupted: {line}")
+    for line in res.unfinished:
+        print(f"unfinished: {line} was interrupted; --apply (or --finish) finishes it first")
     verb = "taken out of" if res.applied else "would be taken out of"
     for rel, n in res.files.items():
         print(f"{n} match(es) {verb} {rel}")

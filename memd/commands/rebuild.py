@@ -60,6 +60,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                                   mode=REPAIR if args.minimal else NORMALISE, drop_notes=args.drop_notes)
         except MemdError as e:  # busy (another memd writes it), or its history cannot be written: not changed
             res = RebuildResult("", False, False, [str(e)], error=str(e))
+        except Exception as e:  # one project's failure is its outcome, never the command's (the others go on)
+            why = f"failed: {type(e).__name__}: {e}"
+            res = RebuildResult("", False, False, [why], error=why)
         record_rebuild(ctx, project, res, dry_run=args.dry_run)  # the run log: `memd report` lists it
         out.write(format_result(project, res, dry_run=args.dry_run))
         if not res.fits or (res.changed and not res.written and not args.dry_run):

@@ -86,9 +86,14 @@ def _status(args: argparse.Namespace, ctx: Context, kind: str) -> int:
     """Exit codes as `memd hooks status`: 0 installed and current, 1 not installed or out of date."""
     import sys
 
+    from memd.commands._projects import config_warning, tolerant_config
     from memd.daemon import service_files as sf
     from memd.daemon.pidfile import running_pid
 
+    # a bad config is what makes a unit fail with exit 2: status is where a user looks, so it goes on
+    bad_config = tolerant_config(ctx)
+    if bad_config is not None:
+        print(config_warning("service status", bad_config), file=sys.stderr)
     flags = sf.global_flags(getattr(args, "config", None), getattr(args, "claude_dir", None))
     t = sf.target(kind, sf.current(ctx.config.daemon.stop_timeout_s, ctx.state_dir, flags=flags))
     try:
@@ -112,6 +117,9 @@ def _status(args: argparse.Namespace, ctx: Context, kind: str) -> int:
             if not _flags_given(args):
                 flags = split[1]
                 run_ctx = _context_for(ctx, flags)
+                bad_run = tolerant_config(run_ctx)
+                if bad_run is not None and bad_config is None:
+                    print(config_warning("service status", bad_run), file=sys.stderr)
             if sf.same_interpreter(split[0], sys.executable):
                 python = split[0]
         sandboxed = b"\nProtectSystem=" in existing if kind == "systemd" else None
@@ -124,11 +132,44 @@ def _status(args: argparse.Namespace, ctx: Context, kind: str) -> int:
             state += ("; sandbox: namespaces (ProtectSystem=strict, PrivateTmp, ...)" if sandboxed
                       else "; sandbox: the options that need no namespace")
     print(f"{kind} service {t.path}: {state}")
+    if existing is not None and sf.is_memds(existing):
+        code = max(code, _manager_state(kind, run_ctx))
     pid = running_pid(run_ctx.state_dir)
     print(f"daemon: {'running, pid ' + str(pid) if pid else 'not running'}")
     if existing is None:
         print(f"install it with: {_advice(flags, kind, args)}")
     return code
+
+
+def _manager_state(kind: str, ctx: Context) -> int:
+    """What the service manager says of the installed unit (its real state, not the file's): printed;
+    1 when it failed (exit status, result, its last log lines), else 0."""
+    import os
+
+    from memd.daemon import service_files as sf
+    from memd.daemon import service_state as ss
+
+    st = ss.systemd_state(sf.UNIT_NAME) if kind == "systemd" else ss.launchd_state(sf.LABEL, os.getuid())
+    print(f"unit: {ss.describe(st)}")
+    if st.failed:
+        log = st.log or _memd_log_tail(ctx, ss.LOG_LINES)
+        if log:
+            print("its last log lines" + ("" if st.log else f" (memd's log, {ctx.state_dir / 'memd.log'})") + ":")
+            for line in log:
+                print(f"  {line}")
+        print("start it again once fixed: " + ("systemctl --user restart memd.service" if kind == "systemd"
+                                               else f"launchctl kickstart -k gui/$(id -u)/{sf.LABEL}"))
+    return 1 if st.failed else 0
+
+
+def _memd_log_tail(ctx: Context, n: int) -> list[str]:
+    try:
+        with open(ctx.state_dir / "memd.log", "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 8192))
+            return [ln.decode("utf-8", "replace") for ln in f.read().splitlines()[1:]][-n:]
+    except OSError:
+        return []
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
@@ -154,9 +195,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         existing = None
 
     if args.action == "install":
-        sandbox_line = (f"sandbox: namespaces (ProtectSystem=strict, PrivateTmp, ...; writable: "
+        hidden = sf.hidden_by_private_tmp(inst) if inst.writable is not None else []
+        sandbox_line = (f"sandbox: namespaces (ProtectSystem=strict, {'' if hidden else 'PrivateTmp, '}...; writable: "
                         f"{', '.join(map(str, inst.writable))})" if inst.writable is not None
                         else f"sandbox: only the options that need no namespace ({why})")
+        if hidden:
+            sandbox_line += (f"\nwarning: PrivateTmp left out: {hidden[0]} lies under /tmp, which PrivateTmp would "
+                             "hide from the service (it could not start); memd's files are safer outside /tmp")
         if args.dry_run:
             # stdout is the file, byte for byte (`--dry-run > file` is a valid unit or plist); notes on stderr
             import sys

@@ -131,6 +131,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from memd.jobs.spantries import status_lines as retry_lines  # issue 34: spans waiting to be retried
 
     sys.stdout.write(retry_lines(ctx.state_dir, [r.project for r in rows], ctx.config))
+    from memd.forget import pending_lines  # issue 34: a forget a kill interrupted (the history may hold the text)
+
+    sys.stdout.write(pending_lines(ctx.state_dir))
     return _exit_code(bad_config is not None, rows)
 
 
@@ -152,8 +155,11 @@ def _sync_json(state_dir: Path, names: set[str], budget: str = "") -> dict[str, 
     for name, files in forget.held_files(state_dir).items():
         if name in names:
             out["forgotten"][name] = files
+    from memd.forget import pending, pending_lines
+
+    out["forget_unfinished"] = {name: len(rows) for name, rows in pending(state_dir).items() if name in names}
     text = (evidence.status_line(state_dir, sorted(names)) + held.status_lines(state_dir, sorted(names))
-            + budget + forget.status_lines(state_dir))
+            + budget + forget.status_lines(state_dir) + pending_lines(state_dir, sorted(names)))
     out["lines"] = text.splitlines()
     return out
 

@@ -25,7 +25,7 @@ from memd.core.files import FileRecord, FolderSnapshot
 from memd.core.findings import CODES, ERROR, INFO, SEVERITIES, WARNING, Code, Finding, counts, sort_key
 from memd.core.findings import finding as _f
 from memd.core.links import LINK, index_links, is_folder, link_target, mask_code, resolve_link
-from memd.core.paths import INDEX_NAME
+from memd.core.paths import INDEX_NAME, is_utf8_name
 from memd.core.rebuild import not_a_memory
 from memd.record import Record
 
@@ -204,6 +204,9 @@ def _index_checks(snap: FolderSnapshot, b: Limits, idx: index.Index,
             if why is not None:
                 yield _f("MEM015", t.rel, 1, f"not linked from {INDEX_NAME} and not a memory: {why}; "
                                              "`memd rebuild` never indexes it: move it out of the memory folder")
+            elif not is_utf8_name(t.rel):
+                yield _f("MEM010", t.rel, 1, f"not linked from {INDEX_NAME}, and cannot be: its name is not UTF-8 "
+                                             f"({INDEX_NAME} is UTF-8 text); rename the file")
             else:
                 yield _f("MEM010", t.rel, 1, f"not linked from {INDEX_NAME}; a session never learns it exists",
                          fixable=True)

@@ -49,6 +49,22 @@ UNREADABLE = "unreadable"  # a regular file memd may not read
 MEMORY_KINDS = frozenset({FILE, LINK})
 
 
+def is_utf8_name(rel: str) -> bool:
+    """The name is UTF-8 text. One that is not (Latin-1 bytes, say) reads back with lone surrogates
+    (``surrogateescape``): MEMORY.md, UTF-8 text, cannot link it, and sync's git trees could not bring it to
+    another machine as it is. Such a file is left out of a rebuilt index and out of sync, said in words."""
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_name(rel: str) -> str:
+    """A name for words: its undecodable bytes written as ``\\xe9`` (never a lone surrogate on stdout)."""
+    return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def is_team(rel: str) -> bool:
     """Inside ``team/`` (synced from a server by Claude Code): read it, never write it."""
     return rel == TEAM_DIR or rel.startswith(TEAM_DIR + "/")

@@ -23,7 +23,7 @@ from memd.core.budget import Limits
 from memd.core.files import FileRecord, FolderSnapshot
 from memd.core.frontmatter import MEMORY_TYPES
 from memd.core.links import fold_path, index_links, is_folder, link_target, resolve_link
-from memd.core.paths import INDEX_NAME
+from memd.core.paths import INDEX_NAME, is_utf8_name
 
 UNLISTED = "folder unreadable"  # how memd.memfolder.walk names a sub-folder it could not list
 
@@ -96,6 +96,8 @@ def topics_of(snap: FolderSnapshot) -> dict[str, TopicInfo]:
     unreadable, not a regular file; a symlink leaving the folder, which Claude Code follows and memd
     does not) is marked as team/'s are: an entry linking it stays, none is added for it."""
     out = {t.rel: TopicInfo.from_record(t) for t in snap.topics()}
+    # a name that is not UTF-8 cannot be linked from MEMORY.md (UTF-8 text): kept out, as team/'s are
+    out.update([(rel, TopicInfo(rel, team=True)) for rel in out if not is_utf8_name(rel)])
     out.update((f.rel, TopicInfo(f.rel, team=True)) for f in snap.files
                if f.rel not in out and not f.is_index and f.rel.endswith(".md"))
     # A sub-folder the walk could not list (permission denied): unreadable is not missing.

@@ -130,8 +130,21 @@ class Daemon:
             self.log = logs.get_logger("memd.daemon")
             return self._run()
         finally:
-            self._restore_signals()
+            # the pid file first: `memd trigger` stops finding us before our handlers go (a signal that
+            # lands after that, a late second SIGTERM, finds no pid file left behind)
             lock.release()
+            self._restore_signals()
+
+    def _give_back_abandoned_locks(self) -> None:
+        """Claude Code's ``.consolidate-lock`` that a killed dream (this daemon's last life, or a command's)
+        still holds: given back as a failed run does, before anything reads it (``jobs.gates``)."""
+        from memd.jobs import gates
+
+        try:
+            for path in gates.recover_abandoned(self.state_dir):
+                self.log.warning("dream.lock_given_back", path=path, reason="the dream that held it was killed")
+        except OSError as e:
+            self.log.warning("dream.lock_give_back_failed", error=str(e))
 
     @property
     def exit_now(self) -> bool:
@@ -168,6 +181,7 @@ class Daemon:
             self.log.info("daemon.start", pid=os.getpid(), version=__version__, claude_dir=str(self.claude_dir),
                           state_dir=str(self.state_dir), timezone=str(self.tz))
             self._close_orphan_runs()
+            self._give_back_abandoned_locks()
             self._prune_runs()
             self.setup_schedule()
             self.worker.start()

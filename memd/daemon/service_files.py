@@ -6,6 +6,7 @@ renderings with placeholder paths (a test keeps them in step), so there is one s
 
 from __future__ import annotations
 
+import itertools
 import os
 import plistlib
 import shlex
@@ -53,6 +54,9 @@ class Install:
     # namespace sandbox (ProtectSystem=strict with these writable, PrivateTmp, ...); None: only the
     # options that need no namespace (see memd.daemon.sandbox for why and when).
     writable: tuple[Path, ...] | None = None
+    # The folders the daemon reads to start at all (the interpreter's prefixes, memd's own code): a
+    # sandbox option that would hide one of them is left out (``hidden_by_private_tmp``).
+    reads: tuple[Path, ...] = ()
 
 
 def global_flags(config_path: str | None = None, claude_dir: str | None = None) -> list[str]:
@@ -73,7 +77,10 @@ def current(stop_timeout_s: float, state_dir: Path, config_path: str | None = No
         flags = global_flags(config_path, claude_dir)
     argv = [python or sys.executable, *PY_FLAGS, "-m", "memd", *flags, "run"]
     env = {k: os.environ[k] for k in PASSED_ENV if os.environ.get(k)}
-    return Install(argv, Path.home(), state_dir, stop_timeout_s, env, writable)
+    import memd
+
+    reads = (Path(sys.prefix), Path(sys.base_prefix), Path(memd.__file__).parent)
+    return Install(argv, Path.home(), state_dir, stop_timeout_s, env, writable, reads)
 
 
 def placeholder(stop_timeout_s: float = 20.0) -> Install:
@@ -183,11 +190,45 @@ NAMESPACE_HARDENING = (
 )
 
 
+PRIVATE_TMP_HIDES = (Path("/tmp"), Path("/var/tmp"))  # what PrivateTmp=yes replaces with empty folders
+
+
+def hidden_by_private_tmp(inst: Install) -> list[str]:
+    """The paths the daemon needs (its interpreter, as given and resolved; memd's code; the interpreter's
+    prefixes; the folders it works in; the config and state folders moved by variables) that lie under
+    /tmp or /var/tmp: ``PrivateTmp=yes`` would hide them (systemd then fails with 203/EXEC, or memd finds
+    no Claude folder), so the unit is written without it."""
+    # the interpreter last: the unit's comment names the first, the same for bin/python and bin/python3
+    paths = [*inst.reads, inst.log_dir, *(inst.writable or ())]
+    paths += [Path(v) for k, v in inst.env.items() if k in PASSED_ENV and k != "CLAUDE_CODE_DISABLE_AUTO_MEMORY"]
+    flags = inst.argv[inst.argv.index("memd") + 1:-1] if "memd" in inst.argv else []
+    paths += [Path(v) for k, v in itertools.pairwise(flags) if k in ("--config", "--claude-dir")]
+    paths.append(Path(inst.argv[0]))
+    out: list[str] = []
+    for p in paths:
+        for q in (p, _resolved(p)):
+            if any(q == t or t in q.parents for t in PRIVATE_TMP_HIDES) and str(q) not in out:
+                out.append(str(q))
+    return out
+
+
+def _resolved(p: Path) -> Path:
+    try:
+        return p.resolve()
+    except (OSError, RuntimeError):
+        return p
+
+
 def systemd_unit(inst: Install) -> str:
     env_lines = "".join(f"Environment={_systemd_quote(f'{k}={v}')}\n" for k, v in sorted(inst.env.items()))
     hardening = list(BASE_HARDENING)
     if inst.writable is not None:
-        hardening += NAMESPACE_HARDENING
+        hidden = hidden_by_private_tmp(inst)
+        hardening += [o for o in NAMESPACE_HARDENING if not (hidden and o == "PrivateTmp=yes")]
+        if hidden:
+            shown = _specifiers(hidden[0]).replace("\n", "\\n")
+            hardening.append(f"# no PrivateTmp=: it would hide {shown} (under /tmp), "
+                             "and the unit could not start")
         hardening += [f"ReadWritePaths={_systemd_quote('-' + str(p))}" for p in inst.writable]
     hardening_lines = "".join(line + "\n" for line in hardening)
     # the key file lives where memd's config lives: $XDG_CONFIG_HOME/memd/env when that is moved

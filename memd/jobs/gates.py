@@ -9,6 +9,14 @@ time of the last consolidation, its body the holder's PID; it is stale after 60 
 the holder is dead. Taking it writes our PID (the mtime becomes "now"); a failed run rolls the
 mtime back so the failure does not count as a consolidation. It is the one file memd writes in a
 memory folder.
+
+A holder that is killed (SIGKILL, a power cut) cannot roll anything back: the lock would keep the dead
+process's PID and the mtime of a consolidation that never happened (Claude Code's "hours since the
+last consolidation" gate, and memd's, would then wait a day for nothing). So before it writes the lock,
+the taker notes in memd's state (``state_dir/consolidate/<hash>.json``, never in the memory folder)
+what the lock was before and who takes it; a release drops the note. The next dream of the project,
+and the daemon's start, find a note whose taker is dead and whose PID the lock still holds, and give
+the lock back as a failed run does (``recover_abandoned``).
 """
 
 from __future__ import annotations
@@ -84,9 +92,11 @@ def lock_is_free(lock: LockState, now: float, stale_minutes: float, path: Path |
 class ConsolidateLock:
     """Take and give back ``.consolidate-lock`` the way Claude Code does."""
 
-    def __init__(self, memory_dir: Path, stale_minutes: float = 60.0, clock: Clock = SYSTEM) -> None:
+    def __init__(self, memory_dir: Path, stale_minutes: float = 60.0, clock: Clock = SYSTEM,
+                 state_dir: Path | None = None) -> None:
         self.memory_dir = memory_dir
         self.clock = clock
+        self.note = _note_path(state_dir, memory_dir) if state_dir is not None else None
         self.path = memory_dir / LOCK_NAME
         self.stale_minutes = stale_minutes
         self._before: LockState | None = None
@@ -102,6 +112,8 @@ class ConsolidateLock:
             return False, "no memory folder"
         mine = f"{os.getpid()}".encode()
         try:
+            if self.note is not None:  # what to give back if this process is killed while it holds the lock
+                _write_note(self.note, self.path, before)
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
             try:
                 os.write(fd, mine)
@@ -109,8 +121,10 @@ class ConsolidateLock:
                 os.close(fd)
             # Two takers racing both write; the one whose PID is read back holds it.
             if self.path.read_bytes().strip() != mine:
+                self._drop_note()
                 return False, "lost the race for the lock"
         except OSError as e:
+            self._drop_note()
             return False, f"cannot write the lock ({e.strerror})"
         self._before = before
         self.held = True
@@ -126,15 +140,80 @@ class ConsolidateLock:
         self.held = False
         with _held_lock:
             _held.pop(self.path, None)
-        if success:
-            return
-        before = self._before
+        if not success:
+            _give_back(self.path, self._before)
+        self._drop_note()
+
+    def _drop_note(self) -> None:
+        if self.note is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.note)
+
+
+def _give_back(path: Path, before: LockState | None) -> None:
+    """The lock as it was before a run that did not consolidate (removed when there was none)."""
+    with contextlib.suppress(OSError):
+        if before is None or not before.exists or before.mtime is None:
+            path.unlink()
+        else:
+            path.write_bytes(f"{before.pid}".encode() if before.pid else b"")
+            os.utime(path, (before.mtime, before.mtime))
+
+
+NOTES_DIR = "consolidate"
+
+
+def _note_path(state_dir: Path, memory_dir: Path) -> Path:
+    import hashlib
+
+    key = hashlib.sha256(os.fsencode(os.path.abspath(memory_dir))).hexdigest()[:24]
+    return state_dir / NOTES_DIR / f"{key}.json"
+
+
+def _write_note(note: Path, lock: Path, before: LockState) -> None:
+    import json
+
+    from memd.store import atomic_write
+
+    note.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    atomic_write(note, json.dumps({"lock": os.fsdecode(lock), "taker": os.getpid(), "before": {
+        "exists": before.exists, "pid": before.pid, "mtime": before.mtime}}) + "\n", mode=0o600)
+
+
+def recover_abandoned(state_dir: Path, memory_dir: Path | None = None) -> list[str]:
+    """Give back, as a failed run does, every ``.consolidate-lock`` a killed memd process still holds (its
+    note says what the lock was before; see the module doc); only ``memory_dir``'s when given. A lock
+    someone took since (another PID in it) is left alone; the note goes either way. Returns the locks
+    given back."""
+    import json
+
+    notes = [_note_path(state_dir, memory_dir)] if memory_dir is not None else \
+        sorted((state_dir / NOTES_DIR).glob("*.json")) if (state_dir / NOTES_DIR).is_dir() else []
+    out: list[str] = []
+    for note in notes:
+        try:
+            data = json.loads(note.read_text(encoding="utf-8"))
+            taker, lock, b = int(data["taker"]), Path(data["lock"]), data["before"]
+            before = LockState(bool(b["exists"]), b["pid"] if isinstance(b["pid"], int) else None,
+                               float(b["mtime"]) if b["mtime"] is not None else None)
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError, KeyError, TypeError):
+            with contextlib.suppress(OSError):
+                os.unlink(note)  # not one memd wrote whole: nothing to give back from it
+            continue
+        if taker == os.getpid():
+            with _held_lock:
+                if lock in _held:
+                    continue  # held by this process now
+        elif pid_alive(taker):
+            continue  # a live memd holds it
+        if read_lock(lock.parent).pid == taker:
+            _give_back(lock, before)
+            out.append(str(lock))
         with contextlib.suppress(OSError):
-            if before is None or not before.exists or before.mtime is None:
-                self.path.unlink()
-            else:
-                self.path.write_bytes(f"{before.pid}".encode() if before.pid else b"")
-                os.utime(self.path, (before.mtime, before.mtime))
+            os.unlink(note)
+    return out
 
 
 def release_all_held() -> int:

@@ -138,6 +138,10 @@ def run_project(job: str, jc: JobContext, project: Project, work: ProjectJob,
     the project when the lock stopped it, True when the lock could not be written)."""
     log = jc.log or _Silent()
     lock: G.ConsolidateLock | None = None
+    if job == "dream" and not jc.dry_run:  # a dream killed while it held Claude Code's lock: give it back first
+        for path in G.recover_abandoned(jc.state_dir, project.memory_dir):
+            log.warning("dream.lock_given_back", project=project.name, path=path,
+                        reason="the dream that held it was killed")
     # every job (dream, catch-up, sync): a project whose memory Claude Code switched off is left alone
     gate = G.memory_off(jc, project)
     if gate.passed and job == "dream":
@@ -148,7 +152,7 @@ def run_project(job: str, jc: JobContext, project: Project, work: ProjectJob,
             skips[project.name] = f"{gate.gate}: {gate.reason}"
         return None
     if job == "dream" and jc.config.dream.honour_lock and not jc.dry_run:
-        lock = G.ConsolidateLock(project.memory_dir, jc.config.dream.lock_stale_minutes, jc.clock)
+        lock = G.ConsolidateLock(project.memory_dir, jc.config.dream.lock_stale_minutes, jc.clock, jc.state_dir)
         ok, why = lock.acquire()
         if not ok:
             log.info("job.skip", job=job, project=project.name, gate="lock", reason=why)

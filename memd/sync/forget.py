@@ -532,7 +532,7 @@ def honour(jc: JobContext, project: Project, branch: str) -> Honoured | None:
                 out.notes.append(f"{who} forgot {rec.describe()} on {rec.when}: {why_not}")
             else:
                 finds.append(find)
-                res = forget_project(project, jc.config, state_dir, find, apply=True,
+                res = forget_project(project, jc.config, state_dir, find, apply=True, record=rec,
                                      why=f"{rec.describe()}, forgotten on {who} ({rec.when})")
                 bits = [f"{sum(res.files.values())} match(es) in {len(res.files)} file(s)" if res.files else "",
                         f"{res.commits} history commit(s) rewritten" if res.commits else ""]

@@ -52,7 +52,7 @@ from memd import apply as ap
 from memd import history
 from memd.core import guard as core_guard
 from memd.core import secrets
-from memd.core.paths import INDEX_NAME
+from memd.core.paths import INDEX_NAME, is_utf8_name
 from memd.errors import MemdError
 from memd.jobs import JobContext, ProjectOutcome
 from memd.memfolder.folder import file_map
@@ -96,6 +96,8 @@ def stays_here(rel: str, data: bytes) -> str | None:
     would refuse to add (no frontmatter, frontmatter that does not parse, no memory type)."""
     from memd.core import frontmatter
 
+    if not is_utf8_name(rel):  # a git tree name the other machines could not write back the same
+        return "a name that is not UTF-8 (rename the file to send it)"
     text = data.decode("utf-8", "replace")
     if secrets.scan(text):
         return "a secret"
