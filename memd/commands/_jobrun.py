@@ -28,9 +28,9 @@ def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: b
     result = run_once(job, ctx, projects, force=force, dry_run=args.dry_run, work=work, bar=True)
     off = None
     if job in ("dream", "catchup"):  # a sync never reaches the model (nor imports its client)
-        from memd.llm.client import model_off_reason
+        from memd.llm.client import jobs_off_reason
 
-        off = model_off_reason(cfg)
+        off = jobs_off_reason(cfg)
     if off:
         print(off[0].upper() + off[1:] + ".")  # said once, not once per project
     for out in result.outcomes:

@@ -138,7 +138,7 @@ def catchup_project(jc: JobContext, project: Project) -> ProjectOutcome:
             out.message += f" ({active} active session(s) wait until they have been quiet for "
             out.message += f"{jc.config.transcripts.active_minutes:g} minutes)"
         return out
-    off = llm.model_off_reason(cfg)
+    off = mr.off_reason(jc)
     if off is not None:
         return ProjectOutcome.without_model(project.name, "skipped", off,
                                             f"({len(pending)} session(s) wait for extraction)", sep=" ",
@@ -351,7 +351,7 @@ class _Extraction:
         self.st = st = ws.get()
         # the deadline is sized to the call cap: each span's turns plus a max_tokens retry
         deadline = llm.run_deadline(cfg, cfg.catchup.max_sessions * (cfg.catchup.max_tool_turns + 1))
-        self.client = llm.Client(cfg, deadline_s=deadline)
+        self.client = mr.make_client(self.jc, deadline_s=deadline)
         self.batch = mr.batch_plan(self.jc, "catchup", project.name, self.client, deadline, cfg.model.extract_model)
         self.tool = mr.memory_tool(st, cfg)
         material = "Existing memories (the manifest):\n" + mr.manifest(st.root, cfg, live=project.memory_dir)

@@ -1,0 +1,683 @@
+"""The ``claude-plan`` backend: catch-up and dream through the user's own Claude Code CLI and its login.
+
+A Claude plan (Pro, Max, Team) can pay for Agent SDK work out of a monthly credit the user claims
+once (facts.md section 9). memd never reads, copies, stores or asks for a credential: it runs the
+user's ``claude`` with the login the user already made, through the ``claude-agent-sdk`` package
+(the ``memd[plan]`` extra, imported only here, only when a job runs).
+
+API::
+
+    from memd.llm import plan
+    plan.off_reason(config)              # None, or why model work is off with this backend (said in words)
+    plan.cli_status(config)              # the CLI memd would run: path, version, auth method (for `memd status`)
+    c = plan.PlanClient(config, deadline_s=600, workdir=state_dir / plan.WORKDIR, on_spend=...)
+    res = c.converse(model=..., system=[...], user="...", tools=[...], handlers={...}, max_turns=8, ...)
+    c.usage                              # the run's tokens and cost, from the CLI's result
+
+Which CLI (``find_cli``): ``model.claude_cli``; else ``claude`` on PATH; else Claude Code's usual
+install places; else the SDK's bundled one. Its version must be at least ``MIN_CLI_VERSION`` (the
+oldest the real-client tier runs: tests/realcc). ``claude auth status`` (JSON, exit 1 when logged
+out) says whether it is logged in and how; it runs with the same environment as a job and without
+settings (``--setting-sources=``), so a stray key or an ``apiKeyHelper`` does not make a CLI look
+logged in with a login a job would not use. Results are kept ``STATUS_TTL_S`` per process.
+
+Confinement (each knob measured with the real CLI, facts.md section 9; tests/realcc/test_plan_jobs.py):
+no built-in tool (``tools=[]``, the built-ins also disallowed, ``permission_mode="dontAsk"``); only
+memd's tools, served in-process (``create_sdk_mcp_server("memd")``: the model sees
+``mcp__memd__memory`` ...) by memd's own handlers (``memd.llm.memtool``: the validator in front of
+the staging copy that ``memd.apply`` guards); ``strict_mcp_config``; no settings, hooks or CLAUDE.md
+(``setting_sources=[]``, ``CLAUDE_CODE_DISABLE_CLAUDE_MDS``); no auto memory
+(``CLAUDE_CODE_DISABLE_AUTO_MEMORY=1``); no transcript (``--no-session-persistence``); no tool
+search placeholder (``ENABLE_TOOL_SEARCH=false``); the prompt delivered verbatim (no ``@path``
+expansion of transcript text: ``verbatim_prompts``); an empty working folder memd owns
+(``WORKDIR`` under memd's state folder); and the variables that would switch billing to a key or a
+cloud (``SCRUBBED_ENV``) set empty for the CLI, so a stray ``ANTHROPIC_API_KEY`` cannot win over the
+login. memd's system prompt, model, effort, output budget (``CLAUDE_CODE_MAX_OUTPUT_TOKENS``), max
+turns, a per-job ``max_budget_usd``, retries (``CLAUDE_CODE_MAX_RETRIES``) and per-call timeout
+(``API_TIMEOUT_MS``) are passed explicitly; a refusal is not retried (``CLAUDE_CODE_DISABLE_REFUSAL_*``).
+What the CLI does on its own: it adds a
+one-line system block of its own, sends adaptive thinking whatever it is asked (2.1.332 has no way to
+turn it off), puts 1-hour cache breakpoints of its own, and writes ``~/.claude.json`` (+ a backup)
+and an MCP log under ``~/.cache/claude-cli-nodejs/``.
+
+Accounting: tokens and cost come from the CLI's ``ResultMessage`` (``usage``, ``total_cost_usd``,
+which is what the credit is charged); a run cut short before its result is priced by memd from the
+replies seen (``model.prices``). ``Usage.billing`` says "plan credit" when the CLI reported no API
+key source (``apiKeySource: "none"``), else the key source it used.
+
+Stops: ``success`` with stop reason ``end_turn`` finishes; ``error_max_turns`` and
+``error_max_budget_usd`` are caps (a partial run, as in ``memd.jobs.modelrun``); a refusal, a reply cut
+at max_tokens, an API error (not logged in, the credit used up or rate limited: HTTP 401/402/429), a
+CLI that dies or passes the run's deadline (it is killed) raise ``llm.ModelError``: nothing applied,
+no offset, gate or lock moved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memd.llm import client as llm
+
+if TYPE_CHECKING:
+    from memd.config import Config
+    from memd.jobs.modelrun import Handler, LoopResult
+
+BACKEND = "claude-plan"
+MIN_CLI_VERSION = (2, 1, 328)
+WORKDIR = "claude-plan-cwd"  # under memd's state folder: the jobs' empty working folder
+STATUS_TTL_S = 60.0
+CLI_TIMEOUT_S = 20.0
+SDK_MODULE = "claude_agent_sdk"
+SERVER = "memd"
+# Set empty for the CLI: each would make it bill a key or a cloud account instead of the login.
+SCRUBBED_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX",
+                "CLAUDE_CODE_USE_FOUNDRY")
+JOB_ENV = {
+    "CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1",
+    "CLAUDE_CODE_DISABLE_CLAUDE_MDS": "1",
+    "ENABLE_TOOL_SEARCH": "false",
+    "DISABLE_AUTOUPDATER": "1",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    # a refusal ends the run, as with the API (the CLI would retry it, or ask a fallback model)
+    "CLAUDE_CODE_DISABLE_REFUSAL_RETRY": "1",
+    "CLAUDE_CODE_DISABLE_REFUSAL_FALLBACK": "1",
+}
+# The CLI's built-in tools, disallowed by name besides ``tools=[]`` (a belt to the braces).
+BUILTINS = ("Agent", "Task", "Bash", "BashOutput", "KillShell", "Read", "Write", "Edit", "MultiEdit", "Glob", "Grep",
+            "LS", "NotebookEdit", "WebFetch", "WebSearch", "TodoWrite", "Skill", "SlashCommand", "ExitPlanMode")
+USUAL_PLACES = ("~/.local/bin/claude", "~/.claude/local/claude", "~/.npm-global/bin/claude", "/usr/local/bin/claude",
+                "/opt/homebrew/bin/claude", "~/node_modules/.bin/claude", "~/.yarn/bin/claude")
+SESSIONS_KEY = "claude_plan.sessions"  # the job sessions' ids (state): catch-up never reads them
+SPEND_KEY = "claude_plan.spend."  # + "YYYY-MM": what the month's jobs cost, as the CLI reported it
+MAX_SESSIONS_KEPT = 500
+DOCS = "docs/plan.md"
+
+MEMORY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "command": {"type": "string", "enum": ["view", "create", "str_replace", "insert", "delete", "rename"]},
+        "path": {"type": "string", "description": "a path under /memories (view, create, str_replace, insert, "
+                                                  "delete)"},
+        "view_range": {"type": "array", "items": {"type": "integer"}, "description": "view: [first, last] line"},
+        "file_text": {"type": "string", "description": "create: the whole file"},
+        "old_str": {"type": "string", "description": "str_replace: the exact text to replace (unique)"},
+        "new_str": {"type": "string", "description": "str_replace: its replacement"},
+        "insert_line": {"type": "integer", "description": "insert: the line after which to insert (0: the top)"},
+        "insert_text": {"type": "string", "description": "insert: the text"},
+        "old_path": {"type": "string", "description": "rename: from"},
+        "new_path": {"type": "string", "description": "rename: to"},
+    },
+    "required": ["command"],
+}
+MEMORY_DESCRIPTION = (
+    "The memory folder, mounted at /memories: view a folder or a file (with line numbers), create a file, "
+    "str_replace text in a file, insert lines, delete or rename a file. Only *.md files are written; "
+    "/memories/team/ is read-only; MEMORY.md is the index.")
+
+
+# --------------------------------------------------------------------------- the CLI and its login
+
+
+@dataclass(frozen=True)
+class CliStatus:
+    """The CLI memd would run, as ``memd status`` shows it; ``problem`` set when model work is off."""
+
+    path: str | None = None
+    version: str = ""
+    bundled: bool = False
+    logged_in: bool = False
+    auth_method: str = ""
+    subscription: str = ""
+    problem: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"cli": self.path, "version": self.version or None, "bundled": self.bundled,
+                "logged_in": self.logged_in, "auth_method": self.auth_method or None,
+                "subscription": self.subscription or None, "problem": self.problem}
+
+
+_status_cache: dict[str, tuple[float, CliStatus]] = {}
+
+
+def sdk_installed() -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(SDK_MODULE) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def bundled_cli() -> Path | None:
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(SDK_MODULE)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    p = Path(next(iter(spec.submodule_search_locations))) / "_bundled" / "claude"
+    return p if p.is_file() else None
+
+
+def find_cli(config: Config) -> tuple[Path | None, bool]:
+    """The claude executable (see the module doc) and whether it is the SDK's bundled one."""
+    given = config.model.claude_cli.strip()
+    if given:
+        return Path(given).expanduser(), False
+    found = shutil.which("claude")
+    if found:
+        return Path(found), False
+    for place in USUAL_PLACES:
+        p = Path(place).expanduser()
+        if p.is_file() and os.access(p, os.X_OK):
+            return p, False
+    b = bundled_cli()
+    return (b, True) if b is not None else (None, False)
+
+
+def cli_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What memd hands the CLI over the inherited environment (``ClaudeAgentOptions.env`` merges it over
+    ``os.environ``): the billing switches emptied, the job's isolation switches on."""
+    env = dict.fromkeys(SCRUBBED_ENV, "")
+    env.update(JOB_ENV)
+    env.update(extra or {})
+    return env
+
+
+def _run(cmd: list[str], timeout: float = CLI_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "CLAUDECODE"}
+    env.update(cli_env())
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                          env=env, check=False)
+
+
+def parse_version(text: str) -> tuple[int, int, int] | None:
+    m = re.search(r"(\d{1,6})\.(\d{1,6})\.(\d{1,6})", text)
+    return (int(m[1]), int(m[2]), int(m[3])) if m else None
+
+
+def cli_status(config: Config, *, fresh: bool = False) -> CliStatus:
+    """The CLI, its version and its login (``claude --version``, ``claude auth status``; never a
+    credential file). Kept ``STATUS_TTL_S`` per process (the jobs ask once per project)."""
+    path, bundled = find_cli(config)
+    key = f"{path}|{bundled}"
+    hit = _status_cache.get(key)
+    now = time.monotonic()
+    if hit is not None and not fresh and now - hit[0] < STATUS_TTL_S:
+        return hit[1]
+    status = _probe(path, bundled)
+    _status_cache[key] = (now, status)
+    return status
+
+
+def _probe(path: Path | None, bundled: bool) -> CliStatus:
+    if path is None:
+        return CliStatus(problem=("no claude CLI found (not on PATH, not in ~/.local/bin or Claude Code's other "
+                                  "install places; set model.claude_cli)"))
+    shown = str(path)
+    if not path.is_file() or not os.access(path, os.X_OK):
+        return CliStatus(shown, bundled=bundled, problem=f"the claude CLI {shown} is missing or not executable")
+    try:
+        v = _run([shown, "--version"])
+    except (OSError, subprocess.SubprocessError) as e:
+        return CliStatus(shown, bundled=bundled, problem=f"the claude CLI {shown} does not run ({type(e).__name__})")
+    version = parse_version(v.stdout)
+    vtext = ".".join(map(str, version)) if version else ""
+    if version is None:
+        return CliStatus(shown, bundled=bundled, problem=f"the claude CLI {shown} does not say its version")
+    if version < MIN_CLI_VERSION:
+        least = ".".join(map(str, MIN_CLI_VERSION))
+        return CliStatus(shown, vtext, bundled, problem=(f"Claude Code {vtext} at {shown} is older than {least}, "
+                                                         "the oldest memd runs its jobs with (`claude update`)"))
+    try:  # without settings, as a job runs: an apiKeyHelper there is not the login a job uses
+        a = _run([shown, "--setting-sources=", "auth", "status"])
+    except (OSError, subprocess.SubprocessError) as e:
+        return CliStatus(shown, vtext, bundled, problem=f"`claude auth status` failed ({type(e).__name__})")
+    info = _auth_json(a.stdout)
+    logged = bool(info.get("loggedIn")) and a.returncode == 0
+    method = str(info.get("authMethod") or "")[:40]
+    sub = str(info.get("subscriptionType") or "")[:40]
+    if not logged:
+        return CliStatus(shown, vtext, bundled, False, method, sub,
+                         problem=(f"Claude Code at {shown} is not logged in (Not logged in: run `claude` and log "
+                                  "in with your Claude plan, or `claude auth login`)"))
+    return CliStatus(shown, vtext, bundled, True, method, sub)
+
+
+def _auth_json(text: str) -> dict[str, Any]:
+    start = text.find("{")
+    if start < 0:
+        return {}
+    try:
+        data = json.loads(text[start:])
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def off_reason(config: Config) -> str | None:
+    """None when the claude-plan backend can run a job; else the sentence saying why model work is off."""
+    head = 'model work is off: model.backend = "claude-plan" but '
+    tail = f" ({DOCS}); only the deterministic parts run"
+    if not sdk_installed():
+        return (head + "the claude-agent-sdk package is not installed (pip install 'memd[plan]' in memd's "
+                "environment)" + tail)
+    status = cli_status(config)
+    if status.problem:
+        return head + status.problem + tail
+    return None
+
+
+def logged_in_hint(config: Config) -> str | None:
+    """For the ``api`` backend with no credential: a sentence naming the setting when the user's CLI is
+    logged in (memd never switches on its own), else None."""
+    path, _ = find_cli(config)
+    if path is None or (config.model.claude_cli == "" and _is_bundled(path)):
+        return None
+    status = cli_status(config)
+    if not status.logged_in:
+        return None
+    sub = f" ({status.subscription} plan)" if status.subscription else ""
+    return (f"your Claude Code CLI is logged in{sub}: set model.backend = \"claude-plan\" to run catch-up and dream "
+            f"on your plan's Agent SDK credit ({DOCS})")
+
+
+def _is_bundled(path: Path) -> bool:
+    b = bundled_cli()
+    return b is not None and b == path
+
+
+# --------------------------------------------------------------------------- the month's spend and job sessions
+
+
+def month_key(now: float) -> str:
+    return SPEND_KEY + time.strftime("%Y-%m", time.gmtime(now))
+
+
+def month_spend(state: Any, now: float) -> float:
+    try:
+        return float(state.get(month_key(now)) or 0.0)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def add_spend(state: Any, now: float, usd: float) -> None:
+    if usd > 0:
+        state.set(month_key(now), repr(round(month_spend(state, now) + usd, 6)))
+
+
+def budget_reason(config: Config, state: Any, now: float) -> str | None:
+    """Why the month's cap stops model work (None: there is room)."""
+    cap = config.model.monthly_budget_usd
+    if cap <= 0 or state is None:
+        return None
+    spent = month_spend(state, now)
+    if spent < cap:
+        return None
+    return (f"model work is off for the rest of the month: memd's jobs spent ${spent:.2f} of "
+            f"model.monthly_budget_usd ${cap:.2f} this month (raise it, or 0 for no cap; {DOCS}); only the "
+            "deterministic parts run")
+
+
+def remember_session(state: Any, session_id: str) -> None:
+    if not session_id or state is None:
+        return
+    ids = job_sessions(state)
+    if session_id not in ids:
+        ids.append(session_id)
+    state.set(SESSIONS_KEY, json.dumps(ids[-MAX_SESSIONS_KEPT:]))
+
+
+def job_sessions(state: Any) -> list[str]:
+    try:
+        data = json.loads(state.get(SESSIONS_KEY) or "[]")
+    except ValueError:
+        return []
+    return [str(x) for x in data] if isinstance(data, list) else []
+
+
+def workdir_folder_name(state_dir: Path) -> str:
+    """The folder under ``projects/`` a job session's transcript would go to (none is written)."""
+    from memd.layout import sanitize
+
+    return sanitize(os.path.realpath(state_dir / WORKDIR))
+
+
+# --------------------------------------------------------------------------- one job's conversations
+
+
+def job_budget_usd(config: Config, model: str, token_cap: int | None, max_turns: int, max_tokens: int) -> float | None:
+    """The per-job ``max_budget_usd``: the run's input-token cap and its calls' output at the model's price."""
+    p = llm.price_for(config, model)
+    if p is None or token_cap is None:
+        return None
+    return round((token_cap * p["input"] + max_turns * max_tokens * p["output"]) / 1e6, 4) or None
+
+
+@dataclass
+class PlanClient:
+    """A job's model work through the CLI (the module doc); the jobs hold it where they hold a ``llm.Client``."""
+
+    config: Config
+    deadline_s: float
+    workdir: Path
+    on_spend: Callable[[float, str], None] | None = None  # (usd, session id) after each conversation
+    budget_left: Callable[[], float | None] = lambda: None  # what the month's cap leaves (None: no cap)
+    usage: llm.Usage = field(default_factory=llm.Usage)
+    backend: str = BACKEND
+    cli: CliStatus = field(default_factory=CliStatus)
+    source: llm.Source = field(default_factory=lambda: llm.Source("claude_plan", "the claude CLI's login"))
+    key_source: str = ""  # the CLI's apiKeySource (init message): "none" under a plan login
+    started: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        reason = off_reason(self.config)
+        if reason is not None:
+            raise llm.ModelOff(reason)
+        self.cli = cli_status(self.config)
+        self.source = llm.Source("claude_plan", f"the claude CLI {self.cli.path} ({self.cli.auth_method or 'login'})")
+        self.workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    def remaining(self) -> float:
+        return self.deadline_s - (time.monotonic() - self.started)
+
+    def close(self) -> None:
+        return None
+
+    def converse(self, *, model: str, system: list[dict[str, Any]], user: str, tools: list[dict[str, Any]],
+                 handlers: dict[str, Handler], max_turns: int, stop: Any = None,
+                 token_cap: int | None = None) -> LoopResult:
+        """One conversation, as ``memd.jobs.modelrun.tool_loop`` has one with the API."""
+        import asyncio
+
+        from memd.jobs.modelrun import LoopResult
+
+        res = LoopResult()
+        left = self.remaining()
+        if left <= 0.5:
+            raise llm.ModelError(f"run deadline reached after {self.usage.calls} call(s)")
+        run = _Conversation(self, res, model=model, system=system, user=user, tools=tools, handlers=handlers,
+                            max_turns=max_turns, stop=stop, token_cap=token_cap)
+        try:
+            asyncio.run(run.go(left))
+        finally:
+            run.account()
+        return res
+
+
+class _Conversation:
+    def __init__(self, client: PlanClient, res: LoopResult, *, model: str, system: list[dict[str, Any]], user: str,
+                 tools: list[dict[str, Any]], handlers: dict[str, Handler], max_turns: int, stop: Any,
+                 token_cap: int | None) -> None:
+        self.c = client
+        self.res = res
+        self.model = model
+        self.system = "\n\n".join(str(b.get("text", "")) for b in system if b.get("text"))
+        self.user = user
+        self.tools = tools
+        self.handlers = handlers
+        self.max_turns = max_turns
+        self.stop = stop
+        self.token_cap = token_cap
+        self.replies: dict[str, dict[str, Any]] = {}  # message id -> usage (the CLI splits a reply over messages)
+        self.result: Any = None
+        self.session_id = ""
+        self.stderr: list[str] = []
+        self.error: str = ""  # an API error the CLI reported on a reply
+        self.base_input = client.usage.total_input
+
+    # ------------------------------------------------------------------ the tools
+
+    def _server(self, sdk: Any) -> Any:
+        from memd.llm.memtool import MEMORY_TOOL
+
+        made = []
+        for t in self.tools:
+            name = str(t.get("name"))
+            handler = self.handlers.get(name)
+            if handler is None:
+                continue
+            if t.get("type") == MEMORY_TOOL["type"]:
+                desc, schema = MEMORY_DESCRIPTION, MEMORY_SCHEMA
+            else:
+                desc, schema = str(t.get("description", "")), dict(t.get("input_schema") or {"type": "object",
+                                                                                             "properties": {}})
+            made.append(sdk.tool(name, desc, schema)(self._wrap(handler)))
+        return sdk.create_sdk_mcp_server(SERVER, tools=made), [f"mcp__{SERVER}__{t.name}" for t in made]
+
+    def _wrap(self, handler: Handler) -> Callable[[Any], Any]:
+        from memd.jobs.modelrun import MAX_TOOL_CALLS
+
+        async def run(args: Any) -> dict[str, Any]:
+            res = self.res
+            res.tool_calls += 1
+            if res.tool_calls > MAX_TOOL_CALLS:
+                text, err = f"Error: at most {MAX_TOOL_CALLS} tool calls per run; finish now.", True
+                cap = f"the run's {MAX_TOOL_CALLS} tool calls"
+                if cap not in res.caps:
+                    res.caps.append(cap)
+            else:
+                text, err = handler(args)
+            res.refused += int(err)
+            return {"content": [{"type": "text", "text": text}], "is_error": err}
+
+        return run
+
+    # ------------------------------------------------------------------ the run
+
+    def options(self, sdk: Any) -> Any:
+        cfg = self.c.config
+        server, allowed = self._server(sdk)
+        budget, extra = llm.thinking_params(cfg, self.model)
+        thinking = extra.get("thinking") or {"type": "disabled"}
+        effort = cfg.model.effort or ("low" if thinking.get("type") == "disabled" else "medium")
+        per_job = job_budget_usd(cfg, self.model, self.token_cap, self.max_turns, budget)
+        left = self.c.budget_left()
+        if left is not None:
+            per_job = min(per_job, left) if per_job is not None else left
+        return sdk.ClaudeAgentOptions(
+            tools=[], allowed_tools=allowed, disallowed_tools=list(BUILTINS), permission_mode="dontAsk",
+            mcp_servers={SERVER: server}, strict_mcp_config=True, setting_sources=[],
+            system_prompt=self.system, model=self.model, max_turns=self.max_turns,
+            max_budget_usd=max(0.0001, round(per_job, 4)) if per_job is not None else None,
+            thinking=thinking, effort=effort, cwd=str(self.c.workdir), cli_path=self.c.cli.path,
+            env=cli_env({"CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(budget),
+                         # memd's retries and per-call timeout (the CLI's own: 10 retries, 10 minutes)
+                         "CLAUDE_CODE_MAX_RETRIES": str(cfg.model.max_retries),
+                         "API_TIMEOUT_MS": str(int(cfg.model.timeout_s * 1000))}),
+            extra_args={"no-session-persistence": None}, verbatim_prompts=True,
+            stderr=self._stderr)
+
+    def _stderr(self, line: str) -> None:
+        self.stderr = [*self.stderr[-4:], line.strip()[:300]]
+
+    async def go(self, seconds: float) -> None:
+        import asyncio
+
+        import claude_agent_sdk as sdk
+
+        opts = self.options(sdk)
+        before = _live_clis()
+        gen = sdk.query(prompt=self.user, options=opts)
+        reader = asyncio.ensure_future(self._read(gen, sdk))
+        watch = asyncio.ensure_future(self._watch_stop())
+        try:
+            done, _ = await asyncio.wait({reader, watch}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+            if reader in done:
+                reader.result()  # what the run raised, if anything
+            elif watch in done:
+                self.res.notes.append("stopped (shutdown)")
+            else:
+                raise llm.ModelError(f"the claude CLI did not finish within {seconds:.0f} s (stopped; nothing "
+                                     "applied)")
+        except sdk.CLINotFoundError:
+            raise llm.ModelError(f"the claude CLI was not found at {self.c.cli.path}") from None
+        except sdk.ClaudeSDKError as e:
+            raise llm.ModelError(self._failure(e)) from None
+        finally:
+            watch.cancel()
+            if not reader.done():
+                reader.cancel()
+                with contextlib.suppress(BaseException):
+                    await reader
+            with contextlib.suppress(Exception):
+                await getattr(gen, "aclose")()  # noqa: B009 (an async generator; typed as an iterator)
+            await _kill_left(before)
+
+    async def _watch_stop(self) -> None:
+        import asyncio
+
+        while self.stop is None or not self.stop.is_set():
+            await asyncio.sleep(0.2)
+
+    async def _read(self, gen: Any, sdk: Any) -> None:
+        res = self.res
+        async for m in gen:
+            if isinstance(m, sdk.SystemMessage) and m.subtype == "init":
+                self.c.key_source = str(m.data.get("apiKeySource") or "")
+                self.session_id = str(m.data.get("session_id") or "")
+            elif isinstance(m, sdk.AssistantMessage):
+                if m.parent_tool_use_id:
+                    continue
+                if m.error:
+                    self.error = str(m.error)
+                mid = m.message_id or f"anon{len(self.replies)}"
+                if mid not in self.replies:
+                    res.turns += 1
+                self.replies[mid] = dict(m.usage or {})
+                text = "".join(getattr(b, "text", "") for b in m.content if type(b).__name__ == "TextBlock")
+                if text:
+                    res.final_text = text
+                if self.token_cap is not None and self._input_seen() > self.token_cap:
+                    res.caps.append(f"the run's {self.token_cap:,} input tokens")
+                    res.notes.append(f"stopped after a reply: the run's input-token cap ({self.token_cap:,}) "
+                                     "was passed")
+                    return
+            elif isinstance(m, sdk.ResultMessage):
+                self.result = m
+                self.session_id = m.session_id or self.session_id
+                self._finish(m)
+                return
+
+    def _input_seen(self) -> int:
+        return self.base_input + sum(_n(u, "input_tokens") + _n(u, "cache_creation_input_tokens")
+                                     + _n(u, "cache_read_input_tokens") for u in self.replies.values())
+
+    def _finish(self, m: Any) -> None:
+        res = self.res
+        reason = str(m.stop_reason or "")
+        res.stop_reason = reason
+        res.stop_reasons.append(reason or m.subtype)
+        if m.result and not m.is_error:
+            res.final_text = str(m.result)
+        if m.subtype == "error_max_turns":
+            res.hit_turn_cap = True
+            res.caps.append(f"{self.max_turns} model calls")
+            res.notes.append(f"stopped at the cap of {self.max_turns} model calls")
+            return
+        if m.subtype == "error_max_budget_usd":
+            res.caps.append("the run's budget in dollars")
+            res.notes.append("stopped at the run's max_budget_usd")
+            return
+        if reason == llm.STOP_REFUSAL:  # the CLI reports it as an error result
+            raise llm.StopError("the model refused (stop_reason refusal); nothing applied")
+        if reason == llm.STOP_MAX_TOKENS:
+            raise llm.StopError("reply cut at max_tokens; nothing applied")
+        if m.is_error or m.subtype != "success":
+            raise llm.ModelError(self._api_error(m.api_error_status, m.subtype), status=m.api_error_status)
+        if reason not in ("", llm.STOP_END_TURN, "stop_sequence"):
+            raise llm.StopError(f"unexpected stop_reason {reason[:40]!r}; nothing applied")
+
+    def _api_error(self, status: int | None, subtype: str) -> str:
+        words = {401: "the CLI's login was refused (Not logged in or expired: run `claude` to log in again)",
+                 402: "the plan's Agent SDK credit is used up (HTTP 402)",
+                 403: "the CLI's login may not use this model (HTTP 403)",
+                 429: "rate limited, or the plan's Agent SDK credit is used up (HTTP 429)"}
+        if status in words:
+            return f"claude CLI: {words[status]}"
+        kinds = {"authentication_failed": words[401], "billing_error": "the plan's credit is used up (billing error)",
+                 "rate_limit": words[429]}
+        if self.error in kinds:
+            return f"claude CLI: {kinds[self.error]}"
+        return f"claude CLI: the run ended with an error ({subtype}{f', HTTP {status}' if status else ''})"
+
+    def _failure(self, e: Exception) -> str:
+        from memd.core import secrets
+
+        if self.result is not None and getattr(self.result, "is_error", False):
+            return self._api_error(self.result.api_error_status, self.result.subtype)
+        code = getattr(e, "exit_code", None)
+        tail = secrets.redact(" | ".join(s for s in self.stderr if s))[:200]
+        if self.error:
+            return self._api_error(None, "error")
+        if tail and "not logged in" in tail.lower():
+            return "claude CLI: Not logged in (run `claude` to log in)"
+        what = f"exited with code {code}" if code is not None else f"failed ({type(e).__name__})"
+        return f"the claude CLI {what} before the run finished{': ' + tail if tail else ''}"
+
+    def account(self) -> None:
+        """The conversation's usage into the client's: the CLI's result when it came, else the replies seen,
+        priced by memd."""
+        c, u = self.c, self.c.usage
+        m = self.result
+        if m is not None and isinstance(m.usage, dict):
+            got = m.usage
+            u.calls += max(len(self.replies), 1)
+            u.input_tokens += _n(got, "input_tokens")
+            u.output_tokens += _n(got, "output_tokens")
+            u.cache_write += _n(got, "cache_creation_input_tokens")
+            u.cache_read += _n(got, "cache_read_input_tokens")
+            cost = m.total_cost_usd
+            if isinstance(cost, (int, float)) and 0 <= cost < 1e6:
+                u.cost_usd += float(cost)
+                spent = float(cost)
+            else:
+                u.unpriced.add(self.model)
+                spent = 0.0
+        else:
+            before = u.cost_usd
+            for usage in self.replies.values():
+                u.add(c.config, self.model, usage)
+            spent = u.cost_usd - before
+        u.billing = "plan credit" if c.key_source == "none" else (
+            f"claude CLI ({c.key_source})" if c.key_source else "claude CLI")
+        if c.on_spend is not None and (spent > 0 or self.session_id):
+            c.on_spend(spent, self.session_id)
+
+
+def _live_clis() -> set[Any]:
+    """The CLI processes the SDK has started and not reaped (its own registry, read defensively)."""
+    try:
+        from claude_agent_sdk._internal.transport import subprocess_cli
+    except ImportError:
+        return set()
+    return set(getattr(subprocess_cli, "_ACTIVE_CHILDREN", ()))
+
+
+async def _kill_left(before: set[Any]) -> None:
+    """Kill a CLI of this conversation the SDK left running: its close escalates to SIGKILL only when not
+    cancelled, and a stopped or hung CLI ignores SIGTERM (a leaked model process costs; facts.md section 8)."""
+    import asyncio
+
+    for p in _live_clis() - before:
+        if getattr(p, "returncode", 0) is None:
+            with contextlib.suppress(Exception):
+                p.kill()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(p.wait(), 5)
+
+
+def _n(usage: Mapping[str, Any], name: str) -> int:
+    return llm.usage_count(usage.get(name), name)
