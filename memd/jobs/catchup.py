@@ -74,9 +74,12 @@ def pending_sessions(jc: JobContext, project: Project, now: float) -> tuple[list
 
     out: list[TranscriptState] = []
     active = 0
+    own_folder, own_ids = own_sessions(jc)
     for t in jc.state.transcripts(project.name):
         if is_subagent(t.path) or (t.extract_offset >= t.scan_offset and t.extract_inode in (0, t.inode)):
             continue
+        if t.path.parent.name[:200] == own_folder[:200] or t.session_id in own_ids or t.path.stem in own_ids:
+            continue  # a session of memd's own job (the claude-plan backend): never catch-up input
         if not t.path.exists():
             continue
         if is_active(t.path, now, jc.config.transcripts.active_minutes):
@@ -85,6 +88,16 @@ def pending_sessions(jc: JobContext, project: Project, now: float) -> tuple[list
         out.append(t)
     out.sort(key=lambda t: t.last_record_at or 0.0)
     return out, active
+
+
+def own_sessions(jc: JobContext) -> tuple[str, frozenset[str]]:
+    """memd's own job sessions (``model.backend = "claude-plan"``): the folder under ``projects/`` a job
+    session's transcript would go to, and the session ids the jobs ran. The CLI writes no transcript for
+    them (``--no-session-persistence``); were one written anyway, catch-up does not read it."""
+    from memd.llm import plan
+
+    ids = frozenset(plan.job_sessions(jc.state)) if jc.state is not None else frozenset()
+    return plan.workdir_folder_name(jc.state_dir), ids
 
 
 def _has_conversation(span: Span) -> bool:

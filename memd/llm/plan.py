@@ -528,7 +528,8 @@ class _Conversation:
             raise llm.ModelError(self._failure(e)) from None
         finally:
             watch.cancel()
-            if not reader.done():
+            if not reader.done():  # past the deadline, or a shutdown: no grace for the CLI
+                await _kill_left(before)
                 reader.cancel()
                 with contextlib.suppress(BaseException):
                     await reader

@@ -400,3 +400,22 @@ def test_status_names_the_cli_its_version_and_login(pl: Plan) -> None:
     version = plan.parse_version(st.version)
     assert version is not None and version >= plan.MIN_CLI_VERSION and st.path == pl.config.model.claude_cli
     assert plan.off_reason(pl.config) is None
+
+
+def test_a_shutdown_while_the_cli_works_stops_it_and_changes_nothing(pl: Plan) -> None:
+    p = dup_folder(pl)
+    s = pl.stub
+    jc = pl.jc()
+    before = tree(p.memory_dir)
+
+    def shutdown() -> None:
+        jc.stop.set()
+        time.sleep(2)
+
+    s.turns(msg(s, mem(s, "delete", path="/memories/user_role.md")),
+            Reply(body=msg(s, s.text("done")), before=shutdown))
+    out = dream_project(jc, p)
+    assert out.outcome == "skipped" and "shutdown" in out.message, out
+    assert tree(p.memory_dir) == before and pl.state.project(p.name).last_consolidation is None
+    time.sleep(0.5)
+    assert _cli_children() == []
