@@ -105,8 +105,8 @@ class Plan:
         ids = plan.job_sessions(self.state)
         assert ids, "no job session id was recorded"
         left = [p for p in self.claude.glob("projects/*/*.jsonl") if p.stem in ids]
-        assert left == [] and not (self.claude / "projects" / plan.workdir_folder_name(self.state_dir)).exists(), \
-            "the job's session left a transcript"
+        left += list((self.claude / "projects" / plan.workdir_folder_name(self.state_dir)).glob("*.jsonl"))
+        assert left == [], "the job's session left a transcript"
 
     def close(self) -> None:
         self.state.close()
@@ -124,6 +124,10 @@ def pl(sandbox: Sandbox, claude_cli: Path, monkeypatch: pytest.MonkeyPatch) -> I
     (sandbox.claude / "CLAUDE.md").write_text(f"# {USER_MD}\n", encoding="utf-8")
     p.state_dir.joinpath("CLAUDE.md").write_text(f"# {PLANTED_MD}\n", encoding="utf-8")  # above the job's cwd
     (sandbox.base / "CLAUDE.md").write_text(f"# {PLANTED_MD}\n", encoding="utf-8")
+    own = sandbox.claude / "projects" / plan.workdir_folder_name(p.state_dir) / "memory"  # the job folder's memory
+    own.mkdir(parents=True)
+    (own / "MEMORY.md").write_text(f"- [x](x.md) — {PLANTED_MD}\n", encoding="utf-8")
+    (own / "x.md").write_text(f"---\nname: x\ndescription: {PLANTED_MD}\ntype: user\n---\n{PLANTED_MD}\n")
     for k, v in sandbox.env().items():
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("ANTHROPIC_API_KEY", STRAY_KEY)
