@@ -30,6 +30,7 @@ NOT_MADE_HERE = {
     "staging/": "removed when each run ends",
     "reports/": "the daemon's morning check-in writes it",
     "recall/": "only with hooks.recall = true and a key (tests/test_recall.py)",
+    "claude-plan-cwd/": "only with model.backend = \"claude-plan\" and a model run (tests/realcc/test_plan_jobs.py)",
     "ui-url.json": "only with [ui] serve = true, while the daemon serves the viewer (tests/test_ui_daemon.py)",
     "state.sqlite3-wal": "SQLite's, while the database is open", "state.sqlite3-shm": "SQLite's, while open",
 }
