@@ -40,6 +40,10 @@ def fake_cli(folder: Path, version: str = "2.1.332", *, logged_in: bool = True) 
     return p
 
 
+pytestmark = pytest.mark.skipif(not plan.sdk_installed(), reason="claude-agent-sdk is not installed (the test "
+                                "extra has it: pip install -e '.[test]')")
+
+
 @pytest.fixture(autouse=True)
 def _fresh_status() -> Iterator[None]:
     plan._status_cache.clear()

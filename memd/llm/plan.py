@@ -528,8 +528,9 @@ class _Conversation:
             raise llm.ModelError(self._failure(e)) from None
         finally:
             watch.cancel()
-            if not reader.done():  # past the deadline, or a shutdown: no grace for the CLI
+            if self.result is None:  # a deadline, a shutdown, a cap or a failure: no grace for the CLI
                 await _kill_left(before)
+            if not reader.done():
                 reader.cancel()
                 with contextlib.suppress(BaseException):
                     await reader

@@ -114,6 +114,8 @@ class Plan:
 
 @pytest.fixture
 def pl(sandbox: Sandbox, claude_cli: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Plan]:
+    if not plan.sdk_installed():
+        pytest.skip("claude-agent-sdk is not installed (the test extra has it: pip install -e '.[test]')")
     home = sandbox.home
     login(home)
     p = Plan(sandbox, claude_cli)
@@ -421,5 +423,19 @@ def test_a_shutdown_while_the_cli_works_stops_it_and_changes_nothing(pl: Plan) -
     out = dream_project(jc, p)
     assert out.outcome == "skipped" and "shutdown" in out.message, out
     assert tree(p.memory_dir) == before and pl.state.project(p.name).last_consolidation is None
+    time.sleep(0.5)
+    assert _cli_children() == []
+
+
+def test_the_input_token_cap_stops_the_cli_after_the_reply_that_passed_it(pl: Plan) -> None:
+    p = dup_folder(pl)
+    s = pl.stub
+    cfg = replace(pl.config, dream=replace(pl.config.dream, max_input_tokens=1500))
+    s.turns(*[msg(s, mem(s, "view", path="/memories")) for _ in range(5)])
+    t0 = time.monotonic()
+    out = dream_project(pl.jc(config=cfg), p)
+    assert out.outcome == "partial" and "1,500 input tokens" in out.message, out
+    assert len(pl.stub.main) == 2 and time.monotonic() - t0 < 30
+    assert pl.state.project(p.name).last_consolidation is None
     time.sleep(0.5)
     assert _cli_children() == []
