@@ -174,7 +174,12 @@ def write_docs(table: str, runs: int) -> None:
             "loopback stand-in; claude-plan runs the pinned Claude Code CLI with a dummy plan login; medians of "
             f"{runs} alternated runs, each in a fresh process; a shared 2-core machine under load: noisy).\n\n"
             f"{table}\n\n- Peak memory of claude-plan is the job process plus the CLI beside it (the largest child's "
-            "peak RSS); the API's is the job process alone.\n")
+            "peak RSS); the API's is the job process alone. The CLI is most of the difference (facts.md section 9: "
+            "a ~215 MB CLI process per job); it lives only while its conversation does.\n"
+            "- Start-up is mostly imports on both sides: the api path's `import anthropic` (memd imports it only "
+            "when a job calls the model), the claude-plan path's `import claude_agent_sdk` (mcp, pydantic, anyio) "
+            "and the CLI's own start (about 0.5 s idle). On this loaded machine `import anthropic` alone took 10-20 s "
+            "under a profiler (about 1 s idle): read the ratio, not the seconds.\n")
     text = doc.read_text(encoding="utf-8")
     if head in text:
         start = text.index(head)
