@@ -172,3 +172,25 @@ def test_catchup_never_reads_memds_own_job_sessions(env: Env) -> None:
     assert out.details["pending_sessions"] == 1, out
     sent = json.dumps([r.body for r in s.requests])
     assert "the user's own session" in sent and "the job session's text" not in sent
+
+
+def test_memd_dream_says_the_months_cap_stopped_model_work(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from memd.state import StateStore
+
+    exe = fake_cli(tmp_path / "bin")
+    conf = tmp_path / "config.toml"
+    state_dir = tmp_path / "state"
+    conf.write_text(f'[model]\nbackend = "claude-plan"\nclaude_cli = "{exe}"\nmonthly_budget_usd = 1.0\n'
+                    f'[paths]\nstate_dir = "{state_dir}"\n')
+    claude = tmp_path / "claude"
+    mem = claude / "projects" / "-home-dev-app" / "memory"
+    mem.mkdir(parents=True)
+    (mem / "MEMORY.md").write_text("- [Role](user_role.md) — backend engineer\n")
+    (mem / "user_role.md").write_text("---\nname: Role\ndescription: backend engineer\ntype: user\n---\nx\n")
+    with StateStore.open(state_dir) as st:
+        plan.add_spend(st, time.time(), 1.25)
+    assert cli.main(["--config", str(conf), "--claude-dir", str(claude), "dream", "--force"]) == 0
+    out = capsys.readouterr().out
+    assert "Model work is off for the rest of the month: memd's jobs spent $1.25 of model.monthly_budget_usd $1.00" \
+        in out
+    assert "-home-dev-app: " in out
