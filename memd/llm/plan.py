@@ -598,11 +598,11 @@ class _Conversation:
         if reason == llm.STOP_MAX_TOKENS:
             raise llm.StopError("reply cut at max_tokens; nothing applied")
         if m.is_error or m.subtype != "success":
-            raise llm.ModelError(self._api_error(m.api_error_status, m.subtype), status=m.api_error_status)
+            raise llm.ModelError(self._api_error(m.api_error_status, m.subtype, m), status=m.api_error_status)
         if reason not in ("", llm.STOP_END_TURN, "stop_sequence"):
             raise llm.StopError(f"unexpected stop_reason {reason[:40]!r}; nothing applied")
 
-    def _api_error(self, status: int | None, subtype: str) -> str:
+    def _api_error(self, status: int | None, subtype: str, m: Any = None) -> str:
         words = {401: "the CLI's login was refused (Not logged in or expired: run `claude` to log in again)",
                  402: "the plan's Agent SDK credit is used up (HTTP 402)",
                  403: "the CLI's login may not use this model (HTTP 403)",
@@ -613,7 +613,19 @@ class _Conversation:
                  "rate_limit": words[429]}
         if self.error in kinds:
             return f"claude CLI: {kinds[self.error]}"
-        return f"claude CLI: the run ended with an error ({subtype}{f', HTTP {status}' if status else ''})"
+        from memd.core import secrets
+
+        why = [subtype]
+        if status:
+            why.append(f"HTTP {status}")
+        for name in ("terminal_reason", "stop_reason"):
+            v = getattr(m, name, None)
+            if isinstance(v, str) and v and v not in why:
+                why.append(f"{name} {v[:40]}")
+        errors = getattr(m, "errors", None) or ([m.result] if isinstance(getattr(m, "result", None), str) else [])
+        if errors:  # the CLI's own words (e.g. "API Error: ..."), bounded and redacted
+            why.append(secrets.redact(" ".join(str(errors[0]).split()))[:160])
+        return f"claude CLI: the run ended with an error ({'; '.join(why)})"
 
     def _failure(self, e: Exception) -> str:
         from memd.core import secrets

@@ -439,3 +439,16 @@ def test_the_input_token_cap_stops_the_cli_after_the_reply_that_passed_it(pl: Pl
     assert pl.state.project(p.name).last_consolidation is None
     time.sleep(0.5)
     assert _cli_children() == []
+
+
+def test_a_reply_cut_at_max_tokens_applies_nothing(pl: Plan) -> None:
+    p = dup_folder(pl)
+    s = pl.stub
+    before = tree(p.memory_dir)
+    s.turns(msg(s, mem(s, "delete", path="/memories/user_role.md")),
+            *[msg(s, s.text("Merging the tab memo"), stop_reason="max_tokens") for _ in range(4)])
+    out = dream_project(pl.jc(), p)
+    # the CLI asks the model to go on a few times (memd's API loop: once, with twice the budget), then fails
+    assert out.outcome == "failed" and "exceeded the 32000 output token maximum" in out.message, out
+    assert {r.body.get("max_tokens") for r in pl.stub.main} == {pl.config.model.thinking_max_tokens}
+    assert tree(p.memory_dir) == before and pl.state.project(p.name).last_consolidation is None
