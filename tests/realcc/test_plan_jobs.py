@@ -452,3 +452,16 @@ def test_a_reply_cut_at_max_tokens_applies_nothing(pl: Plan) -> None:
     assert out.outcome == "failed" and "exceeded the 32000 output token maximum" in out.message, out
     assert {r.body.get("max_tokens") for r in pl.stub.main} == {pl.config.model.thinking_max_tokens}
     assert tree(p.memory_dir) == before and pl.state.project(p.name).last_consolidation is None
+
+
+def test_through_the_runner_the_run_log_says_the_plan_paid(pl: Plan) -> None:
+    from memd.jobs.runner import run_job
+
+    p = dup_folder(pl)
+    s = pl.stub
+    s.turns(msg(s, mem(s, "view", path="/memories/user_role.md")), msg(s, s.text("nothing to merge")))
+    result = run_job("dream", pl.jc(force=True), [p])
+    assert [o.outcome for o in result.outcomes] == ["unchanged"], result.outcomes
+    row = pl.state.runs(job="dream")[0]
+    assert row.summary.endswith("[plan credit]") and row.tokens_in == 2000 and row.tokens_out == 200
+    assert row.cost_usd > 0 and row.cost_usd == pytest.approx(plan.month_spend(pl.state, time.time()), abs=1e-6)
