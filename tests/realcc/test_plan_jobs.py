@@ -196,6 +196,9 @@ def test_a_plan_dream_merges_confined_and_billed_to_the_plan(pl: Plan) -> None:
     assert out.details["billing"] == "plan credit" and out.tokens_in == 3000 and out.tokens_out == 300
     assert out.cost_usd > 0 and plan.month_spend(pl.state, time.time()) == pytest.approx(out.cost_usd, abs=1e-6)
     assert plan.job_sessions(pl.state)  # its session id is known: catch-up would skip it
+    sent = len(pl.stub.messages)
+    again = dream_project(pl.jc(), p)  # idempotent: nothing changed since, no model call
+    assert again.outcome == "unchanged" and "not called" in again.message and len(pl.stub.messages) == sent
 
 
 HOSTILE = {
