@@ -191,8 +191,8 @@ def tool_loop(client: llm.Client, *, model: str, system: list[dict[str, Any]], u
     ``prefix_shared``: another conversation of the run sends (or sent) the same system prefix, so its
     breakpoints pay even on this conversation's last allowed call (``system_marks``)."""
     if getattr(client, "backend", "api") == "claude-plan":  # the CLI runs the loop (memd.llm.plan)
-        return cast("PlanClient", client).converse(model=model, system=system, user=user, tools=tools,
-                                                   handlers=handlers, max_turns=max_turns, stop=stop,
+        return cast("PlanClient", client).converse(LoopResult(), model=model, system=system, user=user,
+                                                   tools=tools, handlers=handlers, max_turns=max_turns, stop=stop,
                                                    token_cap=token_cap)
     messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": user}]}]
     res = LoopResult()

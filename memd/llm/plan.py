@@ -70,7 +70,9 @@ from memd.llm import client as llm
 
 if TYPE_CHECKING:
     from memd.config import Config
-    from memd.jobs.modelrun import Handler, LoopResult
+    from memd.jobs.modelrun import LoopResult
+
+Handler = Callable[[Any], tuple[str, bool]]  # a tool's handler: (result text, is_error), as the API loop's
 
 BACKEND = "claude-plan"
 MIN_CLI_VERSION = (2, 1, 328)
@@ -396,15 +398,13 @@ class PlanClient:
     def close(self) -> None:
         return None
 
-    def converse(self, *, model: str, system: list[dict[str, Any]], user: str, tools: list[dict[str, Any]],
-                 handlers: dict[str, Handler], max_turns: int, stop: Any = None,
+    def converse(self, res: LoopResult, *, model: str, system: list[dict[str, Any]], user: str,
+                 tools: list[dict[str, Any]], handlers: dict[str, Handler], max_turns: int, stop: Any = None,
                  token_cap: int | None = None) -> LoopResult:
-        """One conversation, as ``memd.jobs.modelrun.tool_loop`` has one with the API."""
+        """One conversation into ``res`` (``memd.jobs.modelrun.tool_loop`` hands it a fresh ``LoopResult``),
+        as the tool loop has one with the API."""
         import asyncio
 
-        from memd.jobs.modelrun import LoopResult
-
-        res = LoopResult()
         left = self.remaining()
         if left <= 0.5:
             raise llm.ModelError(f"run deadline reached after {self.usage.calls} call(s)")
@@ -458,14 +458,12 @@ class _Conversation:
         return sdk.create_sdk_mcp_server(SERVER, tools=made), [f"mcp__{SERVER}__{t.name}" for t in made]
 
     def _wrap(self, handler: Handler) -> Callable[[Any], Any]:
-        from memd.jobs.modelrun import MAX_TOOL_CALLS
-
         async def run(args: Any) -> dict[str, Any]:
             res = self.res
             res.tool_calls += 1
-            if res.tool_calls > MAX_TOOL_CALLS:
-                text, err = f"Error: at most {MAX_TOOL_CALLS} tool calls per run; finish now.", True
-                cap = f"the run's {MAX_TOOL_CALLS} tool calls"
+            if res.tool_calls > llm.MAX_TOOL_CALLS:
+                text, err = f"Error: at most {llm.MAX_TOOL_CALLS} tool calls per run; finish now.", True
+                cap = f"the run's {llm.MAX_TOOL_CALLS} tool calls"
                 if cap not in res.caps:
                     res.caps.append(cap)
             else:
