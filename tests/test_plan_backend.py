@@ -23,6 +23,7 @@ from memd.jobs.dream import dream_project
 from memd.jobs.modelrun import off_reason
 from memd.llm import client as llm
 from memd.llm import plan
+from memd.llm.planrun import PlanClient
 from tests.plugins.stub_api import StubAPI
 from tests.test_model_jobs import Env, _fake_session, _user, dup_folder
 
@@ -92,7 +93,7 @@ def test_without_the_extra_the_off_reason_says_how_to_install_it(env: Env, tmp_p
     why = plan.off_reason(cfg) or ""
     assert "claude-agent-sdk package is not installed" in why and "memd[plan]" in why
     with pytest.raises(llm.ModelOff):
-        plan.PlanClient(cfg, 60.0, tmp_path / "cwd")
+        PlanClient(cfg, 60.0, tmp_path / "cwd")
 
 
 def test_a_logged_out_cli_says_not_logged_in(env: Env, tmp_path: Path) -> None:

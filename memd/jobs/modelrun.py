@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from memd.config import Config
     from memd.llm.batch import BatchNote, BatchPlan
     from memd.llm.memtool import StagedMemory
-    from memd.llm.plan import PlanClient
+    from memd.llm.planrun import PlanClient
 
 Handler = Callable[[Any], tuple[str, bool]]
 MAX_TOOL_CALLS = llm.MAX_TOOL_CALLS  # per run: a model looping on tool calls stops here
@@ -56,11 +56,12 @@ MAX_TURN_RESULT_CHARS = 60_000  # tool results of one turn (about 15,000 tokens)
 
 def make_client(jc: JobContext, *, deadline_s: float) -> llm.Client:
     """The run's model client for ``model.backend``: memd's Messages API client, or the user's Claude
-    Code CLI (``memd.llm.plan.PlanClient``, the same attributes the jobs read: ``usage``, ``source``,
+    Code CLI (``memd.llm.planrun.PlanClient``, the same attributes the jobs read: ``usage``, ``source``,
     ``close``), whose spend and session ids go to memd's state (the month's cap; catch-up skips them)."""
     if jc.config.model.backend != "claude-plan":
         return llm.Client(jc.config, deadline_s=deadline_s)
     from memd.llm import plan
+    from memd.llm.planrun import PlanClient
 
     state, clock = jc.state, jc.clock
 
@@ -75,8 +76,8 @@ def make_client(jc: JobContext, *, deadline_s: float) -> llm.Client:
             return None
         return max(0.0, cap - plan.month_spend(state, clock.time()))
 
-    client = plan.PlanClient(jc.config, deadline_s, jc.state_dir / plan.WORKDIR, on_spend=spent, budget_left=left)
-    return client  # type: ignore[return-value]
+    client = PlanClient(jc.config, deadline_s, jc.state_dir / plan.WORKDIR, on_spend=spent, budget_left=left)
+    return cast("llm.Client", client)
 
 
 def off_reason(jc: JobContext) -> str | None:
