@@ -123,7 +123,7 @@ class ModelConfig(Record):
     backend: str = key(
         "api", "Who runs catch-up and dream: 'api' calls the Messages API with memd's client (an API key, "
         "apiKeyHelper, Bedrock or Vertex); 'claude-plan' runs them through your own Claude Code CLI and the login "
-        "you made there (a Claude plan's Agent SDK credit; needs memd[plan]; docs/plan.md). Recall stays on 'api'.",
+        "you made there (a Claude plan's Agent SDK credit; needs the plan extra; docs/plan.md). Recall stays on 'api'.",
         choices=("api", "claude-plan"))
     claude_cli: str = key("", "With backend = 'claude-plan': the claude executable to run ('' = the one on PATH, "
                           "else Claude Code's usual install places, else the Agent SDK's bundled one).")

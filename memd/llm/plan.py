@@ -3,7 +3,7 @@
 A Claude plan (Pro, Max, Team) can pay for Agent SDK work out of a monthly credit the user claims
 once (facts.md section 9). memd never reads, copies, stores or asks for a credential: it runs the
 user's ``claude`` with the login the user already made, through the ``claude-agent-sdk`` package
-(the ``memd[plan]`` extra, imported only here, only when a job runs).
+(the ``plan`` extra, imported only by ``memd.llm.planrun``, only when a job runs).
 
 API::
 
@@ -240,8 +240,8 @@ def off_reason(config: Config) -> str | None:
     head = 'model work is off: model.backend = "claude-plan" but '
     tail = f" ({DOCS}); only the deterministic parts run"
     if not sdk_installed():
-        return (head + "the claude-agent-sdk package is not installed (pip install 'memd[plan]' in memd's "
-                "environment)" + tail)
+        return (head + "the claude-agent-sdk package is not installed (the plan extra: pip install "
+                "claude-agent-sdk in memd's environment)" + tail)
     status = cli_status(config)
     if status.problem:
         return head + status.problem + tail

@@ -2,7 +2,7 @@
 
 ``PlanClient`` stands where the jobs hold a ``llm.Client`` (``usage``, ``source``, ``close``,
 ``remaining``); ``memd.jobs.modelrun.tool_loop`` hands it each conversation (``converse``). The Agent
-SDK (``claude_agent_sdk``, the ``memd[plan]`` extra) is imported here only, when a conversation starts.
+SDK (``claude_agent_sdk``, the ``plan`` extra) is imported here only, when a conversation starts.
 memd's tools become in-process MCP tools (``create_sdk_mcp_server``) whose handlers are memd's own
 (``memd.llm.memtool``); the isolation knobs, the accounting and the stops are described in
 ``memd.llm.plan``'s module doc, which also owns the CLI, its login and the month's spend.
