@@ -120,6 +120,16 @@ class DaemonConfig(Record):
 class ModelConfig(Record):
     """The model behind catch-up, dream and recall."""
 
+    backend: str = key(
+        "api", "Who runs catch-up and dream: 'api' calls the Messages API with memd's client (an API key, "
+        "apiKeyHelper, Bedrock or Vertex); 'claude-plan' runs them through your own Claude Code CLI and the login "
+        "you made there (a Claude plan's Agent SDK credit; needs the plan extra; docs/plan.md). Recall stays on 'api'.",
+        choices=("api", "claude-plan"))
+    claude_cli: str = key("", "With backend = 'claude-plan': the claude executable to run ('' = the one on PATH, "
+                          "else Claude Code's usual install places, else the Agent SDK's bundled one).")
+    monthly_budget_usd: float = key(
+        5.0, "With backend = 'claude-plan': the most memd's jobs may spend in a calendar month (UTC), as the CLI "
+        "reports it; past it model work stops until the month ends (memd status says so). 0 = no cap.", min=0)
     api_key_file: str = key("", "File holding the API key (default: the ANTHROPIC_API_KEY variable).")
     base_url: str = key("", "Messages API endpoint (default: ANTHROPIC_BASE_URL, else Anthropic's).")
     # Both defaults are Haiku 5.5 (docs/model-jobs.md, "Default models"): a tenth of Haiku 4.5's list

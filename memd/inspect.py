@@ -547,18 +547,66 @@ def project_memory_off(project: Project, session: Path | None) -> str | None:
     return memory_off_for(project.dir.parent.parent, [cwd] if cwd else [])
 
 
-def model_credential(config: Config, claude: Path | None = None) -> dict[str, Any]:
+def model_credential(config: Config, claude: Path | None = None, state_dir: Path | None = None) -> dict[str, Any]:
     """Which credential source model work uses and whether it is on (never the secret): the
     ``model`` part of ``memd status``. ``claude``: the Claude folder whose settings count (default:
-    the config's)."""
+    the config's). With ``model.backend = "claude-plan"``: the CLI memd runs, its version and login
+    (``claude auth status``, never a credential file) and this month's spend against
+    ``model.monthly_budget_usd`` (read from ``state_dir``). With the ``api`` backend and no
+    credential, a logged-in CLI is named with the setting that would use it (``hint``)."""
     from memd import layout
+    from memd.llm import plan
     from memd.llm.client import credential_source
 
-    return credential_source(config, None, None if claude is None else layout.read_settings(claude)).as_json()
+    if config.model.backend == plan.BACKEND:
+        return _plan_credential(config, state_dir)
+    out = {"backend": "api", **credential_source(config, None, None if claude is None
+                                                  else layout.read_settings(claude)).as_json()}
+    if not out["model_work"] and out["kind"] == "none":
+        hint = plan.logged_in_hint(config)
+        if hint:
+            out["hint"] = hint
+    return out
+
+
+def _plan_credential(config: Config, state_dir: Path | None) -> dict[str, Any]:
+    import time
+
+    from memd.llm import plan
+
+    off = plan.off_reason(config)
+    cli = plan.cli_status(config)
+    spent: float | None = 0.0  # no state yet: nothing spent
+    from memd.state import FILENAME, StateStore
+
+    if state_dir is not None and (state_dir / FILENAME).exists():
+
+        try:
+            with StateStore.open(state_dir, timeout=2.0) as st:
+                spent = plan.month_spend(st, time.time())
+                off = off or plan.budget_reason(config, st, time.time())
+        except Exception:  # status reports what it can: an unreadable state is said elsewhere
+            spent = None
+    who = f"{cli.auth_method}, {cli.subscription} plan" if cli.subscription else (cli.auth_method or "no login")
+    desc = (f"the claude CLI {cli.path} {cli.version or '(version unknown)'} ({who})" if cli.path
+            else "no claude CLI")
+    return {"backend": plan.BACKEND, "kind": "claude_plan", "description": desc, "model_work": off is None,
+            "off_reason": off, "cli": cli.as_json(), "month_spend_usd": spent,
+            "monthly_budget_usd": config.model.monthly_budget_usd}
 
 
 def credential_line(cred: dict[str, Any]) -> str:
-    """The text status's credential line."""
+    """The text status's credential line (and, for the claude-plan backend, the month's spend)."""
+    spend = ""
+    if cred.get("backend") == "claude-plan":
+        cap = cred.get("monthly_budget_usd") or 0
+        spent = cred.get("month_spend_usd")
+        spent_s = f"${spent:.2f}" if isinstance(spent, (int, float)) else "unknown"
+        spend = (f"model spend this month (claude-plan, as the CLI reports it): {spent_s}"
+                 + (f" of model.monthly_budget_usd ${cap:.2f}" if cap else " (no monthly cap)") + "\n")
     if cred["model_work"]:
-        return f"model work: on ({cred['kind']}: {cred['description']})\n"
-    return f"model work: off ({cred['kind']}: {cred['description']}) - {cred['off_reason']}\n"
+        return f"model work: on ({cred['kind']}: {cred['description']})\n" + spend
+    line = f"model work: off ({cred['kind']}: {cred['description']}) - {cred['off_reason']}\n"
+    if cred.get("hint"):
+        line += f"  {cred['hint']}\n"
+    return line + spend

@@ -31,6 +31,7 @@ NOT_MADE_HERE = {
     "said-on.json": "only after a catch-up with a model wrote memory (tests/test_model_costs.py, MEM040)",
     "reports/": "the daemon's morning check-in writes it",
     "recall/": "only with hooks.recall = true and a key (tests/test_recall.py)",
+    "claude-plan-cwd/": "only with model.backend = \"claude-plan\" and a model run (tests/realcc/test_plan_jobs.py)",
     "ui-url.json": "only with [ui] serve = true, while the daemon serves the viewer (tests/test_ui_daemon.py)",
     "forget/": "only while `memd forget --apply` runs (tests/test_forget_kills.py)",
     "state.sqlite3-wal": "SQLite's, while the database is open", "state.sqlite3-shm": "SQLite's, while open",

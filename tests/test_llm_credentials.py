@@ -198,8 +198,9 @@ def test_status_names_the_source_never_the_secret(claude_home: Path, tmp_path: P
     assert cli.main(["status", "--format", "json"]) == 0
     jout, jerr = capsys.readouterr()
     model = json.loads(jout)["model"]
-    assert model == {"kind": "api_key_helper", "description": "apiKeyHelper in Claude Code's settings.json",
-                     "model_work": True, "off_reason": None}
+    assert model == {"backend": "api", "kind": "api_key_helper",
+                     "description": "apiKeyHelper in Claude Code's settings.json", "model_work": True,
+                     "off_reason": None}
     monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", TOKEN)
     assert cli.main(["status"]) == 0
     tout, terr = capsys.readouterr()

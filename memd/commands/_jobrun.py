@@ -28,9 +28,11 @@ def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: b
     result = run_once(job, ctx, projects, force=force, dry_run=args.dry_run, work=work, bar=True)
     off = None
     if job in ("dream", "catchup"):  # a sync never reaches the model (nor imports its client)
-        from memd.llm.client import model_off_reason
+        from memd.llm.client import jobs_off_reason
 
-        off = model_off_reason(cfg)
+        off = jobs_off_reason(cfg)
+        if off is None and cfg.model.backend == "claude-plan" and any(o.model_off for o in result.outcomes):
+            off = _month_spent(ctx)  # the month's cap (model.monthly_budget_usd) stopped model work
     if off:
         print(off[0].upper() + off[1:] + ".")  # said once, not once per project
     for out in result.outcomes:
@@ -46,6 +48,16 @@ def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: b
     if not projects:
         print("no projects", file=sys.stderr)
     return exit_code(result)
+
+
+def _month_spent(ctx: Context) -> str | None:
+    import time
+
+    from memd.llm import plan
+    from memd.state import StateStore
+
+    with StateStore.open(ctx.state_dir) as state:
+        return plan.budget_reason(ctx.config, state, time.time())
 
 
 def run_once(job: str, ctx: Context, projects: list[Any], *, force: bool, dry_run: bool,

@@ -84,7 +84,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         print(n, file=sys.stderr if as_json else sys.stdout)
     rows = status_rows(projects or [], ctx.config, ctx.state_dir)
     warnings = measured_warnings(rows, ctx.config)
-    cred = model_credential(ctx.config, ctx.claude_dir)  # which credential source model work uses (never the secret)
+    # which credential source (or claude CLI) model work uses, never the secret
+    cred = model_credential(ctx.config, ctx.claude_dir, ctx.state_dir)
     text, daemon = info.status_section(ctx.state_dir, ctx.config)
     recorded = _recorded(daemon, {r.project for r in rows})
     from memd.sync.held import budget_lines  # issue 33: a synced index over its budget, and how to resolve it

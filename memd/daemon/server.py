@@ -434,9 +434,9 @@ class Daemon:
     def _say_model_off(self) -> None:
         """Say once (at start, and after a reload that changes it) that model work is off, and which
         configured models have no price (their runs' cost is unknown, never $0)."""
-        from memd.llm.client import model_off_reason, unpriced_models
+        from memd.llm.client import jobs_off_reason, unpriced_models
 
-        reason = model_off_reason(self.config)
+        reason = jobs_off_reason(self.config)
         if reason != getattr(self, "_model_off_said", None):
             self._model_off_said = reason
             if reason:

@@ -75,9 +75,12 @@ def pending_sessions(jc: JobContext, project: Project, now: float) -> tuple[list
 
     out: list[TranscriptState] = []
     active = 0
+    own_folder, own_ids = own_sessions(jc)
     for t in jc.state.transcripts(project.name):
         if is_subagent(t.path) or (t.extract_offset >= t.scan_offset and t.extract_inode in (0, t.inode)):
             continue
+        if t.path.parent.name[:200] == own_folder[:200] or t.session_id in own_ids or t.path.stem in own_ids:
+            continue  # a session of memd's own job (the claude-plan backend): never catch-up input
         if not t.path.exists():
             continue
         if is_active(t.path, now, jc.config.transcripts.active_minutes):
@@ -86,6 +89,16 @@ def pending_sessions(jc: JobContext, project: Project, now: float) -> tuple[list
         out.append(t)
     out.sort(key=lambda t: t.last_record_at or 0.0)
     return out, active
+
+
+def own_sessions(jc: JobContext) -> tuple[str, frozenset[str]]:
+    """memd's own job sessions (``model.backend = "claude-plan"``): the folder under ``projects/`` a job
+    session's transcript would go to, and the session ids the jobs ran. The CLI writes no transcript for
+    them (``--no-session-persistence``); were one written anyway, catch-up does not read it."""
+    from memd.llm import plan
+
+    ids = frozenset(plan.job_sessions(jc.state)) if jc.state is not None else frozenset()
+    return plan.workdir_folder_name(jc.state_dir), ids
 
 
 def _has_conversation(span: Span) -> bool:
@@ -139,7 +152,7 @@ def catchup_project(jc: JobContext, project: Project) -> ProjectOutcome:
             out.message += f" ({active} active session(s) wait until they have been quiet for "
             out.message += f"{jc.config.transcripts.active_minutes:g} minutes)"
         return out
-    off = llm.model_off_reason(cfg)
+    off = mr.off_reason(jc)
     if off is not None:
         return ProjectOutcome.without_model(project.name, "skipped", off,
                                             f"({len(pending)} session(s) wait for extraction)", sep=" ",
@@ -360,7 +373,7 @@ class _Extraction:
         self.st = st = ws.get()
         # the deadline is sized to the call cap: each span's turns plus a max_tokens retry
         deadline = llm.run_deadline(cfg, cfg.catchup.max_sessions * (cfg.catchup.max_tool_turns + 1))
-        self.client = llm.Client(cfg, deadline_s=deadline)
+        self.client = mr.make_client(self.jc, deadline_s=deadline)
         self.batch = mr.batch_plan(self.jc, "catchup", project.name, self.client, deadline, cfg.model.extract_model)
         self.tool = mr.memory_tool(st, cfg)
         material = "Existing memories (the manifest):\n" + mr.manifest(st.root, cfg, live=project.memory_dir)

@@ -88,7 +88,7 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
     why = changed_since(jc, project, last)
     if why is None and not jc.force:
         return ProjectOutcome(project.name, "unchanged", "nothing changed since the last dream; model not called")
-    off = llm.model_off_reason(cfg)
+    off = mr.off_reason(jc)
     if off is not None:
         return _deterministic(jc, project, off)
     if not project.memory_dir.is_dir():
@@ -140,7 +140,7 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         system = llm.cached_system(prompts.render("dream", cfg), material + ("\n\n" + cmd if cmd else ""))
         # the deadline is sized to the call cap (one more call: a max_tokens retry)
         deadline = llm.run_deadline(cfg, cfg.dream.max_tool_turns + 1)
-        client = llm.Client(cfg, deadline_s=deadline)
+        client = mr.make_client(jc, deadline_s=deadline)
         # the night's first call at half price, where model.batch allows it
         plan = mr.batch_plan(jc, "dream", project.name, client, deadline, cfg.model.dream_model)
         if plan is not None:

@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from memd import apply as ap
 from memd.jobs import JobContext, ProjectOutcome
@@ -47,10 +47,48 @@ if TYPE_CHECKING:
     from memd.config import Config
     from memd.llm.batch import BatchNote, BatchPlan
     from memd.llm.memtool import StagedMemory
+    from memd.llm.planrun import PlanClient
 
 Handler = Callable[[Any], tuple[str, bool]]
 MAX_TOOL_CALLS = llm.MAX_TOOL_CALLS  # per run: a model looping on tool calls stops here
 MAX_TURN_RESULT_CHARS = 60_000  # tool results of one turn (about 15,000 tokens)
+
+
+def make_client(jc: JobContext, *, deadline_s: float) -> llm.Client:
+    """The run's model client for ``model.backend``: memd's Messages API client, or the user's Claude
+    Code CLI (``memd.llm.planrun.PlanClient``, the same attributes the jobs read: ``usage``, ``source``,
+    ``close``), whose spend and session ids go to memd's state (the month's cap; catch-up skips them)."""
+    if jc.config.model.backend != "claude-plan":
+        return llm.Client(jc.config, deadline_s=deadline_s)
+    from memd.llm import plan
+    from memd.llm.planrun import PlanClient
+
+    state, clock = jc.state, jc.clock
+
+    def spent(usd: float, session: str) -> None:
+        if state is not None:
+            plan.add_spend(state, clock.time(), usd)
+            plan.remember_session(state, session)
+
+    def left() -> float | None:
+        cap = jc.config.model.monthly_budget_usd
+        if cap <= 0 or state is None:
+            return None
+        return max(0.0, cap - plan.month_spend(state, clock.time()))
+
+    client = PlanClient(jc.config, deadline_s, jc.state_dir / plan.WORKDIR, on_spend=spent, budget_left=left)
+    return cast("llm.Client", client)
+
+
+def off_reason(jc: JobContext) -> str | None:
+    """Why this run's model work is off (``llm.jobs_off_reason``), or the month's cap of the claude-plan
+    backend (``model.monthly_budget_usd``) is spent; None: the model may be called."""
+    off = llm.jobs_off_reason(jc.config)
+    if off is None and jc.config.model.backend == "claude-plan":
+        from memd.llm import plan
+
+        off = plan.budget_reason(jc.config, jc.state, jc.clock.time())
+    return off
 
 
 def manifest(root: Path, config: Config, *, skip: set[str] | None = None, live: Path | None = None) -> str:
@@ -153,6 +191,10 @@ def tool_loop(client: llm.Client, *, model: str, system: list[dict[str, Any]], u
     same caps before it, the same validation and stop reasons after it, a synchronous fallback).
     ``prefix_shared``: another conversation of the run sends (or sent) the same system prefix, so its
     breakpoints pay even on this conversation's last allowed call (``system_marks``)."""
+    if getattr(client, "backend", "api") == "claude-plan":  # the CLI runs the loop (memd.llm.plan)
+        return cast("PlanClient", client).converse(LoopResult(), model=model, system=system, user=user,
+                                                   tools=tools, handlers=handlers, max_turns=max_turns, stop=stop,
+                                                   token_cap=token_cap)
     messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": user}]}]
     res = LoopResult()
     budget, extra = llm.thinking_params(client.config, model)
@@ -306,6 +348,8 @@ def add_usage(out: ProjectOutcome, usage: llm.Usage) -> None:
         out.cost_unknown = True
     if usage.rejected:
         out.details["usage_rejected"] = list(usage.rejected)
+    if usage.billing:  # the claude-plan backend: "plan credit" when the CLI used the plan's login
+        out.details["billing"] = usage.billing
     if usage.batched_calls:  # priced at the batch rate in cost_usd
         out.details["batched_calls"] = usage.batched_calls
         out.details["batch_saved_usd"] = round(usage.batch_saved_usd, 6)
@@ -318,6 +362,8 @@ def batch_plan(jc: JobContext, job: str, project: str, client: llm.Client, run_d
     provider, and for ``auto`` whether the model's batches have been paying and the endpoint has them)."""
     from memd.llm import batch as lb
 
+    if getattr(client, "backend", "api") != "api":  # the CLI makes its own calls: no Message Batches there
+        return None
     cache = lb.cache_record(jc.state, model)
     now = jc.clock.time()
     if lb.decide(jc.config, unattended=jc.unattended, source_kind=client.source.kind, cache=cache,

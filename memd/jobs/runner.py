@@ -188,11 +188,13 @@ def run_project(job: str, jc: JobContext, project: Project, work: ProjectJob,
             lock.release(success=consolidated(job, jc, out))
     duration = jc.clock.monotonic() - t0
     ended = jc.clock.time()
+    billing = out.details.get("billing")  # the claude-plan backend: who paid (memd.llm.plan)
+    summary = f"{out.message[:480]} [{billing}]" if isinstance(billing, str) and billing else out.message[:500]
     if jc.state is not None and run_id is not None:
         jc.state.finish_run(run_id, outcome=out.outcome, ended=ended, added=out.added, changed=out.changed,
                             deleted=out.deleted, tokens_in=out.tokens_in, tokens_out=out.tokens_out,
                             cache_read=out.cache_read, cache_write=out.cache_write, cost_usd=out.cost_usd,
-                            cost_unknown=out.cost_unknown, error=out.error, summary=out.message[:500],
+                            cost_unknown=out.cost_unknown, error=out.error, summary=summary,
                             history_run=out.run_id or "")
         note_consolidation(jc, job, out)
         if job == "dream" and out.outcome not in ("skipped", "failed"):
@@ -208,7 +210,7 @@ def run_project(job: str, jc: JobContext, project: Project, work: ProjectJob,
                         cache_read=out.cache_read, cache_write=out.cache_write, tokens_total=out.tokens_total,
                         cost_usd=None if out.cost_unknown else round(out.cost_usd, 6),
                         **({"cost_unknown": True, "cost_usd_priced": round(out.cost_usd, 6)} if out.cost_unknown
-                           else {}), message=out.message, error=out.error)
+                           else {}), **({"billing": billing} if billing else {}), message=out.message, error=out.error)
     return out
 
 

@@ -336,8 +336,26 @@ def _run_helper(command: str, env: Mapping[str, str], timeout_s: float) -> Sourc
 
 
 def model_off_reason(config: Config) -> str | None:
-    """None when a credential is there; else the one sentence that says model work is off."""
+    """None when a credential is there; else the one sentence that says model work is off (the
+    ``api`` backend's: recall always calls the API)."""
     return credential_source(config).off_reason
+
+
+def jobs_off_reason(config: Config) -> str | None:
+    """Why catch-up and dream cannot reach a model with ``model.backend`` (None: they can). With the
+    ``api`` backend and no credential, a logged-in Claude Code CLI is named, with the setting that would
+    use it (``memd.llm.plan.logged_in_hint``): memd never switches backends on its own."""
+    if config.model.backend == "claude-plan":
+        from memd.llm import plan
+
+        return plan.off_reason(config)
+    source = credential_source(config)
+    if source.off_reason is None or source.kind != "none":
+        return source.off_reason
+    from memd.llm import plan
+
+    hint = plan.logged_in_hint(config)
+    return source.off_reason + (f"; {hint}" if hint else "")
 
 
 # --------------------------------------------------------------------------- usage and cost
@@ -399,6 +417,7 @@ class Usage:
     rejected: list[str] = field(default_factory=list)  # usage numbers that failed validation (why)
     batched_calls: int = 0  # replies that came through Message Batches (priced at the batch rate)
     batch_saved_usd: float = 0.0  # what those replies would have cost more at the list price
+    billing: str = ""  # the claude-plan backend: "plan credit" when the CLI used the plan's login
 
     @property
     def cost_known(self) -> bool:

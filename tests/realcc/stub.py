@@ -8,7 +8,8 @@ scripted replies, errors) and adds what the CLI needs:
   ``message_delta`` with the stop reason, ``message_stop``). Non-stream requests get the plain JSON.
 - Main turns and side queries: the CLI also sends small side queries of its own (the recall selector
   over the memory manifest, titles, ...). Only requests that look like the main agent loop (they
-  carry the ``Write`` tool) take the next scripted turn; every other request gets ``side_reply(rec)``
+  carry the ``Write`` tool, or memd's ``mcp__memd__`` tools) take the next scripted turn; every other
+  request gets ``side_reply(rec)``
   (default: an empty JSON selection ``{"selected_memories": []}`` as text, harmless for any
   side query). When the script is exhausted the main loop gets a plain "done." text turn.
 - Every other route (``/v1/messages/count_tokens``, anything unknown) answers something harmless
@@ -28,10 +29,12 @@ Turn = dict[str, Any]
 
 
 def is_main_turn(body: Any) -> bool:
-    """True for a request of the main agent loop (it offers the Write tool)."""
+    """True for a request of the main agent loop: it offers the Write tool, or memd's own tools (a job of
+    the claude-plan backend, which has no built-in tool: tests/realcc/test_plan_jobs.py)."""
     if not isinstance(body, dict):
         return False
-    return any(isinstance(t, dict) and t.get("name") == "Write" for t in body.get("tools") or [])
+    return any(isinstance(t, dict) and (t.get("name") == "Write" or str(t.get("name", "")).startswith("mcp__memd__"))
+               for t in body.get("tools") or [])
 
 
 def user_texts(body: Any) -> list[str]:
