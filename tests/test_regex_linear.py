@@ -115,7 +115,7 @@ TABLE: dict[str, str] = {
     "memd/ccsettings:sanitize.name": "_NON_ALNUM: one character class",
     "memd/ccsettings:transcript_version.found": "_VERSION: fixed key, bounded digits",
     "memd/ccsettings:transcript_version.found#2": "_VERSION: fixed key, bounded digits",
-    "memd/hooks/tool_use:oversized_event": "_RAW_KEY: one of four keys after [{,] and blanks, a bounded string",
+    "memd/hooks/tool_use:raw_fields": "_RAW_KEY: one of four keys after [{,] and blanks, a bounded string",
     "memd/recall:_SAFE_ID": "anchored, bounded",
     "memd/transcripts/render:_BASE64": "a run from its start (lookbehind), then padding",
     "memd/sync/merge:_MODIFIED": "match: possessive indent, a fixed key, then .* to the line's end (the value is "
