@@ -625,4 +625,9 @@ LOOKALIKES += [
     "client_secret: from Azure portal, 24 months",
     "GITHUB_TOKEN: ${{ secrets.GITHUB_TOKEN }}",
     "NPM_TOKEN: ${{ secrets.NPM_TOKEN }}",
+    # from real transcripts (go test's output, a docs snippet)
+    "--- PASS: TestLoadSessionState_WithEndedAt (0.07s)",
+    "--- PASS: TestPrepareCommitMsg_AmendPreservesExistingTrailer (0.06s)\nok  \tcli/internal\t0.412s",
+    'export GH_TOKEN="github_pat_xxxx"',
+    "User: alice, role: admin2 (see the ACL)",
 ]

@@ -11,7 +11,7 @@ secrets of 60+ providers, in the shapes the public rule sets document, every cha
 
 Before the fix main's scanner caught 123 of the 256 (compound keys with ``: ``, ``*_APP_KEY=``, Okta
 ``SSWS``, New Relic ``NRAK-``, FCM server keys, prose credentials, spaced and line-split keys and 60-odd
-provider formats were let through and reached the model), and flagged 7 of the 129 look-alikes
+provider formats were let through and reached the model), and flagged 8 of the 133 look-alikes
 (``sk-ant-...``, ``[REDACTED]``, ``os.environ[...]``, ``os.getenv``, ``process.env``).
 """
 

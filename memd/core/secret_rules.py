@@ -163,14 +163,15 @@ SPECS += [
         r"(?im)(?<![\w-])name:[ \t]*[\"']?[a-z0-9_.\-]{0,40}?(?:password|passwd|secret|token|api_?key|"
         r"app_?key|admin_?key|credentials?)(?:_?key)?[\"']?[ \t]*\r?\n[ \t]*value:[ \t]*[\"']?"
         r"(?!" + _NOT_A_VALUE + r")[^\s\"'#]{4,256}"),
-    # prose: "login: admin / <pw>", "user root, pw <pw>", "pass: <pw>" (a value with a digit or a symbol)
+    # prose: "login: admin / <pw>", "user: deploy, pw: <pw>", "pass: <pw>": a value with a digit or a symbol.
+    # Lower case or capitalised only: a transcript's "USER: " and go test's "--- PASS: TestX (0.07s)" are no label
     ("credential in prose",
-        r"(?i)(?<![\w-])(?:login|user(?:name)?|creds?|account)[ \t]*[:=][ \t]*[^\s/:,]{1,64}[ \t]*(?:/|:|,)[ \t]*"
-        r"(?:(?:pass(?:word)?|pw|pwd)[ \t]*[:=]?[ \t]*)?(?!" + _NOT_A_VALUE + r")"
-        r"(?=[^\s\"'`:]{0,64}[^A-Za-z\s\"'`:])[^\s\"'`,;:]{6,128}"),
+        r"(?<![\w-])(?:[Ll]ogin|[Uu]ser(?:name)?|[Cc]reds?|[Aa]ccount)[ \t]*[:=][ \t]*[^\s/:,]{1,64}"
+        r"(?:[ \t]*/[ \t]*|:|,[ \t]*(?:[Pp]ass(?:word)?|pw|pwd)[ \t]*[:=][ \t]*)(?!" + _NOT_A_VALUE + r")"
+        r"(?=[^\s\"'`:]{0,64}[0-9!@#%^&*+=?~])[^\s\"'`,;:]{6,128}"),
     ("credential in prose",
-        r"(?i)(?<![\w-])(?:pass|pw|pword)[ \t]*[:=][ \t]*[\"'`]?(?!" + _NOT_A_VALUE + r"|-)"
-        r"(?=[^\s\"'`]{0,64}[^A-Za-z\s\"'`])[^\s\"'`,;]{6,128}"),
+        r"(?<![\w-])(?:[Pp]ass|pw|pword)[ \t]*[:=][ \t]*[\"'`]?(?!" + _NOT_A_VALUE + r"|-)"
+        r"(?=[^\s\"'`]{0,64}[0-9!@#%^&*+=?~])[^\s\"'`,;]{6,128}"),
     ("credential assignment",
         r"(?im)^[ \t]*[\"']?(?:password|passwd|pwd|passphrase|secret|api[_-]?key|token)[\"']?[ \t]*:[ \t]*[|>][-+]?"
         r"[ \t]*\r?\n[ \t]+(?![$<{]|\*{3}|x{3})\S{6,256}"),
@@ -286,6 +287,8 @@ def harmless(found: str, kind: str = "") -> bool:
         return True
     if kind != "cut token" and ("..." in found or "…" in found):
         return True
+    if found.rstrip("\"'`").endswith(("xxxx", "XXXX")):
+        return True  # a filler tail: github_pat_xxxx
     return any(f in found for f in _FILLERS)
 
 
@@ -312,14 +315,19 @@ def rules(strict: bool = False, pii: bool = True) -> list[tuple[str, re.Pattern[
 
 
 Span = tuple[str, int, int]  # (kind, start, end) of a secret in a text
+NAMED_KINDS = frozenset({"password assignment", "credential assignment", "credential in prose"})
 
 
 def collect_spans(text: str, ruleset: Iterable[tuple[str, re.Pattern[str]]]) -> list[Span]:
-    """The matches of ruleset (in order) over text as (kind, start, end): a span whose start an
-    earlier rule already claimed is not reported again, allowed e-mail domains are skipped; sorted
-    by position."""
+    """The matches of ruleset (in order, the ``NAMED_KINDS`` last) over text as (kind, start, end): a span
+    whose start an earlier rule already claimed is not reported again, nor a named value's span that
+    overlaps one; allowed e-mail domains are skipped; sorted by position."""
     spans: list[Span] = []  # sorted by start: what earlier rules claimed
-    for kind, rx in ruleset:
+    # the rules that judge a value by its name run last, and a match of theirs that overlaps a provider's is
+    # left to it: "token: ghp_…" is a GitHub token, not a credential assignment
+    ordered = sorted(ruleset, key=lambda r: r[0] in NAMED_KINDS)
+    for kind, rx in ordered:
+        named = kind in NAMED_KINDS
         new: list[Span] = []
         j, reach = 0, -1  # spans[:j] start at or before the match; reach: the furthest end among them
         for m in rx.finditer(text):
@@ -331,7 +339,7 @@ def collect_spans(text: str, ruleset: Iterable[tuple[str, re.Pattern[str]]]) -> 
             while j < len(spans) and spans[j][1] <= start:
                 reach = max(reach, spans[j][2])
                 j += 1
-            if start < reach:
+            if start < reach or (named and j < len(spans) and spans[j][1] < m.end()):
                 continue
             new.append((kind, start, m.end()))
         if new:
