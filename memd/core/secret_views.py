@@ -10,6 +10,9 @@ reference). Beyond the rules over the text as written:
   the common case, is already that and is not copied;
 - a token split by a space or tab (``AKIA… 7EXA…``): runs of token-like pieces joined, the rules run
   over the joined run, and a match that crosses a join counts when it holds a digit;
+- a key spaced one character at a time (``g h p _ 1 a B …``), and a token split over two lines with no
+  word around it (a run that ends a line joined to the one that starts the next: only a provider's
+  shape counts across the break);
 - a random-looking value next to a word that says what it is ("the database password is …",
   "api key: …"): ``_CONTEXT`` and ``looks_random``;
 - a bare AWS secret access key (40 characters of base64 with upper case, lower case and digits,
