@@ -309,3 +309,325 @@ LOOKALIKES: list[str] = [
     "TOKEN_TTL=3600 and SECRET_ROTATION_DAYS=90",
     "redis://localhost:6379/0",
 ]
+
+
+# --------------------------------------------------------------------------- issue 34: provider shapes
+
+class Secret(Record):
+    provider: str  # whose secret (a provider, or "generic: <form>" for a password under a name)
+    text: str  # as it would be written into memory or said in a session
+    secret: str  # what must not survive redaction nor reach the model
+
+
+def _p(provider: str, value: str, *contexts: str) -> list[Secret]:
+    """A provider's value in each of the contexts (``{v}`` is the value), or bare in a note."""
+    forms = contexts or ("the key is {v}",)
+    return [Secret(provider, c.format(v=value), value) for c in forms]
+
+
+def _b32low(n: int) -> str:
+    return r("abcdefghijklmnopqrstuvwxyz234567", n)
+
+
+def _providers() -> list[Secret]:
+    """At least 250 secrets of 60+ providers, each with the shape its provider documents (the public rule
+    sets: gitleaks, trufflehog, GitHub's secret scanning), every character random of the right alphabet."""
+    out: list[Secret] = []
+    add = out.extend
+    # cloud
+    add(_p("AWS", "AKIA" + r(UP + "234567", 16), "id {v}", "aws_access_key_id = {v}", "- AWS key {v} (ci)"))
+    add(_p("AWS", r(ALNUM, 18) + "/" + r(ALNUM, 10) + "+" + r(ALNUM, 10), "aws_secret_access_key={v}",
+           "secret: {v}"))
+    add(_p("AWS Bedrock", "ABSK" + r(B64, 132), "bedrock key {v}"))
+    add(_p("Google Cloud", "AI" + "za" + r(URLSAFE, 35), "maps {v}", "GOOGLE_API_KEY={v}"))
+    add(_p("Google OAuth", "GOC" + "SPX-" + r(URLSAFE, 28), "client secret {v}"))
+    add(_p("Google OAuth", "ya" + "29." + r(URLSAFE, 80), "access token {v}"))
+    add(_p("Firebase Cloud Messaging", "AAAA" + r(URLSAFE, 7) + ":APA91b" + r(URLSAFE, 134),
+           "FCM server key {v}", "fcm_server_key: {v}", '"serverKey": "{v}"'))
+    add(_p("Azure", r(ALNUM, 3) + "8Q~" + r(ALNUM + "_~.-", 34), "client secret {v}", "AZURE_CLIENT_SECRET={v}"))
+    add(_p("Azure Storage", "DefaultEndpointsProtocol=https;AccountName=acme;Account" + "Key=" + r(B64, 86) + "==",
+           "{v}"))
+    add(_p("Alibaba Cloud", "LTAI" + r(ALNUM, 20), "aliyun {v}", "ALIBABA_ACCESS_KEY_ID={v}"))
+    add(_p("Tencent Cloud", "AKID" + r(ALNUM, 32), "tencent {v}"))
+    add(_p("Scaleway", "SCW" + r(UP + DIG, 17), "scaleway access key {v}"))
+    add(_p("DigitalOcean", "do" + "p_v1_" + r(HEX, 64), "{v}", "DIGITALOCEAN_TOKEN={v}"))
+    add(_p("Cloudflare", "v1.0-" + r(HEX, 24) + "-" + r(HEX, 146), "origin ca key {v}"))
+    add(_p("Cloudflare", r(URLSAFE, 40), "CLOUDFLARE_API_TOKEN={v}", "cloudflare_token: {v}"))
+    add(_p("Heroku", "HRKU-AA" + r(URLSAFE, 58), "heroku {v}"))
+    add(_p("Fly.io", "fo1_" + r(URLSAFE, 43), "fly {v}"))
+    add(_p("Fly.io", "fm2_" + r(B64, 160), "FLY_API_TOKEN={v}"))
+    add(_p("Netlify", "nf" + "p_" + r(ALNUM, 36), "netlify {v}"))
+    add(_p("Render", "rn" + "d_" + r(ALNUM, 32), "render key {v}"))
+    add(_p("Deno Deploy", "dd" + "p_" + r(ALNUM, 36), "deno {v}"))
+    add(_p("Supabase", "sb" + "p_" + r(HEX, 40), "supabase {v}"))
+    add(_p("Supabase", "sb_" + "secret_" + r(URLSAFE, 32), "SUPABASE_SERVICE_KEY: {v}"))
+    add(_p("PlanetScale", "pscale" + "_tkn_" + r(URLSAFE, 43), "{v}"))
+    add(_p("PlanetScale", "pscale" + "_pw_" + r(URLSAFE, 43), "DATABASE_PASSWORD={v}", "pw {v}"))
+    add(_p("Terraform Cloud", r(ALNUM, 14) + ".atlas" + "v1." + r(URLSAFE, 67), "TFE_TOKEN={v}", "{v}"))
+    add(_p("Pulumi", "pu" + "l-" + r(HEX, 40), "pulumi {v}"))
+    add(_p("HashiCorp Vault", "hv" + "s." + r(URLSAFE, 90), "VAULT_TOKEN={v}", "root token {v}"))
+    add(_p("Doppler", "dp" + ".pt." + r(ALNUM, 43), "{v}"))
+    add(_p("1Password", "A3-" + r(UP + DIG, 6) + "-" + r(UP + DIG, 11) + "-" + "-".join(r(UP + DIG, 5) for _ in "abc"),
+           "secret key {v}"))
+    add(_p("1Password", "op" + "s_eyJ" + r(B64, 300), "OP_SERVICE_ACCOUNT_TOKEN={v}"))
+    # source control and CI
+    add(_p("GitHub", "gh" + "p_" + r(ALNUM, 36), "{v}", "GITHUB_TOKEN={v}", "token: {v}"))
+    add(_p("GitHub", "gh" + "o_" + r(ALNUM, 36), "oauth {v}"))
+    add(_p("GitHub", "gh" + "s_" + r(ALNUM, 36), "app {v}"))
+    add(_p("GitHub", "github" + "_pat_" + r(ALNUM, 22) + "_" + r(ALNUM, 59), "{v}", "GH_PAT: {v}"))
+    add(_p("GitLab", "gl" + "pat-" + r(URLSAFE, 20), "{v}", "GITLAB_TOKEN={v}", "gitlab token: {v}"))
+    add(_p("GitLab", "gl" + "rt-" + r(URLSAFE, 20), "runner {v}"))
+    add(_p("GitLab", "gl" + "dt-" + r(URLSAFE, 20), "deploy token {v}"))
+    add(_p("GitLab", "gl" + "ffct-" + r(URLSAFE, 20), "feature flags {v}"))
+    add(_p("GitLab", "GR13" + "48941" + r(URLSAFE, 20), "registration {v}"))
+    add(_p("Bitbucket", "AT" + "BB" + r(ALNUM, 32), "app password {v}"))
+    add(_p("Atlassian", "ATA" + "TT3" + r(URLSAFE, 186), "JIRA_API_TOKEN={v}", "{v}"))
+    add(_p("CircleCI", "CCI" + "PAT_" + r(ALNUM, 22) + "_" + r(HEX, 40), "{v}"))
+    add(_p("Buildkite", "bk" + "ua_" + r(HEX, 40), "buildkite {v}"))
+    add(_p("Harness", "pat." + r(URLSAFE, 22) + "." + r(ALNUM, 24) + "." + r(ALNUM, 20), "harness {v}"))
+    add(_p("Sourcegraph", "sg" + "p_" + r(HEX, 16) + "_" + r(HEX, 40), "{v}"))
+    add(_p("Octopus Deploy", "API-" + r(UP + DIG, 26), "octopus {v}"))
+    add(_p("JFrog", "AK" + "Cp" + r(ALNUM, 69), "artifactory {v}", "ARTIFACTORY_API_KEY={v}"))
+    add(_p("JFrog", "cmVm" + "d" + r(ALNUM, 59), "reference token {v}"))
+    add(_p("Azure DevOps", _b32low(52), "AZURE_DEVOPS_PAT={v}", "azure_devops_token: {v}"))
+    # package registries
+    add(_p("npm", "np" + "m_" + r(ALNUM, 36), "{v}", "//registry.npmjs.org/:_authToken={v}", "NPM_TOKEN={v}"))
+    add(_p("PyPI", "py" + "pi-AgEIcHlwaS5vcmc" + r(URLSAFE, 70), "{v}", "password = {v}"))
+    add(_p("RubyGems", "rubygems" + "_" + r(HEX, 48), "{v}", "GEM_HOST_API_KEY={v}"))
+    add(_p("NuGet", "oy" + "2" + r(LOW + DIG, 43), "nuget key {v}"))
+    add(_p("Clojars", "CLOJARS" + "_" + r(LOW + DIG, 60), "{v}"))
+    add(_p("Docker Hub", "dckr" + "_pat_" + r(URLSAFE, 27), "docker login -p {v}", "{v}"))
+    add(_p("Hugging Face", "h" + "f_" + r(ALNUM, 34), "{v}", "HF_TOKEN={v}"))
+    add(_p("Hugging Face", "api" + "_org_" + r(UP + LOW, 34), "{v}"))
+    # AI providers
+    add(_p("Anthropic", "sk-" + "ant-api03-" + r(URLSAFE, 93) + "AA", "{v}", "ANTHROPIC_API_KEY={v}",
+           "anthropic_api_key: {v}"))
+    add(_p("Anthropic", "sk-" + "ant-admin01-" + r(URLSAFE, 93) + "AA", "{v}"))
+    add(_p("OpenAI", "sk-" + "proj-" + r(URLSAFE, 74) + "T3Blbk" + "FJ" + r(URLSAFE, 74), "{v}", "OPENAI_API_KEY={v}"))
+    add(_p("OpenAI", "sk-" + "svcacct-" + r(URLSAFE, 58) + "T3Blbk" + "FJ" + r(URLSAFE, 58), "{v}"))
+    add(_p("OpenRouter", "sk-" + "or-v1-" + r(HEX, 64), "{v}"))
+    add(_p("Groq", "gs" + "k_" + r(ALNUM, 52), "{v}"))
+    add(_p("xAI", "xa" + "i-" + r(ALNUM, 80), "{v}"))
+    add(_p("Replicate", "r" + "8_" + r(ALNUM, 37), "{v}"))
+    add(_p("Perplexity", "pp" + "lx-" + r(ALNUM, 48), "{v}", "PERPLEXITY_API_KEY={v}"))
+    add(_p("LangSmith", "lsv2" + "_pt_" + r(HEX, 32) + "_" + r(HEX, 10), "{v}", "LANGSMITH_API_KEY={v}"))
+    add(_p("Pinecone", "pc" + "sk_" + r(ALNUM, 5) + "_" + r(ALNUM, 66), "{v}"))
+    add(_p("Tavily", "tv" + "ly-" + r(ALNUM, 32), "{v}"))
+    add(_p("NVIDIA", "nv" + "api-" + r(URLSAFE, 64), "{v}"))
+    add(_p("Cerebras", "cs" + "k-" + r(LOW + DIG, 48), "{v}"))
+    add(_p("ElevenLabs", "sk" + "_" + r(HEX, 48), "{v}", "ELEVENLABS_API_KEY={v}"))
+    add(_p("Mistral", r(ALNUM, 32), "MISTRAL_API_KEY={v}", "mistral_api_key: {v}"))
+    add(_p("Cohere", r(ALNUM, 40), "CO_API_KEY={v}", "COHERE_API_KEY: {v}"))
+    # payments and commerce
+    add(_p("Stripe", "sk" + "_live_" + r(ALNUM, 24), "{v}", "STRIPE_SECRET_KEY={v}", "stripe_key: {v}"))
+    add(_p("Stripe", "rk" + "_live_" + r(ALNUM, 24), "{v}"))
+    add(_p("Stripe", "wh" + "sec_" + r(ALNUM, 32), "{v}", "STRIPE_WEBHOOK_SECRET={v}"))
+    add(_p("Square", "sq0" + "atp-" + r(URLSAFE, 22), "{v}"))
+    add(_p("Square", "sq0" + "csp-" + r(URLSAFE, 43), "{v}"))
+    add(_p("Braintree", "access_token$" + "production$" + r(LOW + DIG, 16) + "$" + r(HEX, 32), "{v}"))
+    add(_p("Shopify", "shp" + "at_" + r(HEX, 32), "{v}", "SHOPIFY_ACCESS_TOKEN={v}"))
+    add(_p("Shopify", "shp" + "ss_" + r(HEX, 32), "{v}"))
+    add(_p("Flutterwave", "FLWSECK" + "-" + r(HEX, 32) + "-X", "{v}"))
+    add(_p("Duffel", "duffel" + "_live_" + r(URLSAFE, 43), "{v}"))
+    add(_p("EasyPost", "EZ" + "AK" + r(ALNUM, 54), "{v}"))
+    add(_p("Shippo", "shippo" + "_live_" + r(HEX, 40), "{v}"))
+    add(_p("Mollie", "live" + "_" + r(ALNUM, 28) + r(DIG, 2), "{v}"))
+    add(_p("GoCardless", "live" + "_" + r(ALNUM, 38) + r(DIG, 2), "GOCARDLESS_ACCESS_TOKEN={v}", "{v}"))
+    add(_p("Plaid", "access-" + "production-" + _guid(), "{v}"))
+    add(_p("Amazon MWS", "amzn" + ".mws." + _guid(), "{v}"))
+    # messaging and communication
+    add(_p("Slack", "xo" + "xb-" + r(DIG, 12) + "-" + r(DIG, 13) + "-" + r(ALNUM, 24), "{v}", "SLACK_BOT_TOKEN={v}"))
+    add(_p("Slack", "xo" + "xp-" + r(DIG, 12) + "-" + r(DIG, 12) + "-" + r(DIG, 13) + "-" + r(HEX, 32), "{v}"))
+    add(_p("Slack", "xo" + "xe.xoxp-1-" + r(ALNUM, 163), "config token {v}"))
+    add(_p("Slack", "xa" + "pp-1-A" + r(UP + DIG, 10) + "-" + r(DIG, 13) + "-" + r(HEX, 64), "{v}"))
+    add(_p("Slack", "https://hooks.slack.com/services/T" + r(UP + DIG, 8) + "/B" + r(UP + DIG, 8) + "/" + r(ALNUM, 24),
+           "{v}"))
+    add(_p("Discord", "M" + r(ALNUM, 23) + "." + r(URLSAFE, 6) + "." + r(URLSAFE, 27), "bot {v}"))
+    add(_p("Discord", "https://discord.com/api/" + "webhooks/" + r(DIG, 18) + "/" + r(URLSAFE, 68), "{v}"))
+    add(_p("Telegram", r(DIG, 9) + ":AA" + r(URLSAFE, 33), "{v}", "TELEGRAM_BOT_TOKEN={v}"))
+    add(_p("Twilio", "SK" + r(HEX, 32), "{v}"))
+    add(_p("Twilio", r(HEX, 32), "TWILIO_AUTH_TOKEN={v}", "twilio auth_token: {v}"))
+    add(_p("Telnyx", "KEY" + r("0123456789ABCDEF", 32) + "_" + r(ALNUM, 22), "{v}"))
+    add(_p("SendGrid", "S" + "G." + r(URLSAFE, 22) + "." + r(URLSAFE, 43), "{v}", "SENDGRID_API_KEY={v}"))
+    add(_p("Mailgun", "key-" + r(HEX, 32), "{v}"))
+    add(_p("Mailchimp", r(HEX, 32) + "-us" + r(DIG, 2), "{v}", "MAILCHIMP_API_KEY={v}"))
+    add(_p("Brevo", "xkey" + "sib-" + r(HEX, 64) + "-" + r(ALNUM, 16), "{v}"))
+    add(_p("Resend", "r" + "e_" + r(ALNUM, 8) + "_" + r(ALNUM, 24), "{v}"))
+    add(_p("Postmark", _guid(), "POSTMARK_SERVER_TOKEN={v}", "postmark_token: {v}"))
+    add(_p("Microsoft Teams", f"https://acme.webhook.office.com/webhookb2/{_guid()}@{_guid()}/IncomingWebhook/"
+           + r(HEX, 32) + "/" + _guid(), "{v}"))
+    # monitoring and observability
+    add(_p("New Relic", "NR" + "AK-" + r(UP + DIG, 27), "{v}", "NEW_RELIC_API_KEY={v}", "newrelic key {v}"))
+    add(_p("New Relic", "NR" + "JS-" + r(HEX, 19), "{v}"))
+    add(_p("New Relic", "NR" + "II-" + r(URLSAFE, 32), "insert key {v}"))
+    add(_p("Datadog", r(HEX, 32), "DD_API_KEY={v}", "dd_api_key: {v}"))
+    add(_p("Datadog", r(HEX, 40), "DD_APP_KEY={v}", "DATADOG_APP_KEY={v}"))
+    add(_p("Sentry", "sntry" + "u_" + r(HEX, 64), "{v}"))
+    add(_p("Grafana", "gl" + "sa_" + r(ALNUM, 32) + "_" + r(HEX, 8), "{v}"))
+    add(_p("Grafana", "gl" + "c_" + r(B64, 80), "{v}"))
+    add(_p("Dynatrace", "dt0" + "c01." + r(UP + DIG, 24) + "." + r(UP + DIG, 64), "{v}"))
+    add(_p("Okta", "SSWS 00" + r(URLSAFE, 40), "Authorization: {v}", "header {v}"))
+    add(_p("Okta", "00" + r(URLSAFE, 40), "OKTA_API_TOKEN={v}", "okta_token: {v}"))
+    add(_p("PagerDuty", r(URLSAFE, 20), "PAGERDUTY_TOKEN={v}"))
+    add(_p("Honeycomb", r(ALNUM, 22), "HONEYCOMB_API_KEY={v}"))
+    # productivity and SaaS APIs
+    add(_p("Linear", "lin" + "_api_" + r(ALNUM, 40), "{v}"))
+    add(_p("Notion", "nt" + "n_" + r(DIG, 11) + r(ALNUM, 35), "{v}"))
+    add(_p("Notion", "sec" + "ret_" + r(ALNUM, 43), "{v}"))
+    add(_p("Airtable", "pat" + r(ALNUM, 14) + "." + r(HEX, 64), "{v}"))
+    add(_p("Asana", "2/" + r(DIG, 16) + "/" + r(DIG, 16) + ":" + r(HEX, 32), "{v}"))
+    add(_p("Figma", "fig" + "d_" + r(URLSAFE, 40), "{v}"))
+    add(_p("HubSpot", "pat-" + "na1-" + _guid(), "{v}"))
+    add(_p("Contentful", "CFP" + "AT-" + r(URLSAFE, 43), "{v}"))
+    add(_p("Typeform", "tf" + "p_" + r(URLSAFE, 59), "{v}"))
+    add(_p("Frame.io", "fio" + "-u-" + r(URLSAFE, 64), "{v}"))
+    add(_p("ReadMe", "rd" + "me_" + r(LOW + DIG, 70), "{v}"))
+    add(_p("Postman", "PM" + "AK-" + r(HEX, 24) + "-" + r(HEX, 34), "{v}"))
+    add(_p("Databricks", "dap" + "i" + r(HEX, 32), "{v}", "DATABRICKS_TOKEN={v}"))
+    add(_p("Dropbox", "s" + "l." + r(URLSAFE, 140), "{v}"))
+    add(_p("Mapbox", "s" + "k.eyJ" + r(URLSAFE, 60) + "." + r(URLSAFE, 22), "{v}"))
+    add(_p("Adobe", "p8" + "e-" + r(ALNUM, 32), "{v}"))
+    add(_p("Twitter", "AAAAAAAAAAAAAAAAAAAAA" + r(ALNUM, 60) + "%3D" + r(ALNUM, 40), "bearer {v}"))
+    add(_p("Facebook", "EA" + "AC" + r(ALNUM, 120), "{v}"))
+    add(_p("Prefect", "pn" + "u_" + r(ALNUM, 36), "{v}"))
+    add(_p("Infracost", "ic" + "o-" + r(ALNUM, 32), "{v}"))
+    add(_p("MaxMind", r(ALNUM, 6) + "_" + r(ALNUM, 29) + "_m" + "mk", "{v}"))
+    add(_p("ClickHouse", "4b" + "1d" + r(ALNUM, 38), "{v}"))
+    add(_p("Scalingo", "tk" + "-us-" + r(URLSAFE, 48), "{v}"))
+    add(_p("Adafruit IO", "ai" + "o_" + r(UP + LOW, 4) + r(DIG, 2) + r(ALNUM, 22), "{v}"))
+    add(_p("OpenShift", "sha256" + "~" + r(URLSAFE, 43), "oc login --token={v}", "{v}"))
+    add(_p("age", "AGE-" + "SECRET-KEY-1" + r(UP + DIG, 58), "{v}"))
+    add(_p("JSON web token", _jwt(), "session {v}"))
+    # private keys and connection strings
+    add(_p("private key", "-----BEGIN " + "OPENSSH PRIVATE KEY-----\n" + r(B64, 64)
+           + "\n-----END OPENSSH PRIVATE KEY-----", "{v}"))
+    add(_p("private key", "-----BEGIN " + "EC PRIVATE KEY-----\n" + r(B64, 64) + "\n-----END EC PRIVATE KEY-----",
+           "{v}"))
+    add(_p("PostgreSQL", "postgres://app:" + r(ALNUM, 16) + "@db.internal:5432/prod", "{v}"))
+    add(_p("MongoDB", "mongodb+srv://admin:" + r(ALNUM, 12) + "@cluster0.mongodb.net/x", "{v}"))
+    add(_p("Redis", "redis://:" + r(ALNUM, 18) + "@cache.internal:6379/0", "{v}"))
+    # issue 34: passwords under a compound name, as compose, Ansible and Kubernetes files hold them
+    def pw() -> str:
+        return r(LOW, 4) + r(DIG, 3) + r(UP, 2) + r(LOW, 3)
+
+    def words() -> str:
+        return r(LOW, 7) + r(LOW, 6)
+
+    add(_p("generic: compose", pw(), "    POSTGRES_PASSWORD: {v}", "      MYSQL_ROOT_PASSWORD: {v}",
+           "      - POSTGRES_PASSWORD={v}", "  REDIS_PASSWORD: '{v}'"))
+    add(_p("generic: compose", words(), "    POSTGRES_PASSWORD: {v}", "environment:\n  RABBITMQ_DEFAULT_PASS: {v}"))
+    add(_p("generic: Ansible", pw(), "db_password: {v}", "mysql_root_password: \"{v}\"", "vault_db_password: {v}"))
+    add(_p("generic: Ansible", words(), "db_password: {v}", "admin_password: \"{v}\"", "  ldap_bind_password: {v}"))
+    add(_p("generic: Kubernetes", pw(), "env:\n  - name: DB_PASSWORD\n    value: {v}\n",
+           "- name: API_TOKEN\n  value: \"{v}\"", "        - name: STRIPE_SECRET\n          value: {v}"))
+    add(_p("generic: Kubernetes", words(), "  - name: ADMIN_PASSWORD\n    value: {v}"))
+    add(_p("generic: app key", r(ALNUM, 32), "ALGOLIA_ADMIN_KEY={v}", "DD_APP_KEY={v}", "FIREBASE_APP_KEY={v}",
+           "export PUSHER_APP_KEY={v}", "ALGOLIA_ADMIN_KEY: {v}"))
+    add(_p("generic: app key", "base64:" + r(B64, 43) + "=", "APP_KEY={v}", "RAILS_MASTER_KEY={v}"))
+    add(_p("generic: prose", pw(), "login: admin / {v}", "pass: {v}", "user: deploy, pw: {v}",
+           "creds: root / {v}", "login: admin:{v}"))
+    add(_p("generic: prose", r(LOW, 5) + "!" + r(DIG, 2) + r(UP, 1) + r(LOW, 2), "pass: {v}", "login: ops / {v}"))
+    # disguises: a key spaced one character at a time; a token split over two lines with no word around it
+    ghp = "gh" + "p_" + r(ALNUM, 36)
+    glpat = "gl" + "pat-" + r(URLSAFE, 20)
+    for key in (ghp, glpat, "AKIA" + r(UP + "234567", 16), "sk" + "_live_" + r(ALNUM, 24)):
+        out.append(Secret("disguise: spaced", " ".join(key), " ".join(key)[-12:]))
+        out.append(Secret("disguise: two lines", f"{key[:len(key) // 2]}\n{key[len(key) // 2:]}\n",
+                          key[len(key) // 2:]))
+    return out
+
+
+def _jwt() -> str:
+    def seg(obj: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+
+    return f"{seg({'alg': 'HS256', 'typ': 'JWT'})}.{seg({'sub': '1234567890', 'name': 'x'})}.{r(URLSAFE, 43)}"
+
+
+PROVIDER_SECRETS: list[Secret] = _providers()
+
+
+def _more() -> list[Secret]:
+    """More of the shapes the issue found let through, in the forms people paste them."""
+    out = []
+    for name in ("DB_PASSWORD", "KEYCLOAK_ADMIN_PASSWORD", "GF_SECURITY_ADMIN_PASSWORD", "MINIO_ROOT_PASSWORD",
+                 "RABBITMQ_DEFAULT_PASS", "SMTP_PASS"):
+        v = r(LOW, 3) + r(UP, 3) + r(DIG, 3) + r(LOW, 3)
+        out.append(Secret("generic: compose", f"services:\n  app:\n    environment:\n      {name}: {v}\n", v))
+    for name in ("db_password", "admin_password", "redis_password", "smtp_password"):
+        v = r(ALNUM, 14)
+        out.append(Secret("generic: Ansible", f'{name}: "{v}"', v))
+    return out
+
+
+PROVIDER_SECRETS += _more()
+
+# Issue 34's look-alikes: a reference, a placeholder or a description where a secret would be; none may be
+# denied nor redacted (the bar: at most 1 in 100)
+LOOKALIKES += [
+    "ANTHROPIC_API_KEY=sk-ant-...",
+    "export ANTHROPIC_API_KEY=sk-" + "ant-api03-...",
+    "OPENAI_API_KEY=sk-proj-…",
+    "the key looks like sk-" + "ant-api03-... (ask Dana for one)",
+    "DB_PASSWORD=[REDACTED]",
+    "password: [REDACTED]",
+    "api_key: [REDACTED:Anthropic API key]",
+    "POSTGRES_PASSWORD: [redacted]",
+    'password = os.environ["DB_PASSWORD"]',
+    "DB_PASSWORD = os.environ['DB_PASSWORD']",
+    "API_KEY = os.getenv('API_KEY')",
+    "const token = process.env.GITHUB_TOKEN",
+    "STRIPE_SECRET_KEY=${STRIPE_SECRET_KEY}",
+    "POSTGRES_PASSWORD: ${POSTGRES_PASSWORD}",
+    "    POSTGRES_PASSWORD: $POSTGRES_PASSWORD",
+    "      - POSTGRES_PASSWORD=${DB_PASS:-}",
+    "POSTGRES_PASSWORD_FILE: /run/secrets/postgres_password",
+    "db_password: \"{{ vault_db_password }}\"",
+    "db_password: \"{{ lookup('env', 'DB_PASSWORD') }}\"",
+    "admin_password: !vault |",
+    "secretName: tls-cert-prod",
+    "  - name: DB_PASSWORD\n    valueFrom:\n      secretKeyRef:\n        name: db-creds\n        key: password",
+    "  - name: LOG_LEVEL\n    value: debug",
+    "  - name: API_TOKEN_TTL\n    value: \"3600\"",
+    "password_min_length: 12",
+    "token_ttl: 3600",
+    "db_password: required",
+    "admin_password: changeme",
+    "smtp_password: none",
+    "db_password: ask the DBA",
+    "login: admin / see 1Password",
+    "login: admin / ask Dana",
+    "pass: 3 of 5 tests",
+    "pass: --verbose to the runner",
+    "the tests pass: all 240 of them",
+    "user: deploy, the key is in the vault",
+    "RAILS_MASTER_KEY lives in config/master.key, never in git",
+    "APP_KEY=base64:... (generate with php artisan key:generate)",
+    "ALGOLIA_ADMIN_KEY=<admin key from the dashboard>",
+    "DD_APP_KEY=$DD_APP_KEY",
+    "SSWS tokens are Okta's API tokens; ours is in Vault",
+    "New Relic keys start with NRAK-",
+    "FCM server keys (AAAA…:APA91b…) are deprecated; use HTTP v1",
+    "a b c d e f g h i j k l m n o p q r s t u v w x y z",
+    "1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8",
+    "x = a + b * c - d / e + f * g - h / i + j",
+    "commits:\na94a8fe5ccb19ba61c4c0873d391e987982fbbd3\n5d41402abc4b2a76b9719d911017c592abcdef12",
+    "uuids:\n123e4567-e89b-12d3-a456-426614174000\n9b2c6a1e-3f4d-4e5a-8b7c-1d2e3f4a5b6c",
+    "TOKEN_TTL=3600\nSECRET_ROTATION_DAYS=90\n",
+    "versions:\nnode-22.4.0-linux-x64\npython-3.11.7-amd64",
+    "MemoryStore.rebuildIndex\nMemoryStore.applyChanges",
+    "token refresh: see src/auth/refresh.py",
+    "mysql -u root -p$MYSQL_ROOT_PASSWORD",
+    "psql \"postgresql://app:${PGPASSWORD}@db/prod\"",
+    "docker login -u ci -p \"$CI_REGISTRY_PASSWORD\" $CI_REGISTRY",
+    "the secret is stored under secret/data/ci/github in Vault",
+    "api_key: see the ops vault",
+    "client_secret: from Azure portal, 24 months",
+    "GITHUB_TOKEN: ${{ secrets.GITHUB_TOKEN }}",
+    "NPM_TOKEN: ${{ secrets.NPM_TOKEN }}",
+    # from real transcripts (go test's output, a docs snippet)
+    "--- PASS: TestLoadSessionState_WithEndedAt (0.07s)",
+    "--- PASS: TestPrepareCommitMsg_AmendPreservesExistingTrailer (0.06s)\nok  \tcli/internal\t0.412s",
+    'export GH_TOKEN="github_pat_xxxx"',
+    "User: alice, role: admin2 (see the ACL)",
+]

@@ -226,13 +226,19 @@ def test_session_start_with_a_corrupt_state_file_still_reports_the_budget(hook_p
 @pytest.mark.parametrize("stdin", [
     b"", b"not json", b"[1, 2, 3]", b'"a string"', b"{\"hook_event_name\": ", b"\xff\xfe\x00garbage",
     b'{"hook_event_name": 42}', b'{"hook_event_name": "PreToolUse"}',
-    b'{"hook_event_name": "PreToolUse", "tool_name": "Write", "tool_input": "nope"}',
     b'{"hook_event_name": "PostToolUse", "tool_name": "Write", "tool_input": {"file_path": 7}}',
     b'{"hook_event_name": "SessionStart", "cwd": null}',
     b'{"hook_event_name": "UserPromptSubmit", "prompt": ["x"]}',
 ], ids=lambda b: b[:30].decode("latin-1"))
 def test_malformed_events_exit_0_silently(hook_project: HookProject, stdin: bytes) -> None:
     assert_silent(run_hook(stdin))
+
+
+def test_a_file_tool_call_without_a_readable_path_is_denied(hook_project: HookProject) -> None:
+    """It may aim at memory, and the guard cannot tell (issue 34: fail closed; tests/test_hook_fail_closed.py)."""
+    run = run_hook(b'{"hook_event_name": "PreToolUse", "tool_name": "Write", "tool_input": "nope"}')
+    assert run.rc == 0 and run.answer["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert "tool_input is a string, not an object" in run.answer["hookSpecificOutput"]["permissionDecisionReason"]
 
 
 @pytest.mark.parametrize("name", ["Stop", "SubagentStop", "PreCompact", "SessionEnd", "Notification",

@@ -107,6 +107,13 @@ TABLE: dict[str, str] = {
     "memd/core/secret_views:unescape": "_ESCAPE: two fixed escapes",
     "memd/core/secret_views:_prefix_split": "_PREFIX_SPLIT: fixed prefixes, then bounded blanks (one line break)",
     "memd/core/secret_views:_prefix_split.body_rx": "_KEY_BODY: one bounded run, matched once at a position",
+    "memd/core/secret_views:_spaced": "_SPACED: from a blank (lookbehind), bounded pairs of one character and a blank",
+    "memd/core/secret_views:may_be_disguised": "_SPACED: from a blank (lookbehind), bounded pairs",
+    "memd/core/secret_views:_line_split": "_LINE_PAIR: a run from its start (lookbehind), possessive and bounded, "
+                                          "blanks, one line break, then a bounded run looked at",
+    "memd/core/secret_views:may_be_disguised#2": "_LINE_PAIR: as in _line_split",
+    "memd/core/secret_views:_line_split#2": "_TOKENISH: a digit or a bounded case step",
+    "memd/core/secret_views:may_be_disguised#3": "_TOKENISH: a digit or a bounded case step",
     "memd/hooks/context:HookContext.claude_dir_fast.m": "_CLAUDE_DIR: fullmatch of one config line",
     "memd/hooks/context:HookContext.recall_may_be_on": "_RECALL_FALSE: fullmatch of one config line",
     "memd/hooks/context:HookContext.recall_may_be_on.lines": "_RECALL_OTHER: fullmatch of one config line",
@@ -115,7 +122,7 @@ TABLE: dict[str, str] = {
     "memd/ccsettings:sanitize.name": "_NON_ALNUM: one character class",
     "memd/ccsettings:transcript_version.found": "_VERSION: fixed key, bounded digits",
     "memd/ccsettings:transcript_version.found#2": "_VERSION: fixed key, bounded digits",
-    "memd/hooks/tool_use:oversized_event": "_RAW_KEY: one of four keys after [{,] and blanks, a bounded string",
+    "memd/hooks/tool_use:raw_fields": "_RAW_KEY: one of four keys after [{,] and blanks, a bounded string",
     "memd/recall:_SAFE_ID": "anchored, bounded",
     "memd/transcripts/render:_BASE64": "a run from its start (lookbehind), then padding",
     "memd/sync/merge:_MODIFIED": "match: possessive indent, a fixed key, then .* to the line's end (the value is "

@@ -10,6 +10,9 @@ reference). Beyond the rules over the text as written:
   the common case, is already that and is not copied;
 - a token split by a space or tab (``AKIA… 7EXA…``): runs of token-like pieces joined, the rules run
   over the joined run, and a match that crosses a join counts when it holds a digit;
+- a key spaced one character at a time (``g h p _ 1 a B …``), and a token split over two lines with no
+  word around it (a run that ends a line joined to the one that starts the next: only a provider's
+  shape counts across the break);
 - a random-looking value next to a word that says what it is ("the database password is …",
   "api key: …"): ``_CONTEXT`` and ``looks_random``;
 - a bare AWS secret access key (40 characters of base64 with upper case, lower case and digits,
@@ -111,7 +114,7 @@ def normalise(text: str) -> View | None:
 # --------------------------------------------------------------------------- random-looking values
 
 _PLACEHOLDER = ("xxx", "***", "...", "example", "your", "changeme", "redacted", "placeholder", "dummy", "sample",
-                "<", ">", "${", "%(")
+                "<", ">", "${", "%(", "environ", "getenv", "process.env", "secrets.", "env[", "env(")
 
 
 def entropy(s: str) -> float:
@@ -423,6 +426,73 @@ def _prefix_split(text: str, rule_spans: RuleSpans) -> list[tuple[str, int, int]
     return out
 
 
+# --------------------------------------------------------------------------- spaced and line-split keys
+
+# a key spaced one character at a time ("g h p _ 1 a B ..."): 16 or more characters, each one blank apart
+_SPACED = r"(?<!\S)(?:\S[ \t]){15,1024}\S(?!\S)"
+# a token split over two lines with no word around it: a run that ends its line, then one that starts the next
+_LINE_PAIR = (rf"(?<![{_T}])([{_T}]{{8,1024}}+)[ \t]*+\r?\n[ \t>]*+(?=([{_T}]{{8,1024}}+))")
+_TOKENISH = r"\d|[a-z][A-Z]|[A-Z][a-z]{0,2}[A-Z]"
+# kinds a rule gives for what a name says (a value after "password:"), not for a token's own shape: a join of two
+# lines never makes one of these (TOKEN_TTL=3600 and the next line's SECRET_DAYS=90 are no value of each other)
+_NAMED_KINDS = ("assignment", "in prose", "in URL", "command line", "netrc", "header", "next to")
+
+
+def may_be_disguised(text: str) -> bool:
+    """Whether ``_spaced`` or ``_line_split`` could find anything (``memd.core.fastscan.needs_views``)."""
+    if re.search(_SPACED, text) is not None:
+        return True
+    return any(re.search(_TOKENISH, m.group(1) + m.group(2)) for m in re.finditer(_LINE_PAIR, text))
+
+
+def _rejoined(pieces: list[tuple[list[int], str]], rule_spans: RuleSpans, crossing: Callable[[str, list[int], int, int],
+              bool]) -> list[tuple[str, int, int]]:
+    """The rules over each joined string (all in one pass: one per line), mapped back through its offsets
+    (the text's offset of each of its characters); a hit counts when ``crossing`` says so."""
+    if not pieces:
+        return []
+    from bisect import bisect_right
+
+    starts: list[int] = []
+    n = 0
+    for _, joined in pieces:
+        starts.append(n)
+        n += len(joined) + 1
+    out: list[tuple[str, int, int]] = []
+    for kind, a, b in rule_spans("\n".join(j for _, j in pieces)):
+        k = bisect_right(starts, a) - 1
+        offsets, joined = pieces[k]
+        i, j = a - starts[k], b - starts[k]
+        if j > len(joined) or not crossing(kind, offsets, i, j):
+            continue
+        out.append((kind, offsets[i], offsets[j - 1] + 1))
+    return out
+
+
+def _spaced(text: str, rule_spans: RuleSpans) -> list[tuple[str, int, int]]:
+    pieces = []
+    for m in re.finditer(_SPACED, text):
+        run = m.group()
+        pieces.append((list(range(m.start(), m.end(), 2)), run[::2]))
+    return _rejoined(pieces, rule_spans, lambda kind, offsets, i, j: j - i >= 8)
+
+
+def _line_split(text: str, rule_spans: RuleSpans) -> list[tuple[str, int, int]]:
+    pieces = []
+    for m in re.finditer(_LINE_PAIR, text):
+        a, b = m.group(1), m.group(2)
+        if re.search(_TOKENISH, a + b) is None:
+            continue  # two words: no key
+        second = m.end()
+        pieces.append((list(range(m.start(1), m.end(1))) + list(range(second, second + len(b))), a + b))
+
+    def crossing(kind: str, offsets: list[int], i: int, j: int) -> bool:
+        cut = next(k for k in range(1, len(offsets)) if offsets[k] != offsets[k - 1] + 1)
+        return i < cut < j and not any(w in kind for w in _NAMED_KINDS)
+
+    return _rejoined(pieces, rule_spans, crossing)
+
+
 # --------------------------------------------------------------------------- all together
 
 
@@ -447,6 +517,10 @@ def find(text: str, rule_spans: RuleSpans, depth: int = 0) -> list[Span]:
         found.append(_context(vt))
     if longest >= 2 and ("\n" in vt or " " in vt or "\t" in vt):
         found.append(_prefix_split(vt, rule_spans))
+    if " " in vt or "\t" in vt:
+        found.append(_spaced(vt, rule_spans))
+    if longest >= 8 and "\n" in vt:
+        found.append(_line_split(vt, rule_spans))
     if depth < MAX_DEPTH:
         plain = unescape(vt)
         if plain is not None:

@@ -5,17 +5,18 @@ rules for team memory, which is shared with other people: personal data such as 
 addresses and phone numbers.
 
 The rules aim at shapes, not guesses: a provider's fixed prefix and length where there is one
-(60+ shapes, see tests/test_secrets.py), and for assignments only what cannot be prose: an
-UPPER_CASE .env/shell variable named like a secret with a real value, or a lower-case
-``password: ...`` whose value looks machine-made (letters and digits, no spaces), so that
-"password: ask the admin" stays allowed. Placeholders (``${VAR}``, ``<your key>``, ``***``,
+(119 providers in tests/secret_corpus.py), and for assignments only what cannot be prose: an
+UPPER_CASE .env/shell/compose variable named like a secret with a real value, a ``db_password: ...``
+whose one value ends its line, or a ``password: ...`` whose value looks machine-made (letters and
+digits, no spaces), so that "password: ask the admin" stays allowed. Placeholders (``${VAR}``, ``<your key>``, ``***``,
 ``changeme``) never count. The rules themselves live in ``memd.core.secret_rules`` (pattern
 strings compiled on first use), read by both scanners: ``scan_all`` here runs every rule (the
 reference), ``memd.core.fastscan`` only those a text can match (what ``scan`` uses).
 
 A secret written to get past a pattern is caught too (``memd.core.secret_views``): the rules run
 over the text normalised (NFKC: fullwidth letters; zero-width and other format characters removed),
-over a key split by a space, inside base64 that decodes to text; and detectors find a random-looking
+over a key split by a space, spaced one character at a time or split over two lines, inside base64
+that decodes to text; and detectors find a random-looking
 value next to the word that names it ("the database password is ..."), a bare AWS secret key and a
 private key's body without its BEGIN line. ``spans`` is the one answer: ``scan`` (the hooks, the
 memory tool) and ``redact`` (logs, and ``[REDACTED:<kind>]`` in what is sent) read it.

@@ -159,6 +159,52 @@ def start() -> int:
     os._exit(rc)
 
 
+def _write(out: str) -> None:
+    try:
+        buffer = getattr(sys.stdout, "buffer", None)
+        if buffer is not None:  # UTF-8 whatever the locale says (-I ignores PYTHONIOENCODING)
+            buffer.write((out + "\n").encode("utf-8", "surrogateescape"))
+        else:
+            sys.stdout.write(out + "\n")
+        sys.stdout.flush()
+    except OSError:
+        # Claude Code stopped listening (timeout, cancelled tool call). Point stdout at devnull so
+        # the interpreter's final flush cannot fail too and turn exit 0 into exit 120.
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives until exit
+        except OSError:
+            pass
+
+
+def _answer(answer: dict[str, Any]) -> int:
+    _write(jsonfast.dumps(_clip_all(answer)))
+    return 0
+
+
+def _denial(event: dict[str, Any] | None, raw: bytes, hc: HookContext, why: str) -> dict[str, Any] | None:
+    """``tool_use.guard_failed``'s answer; a failure of its own denies outright when the raw event names a
+    file tool (the last word of a guard that fails closed)."""
+    try:
+        from memd.hooks.tool_use import guard_failed
+
+        return guard_failed(event, raw, hc, why)
+    except Exception as exc:
+        hc.log("error", "hook.guard_failed_failed", error=f"{type(exc).__name__}: {exc}"[:300])
+        if any(b'"' + t + b'"' in raw for t in (b"Write", b"Edit", b"MultiEdit")):
+            return {"hookSpecificOutput": {
+                "hookEventName": "PreToolUse", "permissionDecision": "deny",
+                "permissionDecisionReason": f"memd blocked this write: its secret guard could not check it ({why}). "
+                                            "Retry it as a plain call (a file path and text)."}}
+        return None
+
+
+def _unreadable(raw: bytes, hc: HookContext, why: str) -> int:
+    """An event that is no JSON memd can read: a PreToolUse that may write into memory is denied
+    (``tool_use.guard_failed``), anything else gets no answer."""
+    denial = _denial(None, raw, hc, why)
+    return _answer(denial) if denial else 0
+
+
 def main(argv: list[str]) -> int:
     try:
         config_path, claude_dir, want_help = _parse_argv(list(argv))
@@ -172,6 +218,8 @@ def main(argv: list[str]) -> int:
         return 0
     hc = HookContext(config_path, claude_dir)
     name: object = None
+    raw = b""
+    event: dict[str, Any] | None = None
     try:
         if sys.stdin is None or sys.stdin.isatty():
             sys.stderr.write(USAGE)
@@ -187,13 +235,16 @@ def main(argv: list[str]) -> int:
             out = jsonfast.dumps(answer) if answer else ""
         else:
             try:
-                event = jsonfast.loads(raw)
-            except ValueError as e:
-                hc.log("warning", "hook.bad_event", error=f"not JSON: {e}"[:200])
-                return 0
-            if not isinstance(event, dict):
+                parsed = jsonfast.loads(raw)
+            except (ValueError, RecursionError, MemoryError) as e:
+                # not JSON, not UTF-8, nested past the interpreter's limit, a number past Python's digits:
+                # a PreToolUse among them may still be a memory write (its names read from the raw JSON)
+                hc.log("warning", "hook.bad_event", error=f"not readable JSON: {type(e).__name__}: {e}"[:200])
+                return _unreadable(raw, hc, f"memd could not read the tool call: {type(e).__name__}")
+            if not isinstance(parsed, dict):
                 hc.log("warning", "hook.bad_event", error="not a JSON object")
                 return 0
+            event = parsed
             name = event.get("hook_event_name")
             answer = dispatch(event, hc)
             out = jsonfast.dumps(_clip_all(answer)) if answer else ""
@@ -202,29 +253,20 @@ def main(argv: list[str]) -> int:
 
         described = describe_exception(exc)
         hc.log("error", "hook.failed", hook_event=str(name), **described)
-        if name == "PreToolUse" and isinstance(exc, Exception):
-            # The secret guard must not vanish silently: exit 1 is a non-blocking error to Claude Code
-            # (the write goes ahead, as with onFailure "continue"), shown to the user and recorded in
-            # the transcript with this line. Every other event's failure only loses a note: silence.
+        if isinstance(exc, Exception) and (name == "PreToolUse" or (event is None and raw)):
+            # The secret guard fails closed: a memory write it could not check is denied, with what went
+            # wrong and what to do. Any other call is no memory write: exit 1 is a non-blocking error to
+            # Claude Code (the call goes ahead), shown to the user and recorded in the transcript with
+            # this line. Every other event's failure only loses a note: silence.
+            denial = _denial(event, raw, hc, described["error"][:300])
+            if denial:
+                return _answer(denial)
             sys.stderr.write(f"memd: the secret guard could not check this write ({described['error'][:300]}); "
                              "see memd's log (memd logs)\n")
             return 1
         return 0
     if out:
-        try:
-            buffer = getattr(sys.stdout, "buffer", None)
-            if buffer is not None:  # UTF-8 whatever the locale says (-I ignores PYTHONIOENCODING)
-                buffer.write((out + "\n").encode("utf-8", "surrogateescape"))
-            else:
-                sys.stdout.write(out + "\n")
-            sys.stdout.flush()
-        except OSError:
-            # Claude Code stopped listening (timeout, cancelled tool call). Point stdout at devnull so
-            # the interpreter's final flush cannot fail too and turn exit 0 into exit 120.
-            try:
-                sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives until exit
-            except OSError:
-                pass
+        _write(out)
     if hc.abandoned_work:
         # A model call outlived its deadline in a helper thread: leave now rather than wait for it.
         try:

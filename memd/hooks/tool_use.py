@@ -21,15 +21,29 @@ TOOLS = ("Write", "Edit", "MultiEdit")
 _MAX_LISTED = 40  # hidden entries named in one message (the rest are counted)
 
 
+class Unchecked(ValueError):
+    """A file tool's call the guard cannot read (a field of the wrong type): the entry denies it when it
+    may write into memory (``guard_failed``)."""
+
+
+def type_name(value: object) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number")
+
+
 def target_of(event: dict[str, Any], hc: HookContext) -> MemoryTarget | None:
-    """The memory file a Write/Edit/MultiEdit event aims at, or None."""
+    """The memory file a Write/Edit/MultiEdit event aims at, or None. Unchecked when the call's input or
+    its path is not what the tool takes (no object, a path that is no string): whether it aims at memory
+    is then read off the raw event (``guard_failed``)."""
     if event.get("tool_name") not in TOOLS:
         return None
     tool_input = event.get("tool_input")
     if not isinstance(tool_input, dict):
-        return None
+        raise Unchecked(f"its tool_input is {type_name(tool_input)}, not an object")
     file_path = tool_input.get("file_path")
-    if not isinstance(file_path, str) or not file_path or "\x00" in file_path:
+    if not isinstance(file_path, str):
+        raise Unchecked(f"its file_path is {type_name(file_path)}, not a string")
+    if not file_path or "\x00" in file_path:
         return None
     cwd = event.get("cwd")
     path = absolute(file_path, cwd if isinstance(cwd, str) and cwd else None)
@@ -40,17 +54,29 @@ def target_of(event: dict[str, Any], hc: HookContext) -> MemoryTarget | None:
 
 
 def new_texts(tool_name: str, tool_input: dict[str, Any]) -> list[str]:
-    """The text a tool call would put into the file: Write's content, Edit's and MultiEdit's new strings."""
+    """The text a tool call would put into the file: Write's content, Edit's and MultiEdit's new strings.
+    Unchecked when one is missing or not a string (the guard reads only text: a list or an object there
+    would be written unread)."""
     if tool_name == "Write":
-        content = tool_input.get("content")
-        return [content] if isinstance(content, str) else []
+        return [_text(tool_input, "content")]
     if tool_name == "Edit":
-        new = tool_input.get("new_string")
-        return [new] if isinstance(new, str) else []
+        return [_text(tool_input, "new_string")]
     edits = tool_input.get("edits")
     if not isinstance(edits, list):
-        return []
-    return [e["new_string"] for e in edits if isinstance(e, dict) and isinstance(e.get("new_string"), str)]
+        raise Unchecked(f"its edits are {type_name(edits)}, not a list")
+    out = []
+    for n, e in enumerate(edits, 1):
+        if not isinstance(e, dict):
+            raise Unchecked(f"its edit {n} is {type_name(e)}, not an object")
+        out.append(_text(e, "new_string", f"edit {n}'s "))
+    return out
+
+
+def _text(fields: dict[str, Any], key: str, of: str = "its ") -> str:
+    value = fields.get(key)
+    if not isinstance(value, str):
+        raise Unchecked(f"{of}{key} is {'missing' if value is None else type_name(value)}, not a string")
+    return value
 
 
 # --------------------------------------------------------------------------- PreToolUse
@@ -76,8 +102,8 @@ def pre_tool_use(event: dict[str, Any], hc: HookContext) -> dict[str, Any] | Non
         return None
     tool_input = event["tool_input"]
     texts = new_texts(str(event.get("tool_name")), tool_input)
-    if not any(texts):
-        return None
+    if not any(texts) and event.get("tool_name") == "Write":
+        return None  # (an edit that deletes can still join the pieces of a key: checked below)
     from memd.core import secrets
 
     cfg = hc.valid_config()
@@ -129,24 +155,35 @@ def too_large(hc: HookContext, event: dict[str, Any], path: str, what: str, limi
     }}
 
 
-def oversized_event(head: bytes, tail: bytes, hc: HookContext) -> tuple[str | None, dict[str, Any] | None]:
-    """(the event's name, the answer) for an event too large to parse (over ``entry.MAX_EVENT_BYTES``;
-    head is its first bytes, tail its last): a PreToolUse write into a memory folder is denied
-    (``too_large``); anything else gets no answer. The names are read from the raw JSON: a key with its
-    quote unescaped after ``{`` or ``,`` is a key (inside a string every quote is escaped), and its
-    value is a short string. A PreToolUse whose file path is in neither part raises: the entry reports
-    that the guard could not check the write (never silence)."""
+def raw_fields(parts: tuple[bytes, ...]) -> dict[str, list[str]]:
+    """The event's names read from its raw JSON (parts: its bytes, or the head and tail of an event too large
+    to parse): a key with its quote unescaped after ``{`` or ``,`` is a key (inside a string every quote is
+    escaped), and its value a short string. A value that is not UTF-8 is read with U+FFFD for its bad bytes."""
     import re
 
     found: dict[str, list[str]] = {}
-    for part in (head, tail):
+    for part in parts:
         for m in re.finditer(_RAW_KEY, part):
+            body = m.group(2)
             try:
-                value = jsonfast.loads(b'"' + m.group(2) + b'"')
+                value = jsonfast.loads(b'"' + body + b'"')
             except ValueError:
-                continue
+                try:
+                    value = jsonfast.loads('"' + body.decode("utf-8", "replace") + '"')
+                except ValueError:
+                    continue
             if isinstance(value, str):
                 found.setdefault(m.group(1).decode(), []).append(value)
+    return found
+
+
+def oversized_event(head: bytes, tail: bytes, hc: HookContext) -> tuple[str | None, dict[str, Any] | None]:
+    """(the event's name, the answer) for an event too large to parse (over ``entry.MAX_EVENT_BYTES``;
+    head is its first bytes, tail its last): a PreToolUse write into a memory folder is denied
+    (``too_large``); anything else gets no answer. The names are read from the raw JSON (``raw_fields``).
+    A PreToolUse whose file path is in neither part raises: the entry reports that the guard could not
+    check the write (never silence)."""
+    found = raw_fields((head, tail))
     name = found.get("hook_event_name", [None])[0]
     if name != "PreToolUse":
         return name, None
@@ -160,6 +197,65 @@ def oversized_event(head: bytes, tail: bytes, hc: HookContext) -> tuple[str | No
             return name, too_large(hc, event, target.path, f"a tool call of more than {len(head):,} bytes",
                                    GUARD_MAX_CHARS)
     return name, None
+
+
+def guard_failed(event: dict[str, Any] | None, raw: bytes, hc: HookContext, why: str) -> dict[str, Any] | None:
+    """The answer to a PreToolUse the guard could not check (an event that is no JSON object memd can read:
+    nested past the interpreter's limit, not UTF-8, a number past Python's digit limit; a field of the wrong
+    type; any error of the check): a denial when the call may write into a memory folder, else None.
+
+    What it aims at is read from the parsed event where there is one, else from the raw JSON
+    (``raw_fields``); a file tool whose path cannot be read at all, and a path whose own test fails,
+    count as memory (fail closed). Another tool, or a path outside every memory folder, is no business of
+    the guard's: None (the entry reports the error, and the call goes on)."""
+    found = raw_fields((raw,)) if raw else {}
+    if event is None and found.get("hook_event_name", ["PreToolUse"])[0] != "PreToolUse":
+        return None
+    tool = event.get("tool_name") if event is not None else None
+    if not isinstance(tool, str):
+        tool = found.get("tool_name", [None])[0]
+    cwd = event.get("cwd") if event is not None else None
+    if not isinstance(cwd, str):
+        cwd = found.get("cwd", [""])[0]
+    paths = list(found.get("file_path", []))
+    tool_input = event.get("tool_input") if event is not None else None
+    if isinstance(tool_input, dict) and isinstance(tool_input.get("file_path"), str):
+        paths.insert(0, tool_input["file_path"])
+    if tool is not None and tool not in TOOLS:
+        return None
+    where = next(iter(paths), "")
+    if tool is not None and not paths:
+        return could_not_check(hc, tool, where, why)
+    for path in paths:
+        probe = {"tool_name": tool or "Write", "tool_input": {"file_path": path}, "cwd": cwd}
+        try:
+            target = target_of(probe, hc)
+        except Exception:
+            target = None
+            try:
+                memory = hc.may_be_memory(absolute(path, cwd or None), cwd or None)
+            except Exception:
+                memory = True
+            if memory:
+                return could_not_check(hc, tool, path, why)
+        if target is not None:
+            return could_not_check(hc, tool, target.path, why)
+    return None
+
+
+def could_not_check(hc: HookContext, tool: object, path: str, why: str) -> dict[str, Any]:
+    """The denial of a memory write the guard could not check: the reason says what memd could not read
+    and what to do (a plain call: a file path and text), never the text itself."""
+    hc.log("warning", "hook.denied_unchecked", tool=str(tool), file=path[:1000], why=why[:300])
+    return {"hookSpecificOutput": {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": "deny",
+        "permissionDecisionReason": (
+            f"memd blocked this memory write: its secret guard could not check it ({why[:300]}), and a memory "
+            "write it cannot check is never let through. Retry it as a plain call: a file_path string and the "
+            "new text as a string (Write's content, Edit's new_string), with no other nested data. If the "
+            "retry is blocked the same way, tell the user: memd's log says more (memd logs)."),
+    }}
 
 
 _RAW_KEY = rb'[{,][ \t\r\n]*"(hook_event_name|tool_name|file_path|cwd)"[ \t\r\n]*:[ \t\r\n]*"((?:[^"\\]|\\.){0,4096})"'
