@@ -188,7 +188,8 @@ def test_a_plan_dream_merges_confined_and_billed_to_the_plan(pl: Plan) -> None:
     assert pl.state.project(p.name).last_consolidation is not None
     pl.assert_confined()
     first = pl.stub.main[0].body
-    assert {t["name"] for t in first["tools"]} == {MEM, "mcp__memd__search_transcripts", "mcp__memd__resolve_conflict"}
+    assert {t["name"] for t in first["tools"]} == {MEM, "mcp__memd__search_transcripts", "mcp__memd__resolve_conflict",
+                                                 "mcp__memd__forget_memory"}
     system = json.dumps(first["system"])
     assert "Orient" in system and "feedback_tabs_2.md" in system and first["model"] == pl.config.model.dream_model
     assert first["max_tokens"] == pl.config.model.thinking_max_tokens  # memd's budget, not the CLI's default
