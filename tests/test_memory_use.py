@@ -5,6 +5,7 @@ counted once however often a transcript is read; and the evidence computed from 
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -184,3 +185,38 @@ def test_the_state_migration_keeps_counts_apart_per_project(tmp_path: Path) -> N
         assert s.index_loads("p") == [1.0] and s.index_loads("q") == []
         assert json.dumps(s.memory_uses("p")["a.md"]) == json.dumps(
             {"reads": 1, "recalls": 0, "writes": 0, "weak": 0, "last_seen": 2.0})
+
+
+def test_status_and_the_viewer_show_what_waits_for_the_dream(claude_home: Path,
+                                                              capsys: Any) -> None:
+    from memd import cli
+    from memd.config import load
+    from memd.layout import project_for_folder
+    from memd.ui.views import project_page
+
+    md = claude_home / "projects" / "-home-u-app" / "memory"
+    md.mkdir(parents=True)
+    (md / "MEMORY.md").write_text("- [Freeze](project_freeze.md) — merge freeze until 2026-01-15\n"
+                                  "- [Role](user_role.md) — backend engineer\n")
+    (md / "project_freeze.md").write_text("---\nname: Freeze\ndescription: merge freeze until 2026-01-15\n"
+                                          "type: project\n---\nNo merges to main until 2026-01-15.\n")
+    (md / "user_role.md").write_text("---\nname: Role\ndescription: backend engineer\ntype: user\n---\nBackend.\n")
+    old = time.time() - 86400 * 30
+    for f in md.iterdir():
+        os.utime(f, (old, old))
+    state_dir = Path(os.environ["XDG_STATE_HOME"]) / "memd"
+    with StateStore.open(state_dir) as s:
+        for n in range(20):
+            s.record_uses("-home-u-app", f"s{n}", [("load", "", "", time.time() - 3600 + n)])
+        s.record_uses("-home-u-app", "s1", [("read", "t1", "user_role.md", time.time() - 100)])
+    assert cli.main(["status", "--format", "json"]) in (0, 1)
+    doc = json.loads(capsys.readouterr().out)
+    ev_ = next(p for p in doc["projects"] if p["project"] == "-home-u-app")["evidence"]
+    assert ev_["unused"] == ["project_freeze.md"] and ev_["dated"] == [["project_freeze.md", "2026-01-15"]]
+    cli.main(["status"])
+    out = capsys.readouterr().out
+    assert ("-home-u-app: waiting for the dream: 1 memory whose date has passed; 1 memory unused in the last 20 "
+            "sessions that loaded the index (project_freeze.md)") in out
+    cfg = load(None)
+    page = project_page(project_for_folder(claude_home, claude_home / "projects" / "-home-u-app"), cfg, state_dir)
+    assert page.evidence["unused"] == ["project_freeze.md"]

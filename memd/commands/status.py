@@ -90,7 +90,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if as_json:
         import json
 
-        doc = {"projects": [r.as_json() for r in rows],
+        evidence = _evidence(ctx, rows)
+        doc = {"projects": [{**r.as_json(), **({"evidence": evidence[r.project]} if r.project in evidence else {})}
+                            for r in rows],
                "warnings": [*warnings, *({"recorded": True, **w} for w in recorded)],
                "daemon": daemon, "model": cred, "sync": _sync_json(ctx.state_dir, {r.project for r in rows}),
                "config": None if bad_config is None else {"path": bad_config.path, "problems": bad_config.problems}}
@@ -114,6 +116,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     else:
         print("open warnings: none")
     sys.stdout.write(credential_line(cred))
+    sys.stdout.write(_evidence_lines(ctx, shown))
     from memd.sync.evidence import status_line  # issue 15: conflicts between machines, kept for the dream
     from memd.sync.held import status_lines  # issue 21: what sync holds, why, and the command that resolves it
 
@@ -124,6 +127,45 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
     sys.stdout.write(forgotten_lines(ctx.state_dir))
     return _exit_code(bad_config is not None, rows)
+
+
+def _evidence(ctx: Context, rows: list[Any]) -> dict[str, dict[str, Any]]:
+    """Per project with memory: the evidence waiting for the dream (``memd.jobs.evidence.summary``). One
+    project that cannot be read is left out; the state unreadable or busy: none (status still reports)."""
+    import time
+    from pathlib import Path
+
+    from memd.jobs.evidence import summary
+    from memd.state import StateStore
+
+    out: dict[str, dict[str, Any]] = {}
+    try:
+        state = StateStore.open(ctx.state_dir, timeout=2.0)
+    except Exception:  # status reports what it can
+        return out
+    try:
+        now = time.time()
+        for r in rows:
+            if not r.has_memory:
+                continue
+            mem = Path(r.memory_dir)
+            try:
+                out[r.project] = summary(mem, ctx.config, state, r.project, now)
+            except Exception:  # one project's failure never fails the command
+                continue
+    finally:
+        state.close()
+    return out
+
+
+def _evidence_lines(ctx: Context, rows: list[Any]) -> str:
+    from memd.jobs.evidence import summary_line
+
+    lines = [summary_line(name, s) for name, s in _evidence(ctx, rows).items()]
+    lines = [ln for ln in lines if ln]
+    if not lines:
+        return "evidence: nothing waiting for the dream\n"
+    return "evidence (computed locally, for the next dream; never acted on without it):\n" + "".join(lines)
 
 
 def _sync_json(state_dir: Path, names: set[str]) -> dict[str, Any]:

@@ -126,7 +126,7 @@ def terms(text: str) -> Counter[str]:
     return out
 
 
-def near_duplicates(docs: Sequence[Doc], *, min_cosine: float = 0.42, min_containment: float = 0.5,
+def near_duplicates(docs: Sequence[Doc], *, min_cosine: float = 0.35, min_containment: float = 0.45,
                     min_shared: int = 3, max_postings: int = 64, max_pairs: int = 12) -> list[Pair]:
     """Pairs of ``docs`` that may say the same (see the module doc), the likeliest first, at most
     ``max_pairs``. A pair's ``shared`` names the words that weigh most on both sides."""
@@ -197,6 +197,7 @@ _LIMIT = re.compile(r"\b(?:until|till|til|through|thru|by|before|deadline|due|ex
                     r"[^.\n;]{0,40}?(?:" + _DATE + ")", re.I)
 
 
+_YEAR = re.compile(r"\d{4}")
 _RANGE_START = re.compile(r"(?:" + _DATE + r")[\s,)]*$", re.I)
 
 
@@ -231,8 +232,8 @@ def passed_dates(doc: Doc, today: str) -> list[DatedMemory]:
             mark = m.group(1)
             fence = (mark[0] * len(mark)) if fence is None else (None if mark.startswith(fence) else fence)
             continue
-        if fence is not None:
-            continue
+        if fence is not None or not _YEAR.search(line):
+            continue  # most lines state no year: the costly pattern is not tried on them
         for hit in _LIMIT.finditer(line):
             if hit.group(0)[:4].lower() in ("thro", "thru") and _RANGE_START.search(line[:hit.start()]):
                 continue  # "2026-03-21 through 2026-03-23": a span of days, not a limit

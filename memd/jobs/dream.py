@@ -87,6 +87,8 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
     dates = E.due_dates(jc.state, project.name, project.memory_dir, cfg, now) if project.memory_dir.is_dir() else []
     if why is None and dates:
         why = f"a date stated in memory has passed ({'; '.join(dates[:3])})"
+    if why is None and _over_budget(project.memory_dir, cfg):
+        why = "the index is past its cut"
     if why is None and not jc.force:
         return ProjectOutcome(project.name, "unchanged", "nothing changed since the last dream; model not called")
     off = llm.model_off_reason(cfg)
@@ -456,6 +458,18 @@ def index_healthy(memory_dir: Path, cfg: Any) -> bool:
                 return False
             linked.add(t)
     return topics <= linked
+
+
+def _over_budget(memory_dir: Path, cfg: Any) -> bool:
+    """The index is past Claude Code's cut: entries no session sees, whatever changed (issue 31)."""
+    from memd.core import index as mindex
+
+    try:
+        text = (memory_dir / ap.INDEX).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    b = cfg.budget
+    return mindex.measure(text, b.max_lines, b.max_chars, b.warn_ratio).level == "over"
 
 
 def _changed_texts(root: Path, delta: Delta, max_chars: int) -> list[str]:

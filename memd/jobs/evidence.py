@@ -11,6 +11,7 @@ passed dates no dream has been shown yet (``note_dates`` records them after a dr
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ class Evidence:
     uses: dict[str, ev.Use] = field(default_factory=dict)
     loads: list[float] = field(default_factory=list)  # when each session that loaded the index did, newest first
     texts: dict[str, str] = field(default_factory=dict)  # rel -> the text read (bounded)
+    indexed: list[str] = field(default_factory=list)  # the topic files the index links, in its order
     topics: int = 0
     today: str = ""
 
@@ -105,7 +107,10 @@ def gather(memory_dir: Path, config: Config, state: StateStore | None, project: 
     own = {rel: t for rel, t in mtimes.items() if not rel.startswith("team/") and rel in texts}
     unused = ev.never_used(uses, own, loads, config.dream.unused_after_loads)
     cands = ev.Candidates(pairs, dated, ev.past_cut(index_text, b.max_lines, b.max_chars), unused)
-    return Evidence(cands, uses, loads, texts, len(topics), today)
+    from memd.core import index as mindex
+
+    indexed = list(dict.fromkeys(e.file for e in mindex.parse(index_text).entries if e.file in texts))
+    return Evidence(cands, uses, loads, texts, indexed, len(topics), today)
 
 
 def _side(rel: str, text: str) -> str:
@@ -150,11 +155,12 @@ def render(e: Evidence, max_chars: int) -> str:
             else:
                 add(head)
     if c.past_cut:
-        rels = [x.file for x in c.past_cut]
-        order = ev.least_used(rels, e.uses)
-        add(f"### Index entries past the cut ({len(rels)}; no session ever sees them), least used first\n"
-            + "\n".join(f"- {r}: {e.use_line(r) or 'no use recorded'}" for r in order[:40])
-            + (f"\n- ... and {len(order) - 40} more" if len(order) > 40 else ""))
+        # the index must lose lines: which ones is decided by use, not by position (the last lines are
+        # the newest memories, the ones a plain cut would take)
+        order = ev.least_used(e.indexed, e.uses)[:max(2 * len(c.past_cut), 20)]
+        add(f"### The index is past its cut: {len(c.past_cut)} entries never reach a session. Its entries least "
+            "used first (merge or delete these before any other; a moved entry is no loss)\n"
+            + "\n".join(f"- /memories/{r}: {e.use_line(r) or 'no use recorded'}" for r in order))
     if c.unused:
         add(f"### Memories no session used in the last {min(len(e.loads), 10**9)} index loads "
             f"({len(c.unused)}): still true and worth keeping, or stale?\n"
@@ -213,10 +219,56 @@ def note_dates(state: StateStore | None, project: str, shown: ev.Candidates) -> 
         state.delete(DATES_KEY + project)
 
 
-def for_status(memory_dir: Path, config: Config, state: StateStore | None, project: str, now: float) -> dict[str, Any]:
-    """What ``memd status`` and the viewer show of a project's evidence."""
+SUMMARY_KEY = "evidence.summary."  # + project: the last summary and the folder signature it was computed for
+
+
+def summary(memory_dir: Path, config: Config, state: StateStore | None, project: str, now: float) -> dict[str, Any]:
+    """What ``memd status`` and the viewer show of a project's evidence: the memories unused in the last N
+    index loads and the candidates waiting for the dream. Computing it reads every topic file, so it is
+    kept in the state with the folder's signature (each file's name, size and mtime), the day and the
+    number of index loads, and computed again only when one of them changed."""
+    import json
+
+    from memd.memfolder.walk import list_files
+
+    sig = hashlib.sha256()
+    for f in sorted(list_files(memory_dir, config.budget.max_file_bytes).memory_files(), key=lambda f: f.rel):
+        sig.update(f"{f.rel}\0{f.size}\0{f.mtime}\n".encode("utf-8", "surrogatepass"))
+    loads = state.index_loads(project) if state is not None else []
+    key = f"{sig.hexdigest()[:20]}:{time.strftime('%Y-%m-%d', time.localtime(now))}:{len(loads)}"
+    if state is not None:
+        try:
+            got = json.loads(state.get(SUMMARY_KEY + project) or "{}")
+        except ValueError:
+            got = {}
+        if isinstance(got, dict) and got.get("key") == key and isinstance(got.get("summary"), dict):
+            return dict(got["summary"])
     e = gather(memory_dir, config, state, project, now=now)
     c = e.candidates
-    return {"loads": len(e.loads), "unused": c.unused, "unused_after": config.dream.unused_after_loads,
-            "pairs": [[p.a, p.b, p.score] for p in c.pairs], "dated": [[d.rel, d.date] for d in c.dated],
-            "past_cut": [x.file for x in c.past_cut], "waiting": c.count}
+    out = {"loads": len(e.loads), "unused": c.unused, "unused_after": config.dream.unused_after_loads,
+           "pairs": [[p.a, p.b, p.score] for p in c.pairs], "dated": [[d.rel, d.date] for d in c.dated],
+           "past_cut": [x.file for x in c.past_cut],
+           "waiting": len(c.pairs) + len(c.dated) + len(c.past_cut) + len(c.unused)}
+    if state is not None:
+        with contextlib.suppress(Exception):  # a busy state: the summary is shown, not kept
+            state.set(SUMMARY_KEY + project, json.dumps({"key": key, "summary": out}))
+    return out
+
+
+def summary_line(project: str, s: dict[str, Any]) -> str:
+    """One line of ``memd status`` ("" when there is nothing to say)."""
+    parts = []
+    if s.get("pairs"):
+        parts.append(f"{len(s['pairs'])} possible duplicate pair(s)")
+    if s.get("dated"):
+        parts.append(f"{len(s['dated'])} memor{'ies' if len(s['dated']) != 1 else 'y'} whose date has passed")
+    if s.get("past_cut"):
+        parts.append(f"{len(s['past_cut'])} index entr{'ies' if len(s['past_cut']) != 1 else 'y'} past the cut")
+    unused = s.get("unused") or []
+    if unused:
+        shown = ", ".join(unused[:3]) + (f" and {len(unused) - 3} more" if len(unused) > 3 else "")
+        parts.append(f"{len(unused)} memor{'ies' if len(unused) != 1 else 'y'} unused in the last "
+                     f"{s.get('unused_after')} sessions that loaded the index ({shown})")
+    if not parts:
+        return ""
+    return f"  {project}: waiting for the dream: " + "; ".join(parts) + "\n"
