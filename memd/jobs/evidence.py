@@ -47,13 +47,13 @@ class Evidence:
             return ""
         u = self.uses.get(rel)
         if u is None or not (u.used or u.weak):
-            return f"never used in the {len(self.loads)} session(s) that loaded the index"
-        parts = [f"{n} {what}" for n, what in ((u.reads, "read"), (u.recalls, "recalled"), (u.writes, "written"))
+            return f"unused in {len(self.loads)} index loads"
+        parts = [f"{what} {n}" for n, what in ((u.reads, "read"), (u.recalls, "recalled"), (u.writes, "written"))
                  if n]
         if u.weak:
-            parts.append(f"{u.weak} shell mention(s)")
+            parts.append(f"shell {u.weak}")
         last = f", last {time.strftime('%Y-%m-%d', time.localtime(u.last_seen))}" if u.last_seen else ""
-        return "used: " + ", ".join(parts) + last
+        return ", ".join(parts) + last
 
 
 def uses_of(state: StateStore | None, project: str) -> tuple[dict[str, ev.Use], list[float]]:
