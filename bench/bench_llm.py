@@ -130,7 +130,7 @@ def script_dream(stub: Any, n_files: int) -> None:
                   s.tool_use("search_transcripts", {"pattern": "grafana|dashboard"})),
         s.message(s.memory("create", path="/memories/project_merged.md", file_text=(
             "---\nname: Merged\ndescription: merged topics 0 and 1\ntype: project\n---\n" + "merged fact. " * 40)),
-            s.memory("delete", path=f[1])),
+            s.memory("delete", path=f[1], reason="dup")),
         s.message(s.text("Merged two topics; nothing else needed.")),
     )
 
@@ -217,7 +217,7 @@ def scripted_model(stub: Any) -> Any:
         if turn == 2:
             return stub.message(stub.memory("create", path="/memories/project_merged.md", file_text=(
                 "---\nname: Merged\ndescription: merged topics 0 and 1\ntype: project\n---\n"
-                + "merged fact. " * 40)), stub.memory("delete", path=f[1]))
+                + "merged fact. " * 40)), stub.memory("delete", path=f[1], reason="dup"))
         return stub.message(stub.text("Merged two topics; nothing else needed."))
 
     return answer

@@ -150,7 +150,7 @@ def dream_script(stub: StubAPI, files: dict[str, bytes], seed: int, *, edits: in
             f"---\nname: Trial {seed} fact {i}\ndescription: a fact a trial saved ({seed}.{i})\n"
             f"type: project\n---\nThe deploy freeze for trial {seed} ends on 2026-12-0{1 + i % 8}.\n")))
     if gone is not None:
-        calls.append(stub.memory("delete", path=f"/memories/{gone}"))
+        calls.append(stub.memory("delete", path=f"/memories/{gone}", reason="dup"))
     return [stub.message(*calls), stub.message(stub.text(f"consolidated (trial {seed})"))]
 
 

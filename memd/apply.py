@@ -65,9 +65,9 @@ from typing import TYPE_CHECKING, Any
 
 from memd import history
 from memd.core import conflict as cblock
+from memd.core import declared, secrets
 from memd.core import guard as core_guard
 from memd.core import index as mindex
-from memd.core import secrets
 from memd.core.guard import Change, GuardLimits
 from memd.core.links import link_target
 from memd.core.paths import INDEX_NAME, is_team
@@ -350,7 +350,8 @@ def limits_of(config: Config) -> GuardLimits:
 
 
 def guard(st: Staging, chs: list[Change], config: Config, *, removed_by_user: Collection[str] = (),
-          resolved: Collection[cblock.Resolution] | None = None) -> list[str]:
+          resolved: Collection[cblock.Resolution] | None = None,
+          forgotten: Collection[declared.Forgotten] | None = None) -> list[str]:
     """Every reason the staged result may not be applied (empty: it may). chs is ``changes(st)``:
     the staged folder is the baseline with chs on top, so it is not read again. The rules are
     ``memd.core.guard``'s; here only what the live folder tells is looked up for them."""
@@ -368,7 +369,7 @@ def guard(st: Staging, chs: list[Change], config: Config, *, removed_by_user: Co
               if not t.lower().endswith(".md") and t not in after and _live_exists(mem, t)} \
         if idx is not None else set()
     res = core_guard.check(before, after, limits_of(config), live_problems=problems, live_exists=exists,
-                           removed_by_user=removed_by_user, resolved=resolved)
+                           removed_by_user=removed_by_user, resolved=resolved, forgotten=forgotten)
     return list(res.reasons)
 
 
@@ -649,6 +650,10 @@ class Edits:
     # the run's treatment of every block (``memd.core.guard.block_reasons``); None: a writer whose
     # changes are the user's own (a sync), whose blocks are not judged
     resolutions: tuple[cblock.Resolution, ...] | None = None
+    # a model run's declared forgetting (``memd.core.declared``): the memories it deleted or merged away,
+    # each with its reason; the guard lets an entry go only with such a file and refuses an undeclared
+    # deletion that loses words. None: a writer whose deletions are not judged so (the guard's old rules)
+    forgotten: tuple[declared.Forgotten, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -673,6 +678,7 @@ class RunResult:
     note: str = ""  # the model's note, redacted, on one line
     summary: str = ""  # "+a ~c -d (index updated) - note", the index counted
     blocks: tuple[cblock.Outcome, ...] = ()  # what became of each conflict block the run found (judged runs)
+    forgotten: tuple[declared.Forgotten, ...] = ()  # the memories forgotten or merged away (applied or proposed)
 
     @property
     def changed_anything(self) -> bool:
@@ -701,7 +707,7 @@ def run(project: Project, edit: Callable[[Workspace], Edits], *, state_dir: Path
         if actions:  # the rebuild rewrote the staged index
             chs = changes(st)
         reasons = tuple(guard(st, chs, config, removed_by_user=edits.removed_by_user,
-                              resolved=edits.resolutions))
+                              resolved=edits.resolutions, forgotten=edits.forgotten))
         if reasons:
             if log is not None:
                 log.warning(f"{job}.rejected", project=project.name, run=run_id, reasons=list(reasons))
@@ -711,18 +717,42 @@ def run(project: Project, edit: Callable[[Workspace], Edits], *, state_dir: Path
         decided = [b.line_text() for b in blocks if b.resolved]
         if decided:  # the history says, per block, what the run decided (the message's body)
             title += "\n\nconflict blocks resolved:\n" + "\n".join(f"- {secrets.redact(t)}" for t in decided)
+        gone = {c.rel for c in chs if c.after is None}
+        forgot = tuple(declared.effective(edits.forgotten or (), set(st.baseline), set(st.baseline) - gone))
+        if forgot:  # the history says what was forgotten and why (``forgotten_in``)
+            title += "\n\n" + FORGOTTEN_HEAD + "\n" + "\n".join(f"- {secrets.redact(f.line())}" for f in forgot)
         if review:
             path = keep_review(st, chs, "\n".join(f"# {ln}" for ln in title.split("\n")) + "\n# proposed, not applied")
             return replace(base, verdict=Verdict.REVIEW, rebuild=actions, review_path=path,
                            diff=diff_text(chs, 20_000), note=note, summary=summarize(chs, note), blocks=blocks,
-                           **_files(chs))
+                           forgotten=forgot, **_files(chs))
         res = apply(st, chs, title, log, budget=config.budget)
         landed = {c.rel for c in res.applied}
         # a resolution whose file was dropped (written meanwhile by Claude Code) did not happen
         blocks = tuple(b if b.file in landed else b._replace(choice="", reason="") for b in blocks)
+        # a memory whose deletion was skipped (part of the run dropped) was not forgotten
+        forgot = tuple(f for f in forgot if f.file in landed)
         return replace(base, verdict=Verdict.APPLIED, rebuild=actions, dropped=tuple(res.dropped),
                        faults=tuple(res.faults), history=res.after_commit, note=note,
-                       summary=summarize(res.applied, note), blocks=blocks, **_files(res.applied))
+                       summary=summarize(res.applied, note), blocks=blocks, forgotten=forgot,
+                       **_files(res.applied))
+
+
+FORGOTTEN_HEAD = "memories forgotten:"
+
+
+def forgotten_in(message: str) -> list[str]:
+    """The lines of a run's history message that say what it forgot and why ("a.md deleted: why",
+    "a.md merged into b.md: why"), as ``run`` wrote them."""
+    _, _, rest = message.partition("\n\n" + FORGOTTEN_HEAD + "\n")
+    if not rest:
+        return []
+    out: list[str] = []
+    for line in rest.split("\n"):
+        if not line.startswith("- "):
+            break
+        out.append(line[2:])
+    return out
 
 
 def block_outcomes(st: Staging, chs: list[Change], resolved: Iterable[cblock.Resolution]) -> list[cblock.Outcome]:

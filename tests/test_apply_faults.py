@@ -37,7 +37,7 @@ def _script_new_file_and_edit(env: Env) -> None:
     s.script(s.message(s.memory("create", path="/memories/user_lang.md", file_text=LANG),
                        s.memory("str_replace", path="/memories/project_deploy.md", old_str="Fridays.",
                                 new_str="Fridays (since 2026-03-01)."),
-                       s.memory("delete", path="/memories/feedback_tabs_2.md")),
+                       s.memory("delete", path="/memories/feedback_tabs_2.md", reason="dup")),
              s.message(s.text("done")))
 
 

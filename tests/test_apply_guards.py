@@ -333,7 +333,7 @@ def test_merging_two_near_duplicates_still_passes(env: Env) -> None:
     s = env.stub
     s.script(s.message(s.memory("str_replace", path="/memories/project_0.md", old_str=f"{LONG} ({0})",
                                 new_str=LONG + " (CI is also called GH Actions.)"),
-                       s.memory("delete", path="/memories/project_4.md")), s.message(s.text("merged")))
+                       s.memory("delete", path="/memories/project_4.md", reason="dup")), s.message(s.text("merged")))
     out = dream_project(env.jc(), p)
     assert out.outcome == "changed" and (out.changed, out.deleted) == (1, 1), out
 
@@ -348,7 +348,7 @@ def test_a_tiny_folder_may_merge_its_two_duplicates_tersely(env: Env) -> None:
     assert (len(a) + len(b) - len(merged)) / (len(a) + len(b)) > ap.MAX_SHRINK_SHARE  # only the slack lets it by
     s = env.stub
     s.script(s.message(s.memory("str_replace", path="/memories/feedback_a.md", old_str=a, new_str=merged),
-                       s.memory("delete", path="/memories/feedback_b.md")), s.message(s.text("merged")))
+                       s.memory("delete", path="/memories/feedback_b.md", reason="dup")), s.message(s.text("merged")))
     out = dream_project(env.jc(), p)
     assert out.outcome == "changed", out
     assert set(tree(p.memory_dir)) == {"MEMORY.md", "feedback_a.md"}

@@ -55,7 +55,8 @@ def test_a_dream_in_a_child_is_applied_and_recorded_as_in_process(env: Env) -> N
     p = dup_folder(env)
     (p.memory_dir / ".memd-user_role.md.99999999.abcdef01.tmp").write_text("a crashed writer's leftover")
     s = env.stub
-    s.script(s.message(s.memory("delete", path="/memories/feedback_tabs_2.md")), s.message(s.text("merged")))
+    s.script(s.message(s.memory("delete", path="/memories/feedback_tabs_2.md", reason="dup")),
+             s.message(s.text("merged")))
     child = child_for(env)
     log = child.log
     result = run_job("dream", env.jc(force=True), [p], child)
@@ -140,7 +141,7 @@ def test_the_daemons_stop_reaches_the_child_and_the_run_is_skipped(env: Env) -> 
     s = env.stub
     jc = env.jc(force=True)
     # the stop comes while the model works; the child must abandon before applying anything
-    s.script(Reply(body=s.message(s.memory("delete", path="/memories/feedback_tabs_2.md")),
+    s.script(Reply(body=s.message(s.memory("delete", path="/memories/feedback_tabs_2.md", reason="dup")),
                    before=jc.stop.set, delay=2.0),
              s.message(s.text("merged")))
     child = child_for(env)
@@ -158,7 +159,8 @@ def test_the_daemon_never_imports_the_sdk(env: Env, tmp_path: Path) -> None:
     ``anthropic`` (or its pydantic) among its modules."""
     p = dup_folder(env)
     s = env.stub
-    s.script(s.message(s.memory("delete", path="/memories/feedback_tabs_2.md")), s.message(s.text("merged")))
+    s.script(s.message(s.memory("delete", path="/memories/feedback_tabs_2.md", reason="dup")),
+             s.message(s.text("merged")))
     script = f"""
 import json, queue, sys, threading
 from pathlib import Path

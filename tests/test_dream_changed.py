@@ -37,7 +37,7 @@ def _first_dream(env: Env, p: Project) -> None:
     s = env.stub
     s.script(s.message(s.memory("str_replace", path="/memories/feedback_tabs.md", old_str="Use tabs.",
                                 new_str="Use tabs, never spaces (the linter)."),
-                       s.memory("delete", path="/memories/feedback_tabs_2.md")),
+                       s.memory("delete", path="/memories/feedback_tabs_2.md", reason="dup")),
              s.message(s.text("merged the tab memories")))
     out = dream_project(env.jc(force=True), p)
     assert out.outcome == "changed", out

@@ -7,12 +7,13 @@ without use figures, where the stand-in finds nothing to act on.
 The stand-in's rules, from the request alone:
 - a pair under "Possible duplicates", with both files' text: when every sentence of one is in the other,
   those sentences leave the larger, vaguer file; otherwise the older side (by the manifest's date; a file
-  missing from the manifest is older) is deleted (a duplicate, or a fact the newer contradicts);
+  missing from the manifest is older) goes: merged into the newer when the newer holds each of its
+  sentences (``forget_memory`` with ``into``), else deleted with its reason (the newer contradicts it);
 - a memory under "a date that has passed": deleted;
 - "The index is past its cut: N entries ...": the first N + 2 files listed (least used first) deleted;
 - "Sessions since the last dream" and nothing else to do: a transcript search for each memory's first long
   description word; a hit saying the thing is gone or replaced deletes that memory.
-Deleting a file is enough: memd's repair unlinks its entry (each hook here repeats its description).
+Each deletion gives its reason (wt-forget's declared forgetting): the entry goes with the file.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class Standin:
                 rel = self.searched.pop(r["tool_use_id"], None)
                 text = r["content"] if isinstance(r["content"], str) else json.dumps(r["content"])
                 if rel is not None and re.search(r"\b(gone|no longer|replaced|moved)\b", text, re.I):
-                    calls.append(s.memory("delete", path=f"/memories/{rel}"))
+                    calls.append(s.memory("delete", path=f"/memories/{rel}", reason="a session says it is gone"))
             return s.message(*calls) if calls else s.message(s.text("done"))
         return s.message(*(self.first_turn(_system(body)) or [s.text("nothing to do")]))
 
@@ -86,17 +87,24 @@ class Standin:
                              for x in ss)
                 continue
             older = min((a, b), key=lambda r: (dates.get(r, "0000"), r))
-            calls.append(s.memory("delete", path=f"/memories/{older}"))
+            newer = b if older == a else a
+            so = _sentences(files[older])
+            if all(x in _sentences(files[newer]) for x in so):  # a duplicate: merged into the newer file
+                calls.append(s.tool_use("forget_memory", {"path": f"/memories/{older}", "into": f"/memories/{newer}",
+                                                          "reason": "the newer memory says the same"}))
+            else:
+                calls.append(s.memory("delete", path=f"/memories/{older}",
+                                      reason=f"contradicted by the newer /memories/{newer}"))
             gone.add(older)
         for rel in re.findall(r'^- /memories/(\S+): ".*" \(\d{4}-\d\d-\d\d has passed\)', text, re.M):
             if rel not in gone:
-                calls.append(s.memory("delete", path=f"/memories/{rel}"))
+                calls.append(s.memory("delete", path=f"/memories/{rel}", reason="its date has passed"))
                 gone.add(rel)
         m = re.search(r"^### The index is past its cut: (\d+) entries.*?\n((?:- .*\n?)+)", text, re.M)
         if m:
             listed = re.findall(r"^- /memories/(\S+):", m.group(2), re.M)
             for rel in [r for r in listed if r not in gone][:int(m.group(1)) + 2]:
-                calls.append(s.memory("delete", path=f"/memories/{rel}"))
+                calls.append(s.memory("delete", path=f"/memories/{rel}", reason="unused; the index must lose lines"))
                 gone.add(rel)
         if not calls and re.search(r"^## Sessions since the last dream \([1-9]", text, re.M):
             for rel, desc in re.findall(r"^- /memories/(\S+) \[\w+\] \S+ \d+B: ([^(\n]*)", text, re.M):

@@ -1,8 +1,10 @@
 """Golden cases of the guard (``memd.core.guard``): a folder before, a folder after, the verdict.
 
 - guard/<case>/before/ and after/: the memory folder as staged and as the run left it
-- guard/<case>/case.json (optional): ``limits`` (GuardLimits overrides) and what only the live
-  folder tells, ``live_problems`` (path -> why) and ``live_exists`` (non-markdown paths)
+- guard/<case>/case.json (optional): ``limits`` (GuardLimits overrides), what only the live
+  folder tells, ``live_problems`` (path -> why) and ``live_exists`` (non-markdown paths), and a model
+  run's declared forgetting, ``forgotten`` (``[{file, reason, into?, stale?: [{text, reason}]}]``,
+  ``memd.core.declared``; absent: a writer that declares nothing, judged by the old rules)
 - guard/<case>/expected.txt: the verdict on the first line, then one reason per line
 
 The pure rules are checked on every case; cases without live facts also go through the I/O shell
@@ -22,6 +24,7 @@ import pytest
 from memd import apply as ap
 from memd.config import BudgetConfig, Config, DreamConfig, replace
 from memd.core import guard
+from memd.core.declared import Forgotten, Stale
 from memd.layout import Project
 from tests.test_golden import cases, compare
 
@@ -37,6 +40,14 @@ def meta(case: Path) -> dict[str, Any]:
     return json.loads(p.read_text()) if p.exists() else {}
 
 
+def forgotten(m: dict[str, Any]) -> list[Forgotten] | None:
+    if "forgotten" not in m:
+        return None
+    return [Forgotten(f["file"], f["reason"], f.get("into", ""),
+                      tuple(Stale(s["text"], s["reason"]) for s in f.get("stale", ())))
+            for f in m["forgotten"]]
+
+
 def expected_text(res: guard.GuardResult) -> str:
     return "\n".join((res.verdict, *res.reasons)) + "\n"
 
@@ -46,7 +57,8 @@ def test_guard(case: Path) -> None:
     m = meta(case)
     limits = replace(guard.GuardLimits(), **m.get("limits", {}))
     res = guard.check(files(case / "before"), files(case / "after"), limits,
-                      live_problems=m.get("live_problems", {}), live_exists=m.get("live_exists", ()))
+                      live_problems=m.get("live_problems", {}), live_exists=m.get("live_exists", ()),
+                      forgotten=forgotten(m))
     assert res.passed == (res.reasons == ())
     compare(case / "expected.txt", expected_text(res))
 
@@ -54,6 +66,7 @@ def test_guard(case: Path) -> None:
 @pytest.mark.parametrize("case", [c for c in cases("guard") if not ({"live_problems", "live_exists"} & set(meta(c)))],
                          ids=lambda p: p.name)
 def test_apply_shell_agrees(case: Path, tmp_path: Path) -> None:
+    declared = forgotten(meta(case))
     m = meta(case).get("limits", {})
     cfg = Config()
     cfg = replace(cfg, budget=replace(BudgetConfig(), **{k: v for k, v in m.items()
@@ -65,7 +78,7 @@ def test_apply_shell_agrees(case: Path, tmp_path: Path) -> None:
     with ap.stage(tmp_path / "state", Project("-p", d, d / "memory"), "dream", "r1") as st:
         shutil.rmtree(st.root)
         shutil.copytree(case / "after", st.root) if (case / "after").is_dir() else st.root.mkdir()
-        reasons = ap.guard(st, ap.changes(st), cfg)
+        reasons = ap.guard(st, ap.changes(st), cfg, forgotten=declared)
     lines = (case / "expected.txt").read_text().splitlines()
     assert reasons == lines[1:]
     assert not (tmp_path / "state" / "staging" / "-p" / "r1").exists()  # the context manager cleaned up

@@ -45,7 +45,7 @@ def test_symlink_is_never_followed(mem: StagedMemory, tmp_path: Path) -> None:
     for inp in ({"command": "create", "path": "/memories/link/new.md", "file_text": "x"},
                 {"command": "view", "path": "/memories/out.md"},
                 {"command": "str_replace", "path": "/memories/out.md", "old_str": "outside", "new_str": "y"},
-                {"command": "delete", "path": "/memories/out.md"}):
+                {"command": "delete", "path": "/memories/out.md", "reason": "stale"}):
         text, err = mem.handle(inp)
         assert err and "symlink" in text, (inp, text)
     assert (tmp_path / "outside.md").read_text() == "outside\n"
@@ -111,7 +111,7 @@ def test_commands_follow_the_protocol(mem: StagedMemory) -> None:
                            "new_path": "/memories/b.md"})[1]
     assert mem.handle({"command": "delete", "path": "/memories/sub"})[1]  # no directory deletes
     assert mem.handle({"command": "delete", "path": "/memories/MEMORY.md"})[1]
-    assert not mem.handle({"command": "delete", "path": "/memories/b.md"})[1]
+    assert not mem.handle({"command": "delete", "path": "/memories/b.md", "reason": "stale"})[1]
     assert not (mem.root / "b.md").exists()
     assert mem.handle({"command": "format_disk"})[1]
     assert mem.handle("not a dict")[1]

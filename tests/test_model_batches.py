@@ -56,7 +56,8 @@ def expected_cost(cfg: Config, recs: list[Recorded]) -> float:
 
 
 def dream_script(s: StubAPI) -> None:
-    s.script(s.message(s.memory("delete", path="/memories/feedback_tabs_2.md")), s.message(s.text("merged")))
+    s.script(s.message(s.memory("delete", path="/memories/feedback_tabs_2.md", reason="dup")),
+             s.message(s.text("merged")))
 
 
 def session_project(env: Env, name: str = "-home-dev-batch") -> tuple[Project, Path]:

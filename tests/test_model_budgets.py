@@ -103,7 +103,8 @@ def test_a_dream_stopped_at_its_call_cap_is_partial_applies_a_consistent_result_
     lock.write_text("999999")
     os.utime(lock, (OLD, OLD))
     s = env.stub
-    s.script(s.message(s.memory("delete", path=DELETE_DUP)),  # a whole change: the rebuild fixes the index
+    # a whole change: the rebuild fixes the index
+    s.script(s.message(s.memory("delete", path=DELETE_DUP, reason="dup")),
              s.message(s.memory("view", path="/memories/user_role.md")))  # still working at the cap
     cfg = cfg_with(env, dream={"max_tool_turns": 2})
     (out,) = run_job("dream", env.jc(config=cfg, force=True), [p]).outcomes
@@ -124,7 +125,7 @@ def test_a_run_stopped_half_way_through_a_change_applies_nothing(env: Env) -> No
     s.script(s.message(s.memory("str_replace", path="/memories/MEMORY.md",
                                 old_str="- [Role](user_role.md)",
                                 new_str="- [Tabs](feedback_tabs_merged.md) — tabs, merged\n- [Role](user_role.md)"),
-                       s.memory("delete", path=DELETE_DUP)))  # the merged file is never written
+                       s.memory("delete", path=DELETE_DUP, reason="dup")))  # the merged file is never written
     out = dream_project(env.jc(config=cfg_with(env, dream={"max_tool_turns": 1}), force=True), p)
     assert out.outcome == "partial", out
     assert "nothing applied" in out.message and "feedback_tabs_merged.md" in out.message
@@ -136,8 +137,9 @@ def test_a_partial_run_that_fails_a_guard_applies_nothing_and_says_why(env: Env)
     p = dup_folder(env)
     before = tree(p.memory_dir)
     s = env.stub
-    s.script(s.message(s.memory("delete", path=DELETE_DUP), s.memory("delete", path="/memories/user_role.md"),
-                       s.memory("delete", path="/memories/project_deploy.md")))
+    s.script(s.message(s.memory("delete", path=DELETE_DUP, reason="dup"),
+                       s.memory("delete", path="/memories/user_role.md", reason="dup"),
+                       s.memory("delete", path="/memories/project_deploy.md", reason="dup")))
     out = dream_project(env.jc(config=cfg_with(env, dream={"max_tool_turns": 1}), force=True), p)
     assert out.outcome == "partial" and "nothing applied" in out.message and "deletes 3 of 4" in out.message
     assert tree(p.memory_dir) == before
@@ -243,7 +245,7 @@ class Log:
 def test_job_finish_carries_the_four_token_kinds_and_their_sum(env: Env) -> None:
     p = dup_folder(env)
     s = env.stub
-    s.script(s.message(s.memory("delete", path=DELETE_DUP)), s.message(s.text("merged")))
+    s.script(s.message(s.memory("delete", path=DELETE_DUP, reason="dup")), s.message(s.text("merged")))
     log = Log()
     (out,) = run_job("dream", env.jc(force=True, log=log), [p]).outcomes
     (finish,) = [kw for ev, kw in log.events if ev == "job.finish"]

@@ -247,7 +247,8 @@ def test_api_failure_leaves_state_unchanged(env: Env, claude_data: Path, failure
 def test_dream_api_failure_leaves_consolidation_unchanged(env: Env) -> None:
     p = dup_folder(env)
     s = env.stub
-    s.script(s.message(s.memory("delete", path="/memories/feedback_tabs_2.md")), s.error(500), s.error(500))
+    s.script(s.message(s.memory("delete", path="/memories/feedback_tabs_2.md", reason="dup")),
+             s.error(500), s.error(500))
     before = tree(p.memory_dir)
     out = dream_project(env.jc(), p)
     assert out.outcome == "failed" and "HTTP 500" in (out.error or "")
@@ -265,7 +266,7 @@ def test_dream_merges_duplicates_and_rebuilds_the_index(env: Env) -> None:
         s.message(s.memory("view", path="/memories/feedback_tabs_2.md")),
         s.message(s.memory("str_replace", path="/memories/feedback_tabs.md", old_str="Use tabs.",
                            new_str="Use tabs, never spaces.\n**Why:** the linter rejects spaces."),
-                  s.memory("delete", path="/memories/feedback_tabs_2.md")),
+                  s.memory("delete", path="/memories/feedback_tabs_2.md", reason="dup")),
         s.message(s.text("Merged the two tab memories into feedback_tabs.md.")),
     )
     out = dream_project(env.jc(), p)
@@ -279,7 +280,7 @@ def test_dream_merges_duplicates_and_rebuilds_the_index(env: Env) -> None:
     assert env.state.project(p.name).last_consolidation is not None
     body = s.requests[0].body
     assert body["model"] == env.config.model.dream_model
-    assert {t["name"] for t in body["tools"]} == {"memory", "search_transcripts", "resolve_conflict"}
+    assert {t["name"] for t in body["tools"]} == {"memory", "search_transcripts", "resolve_conflict", "forget_memory"}
     system = "".join(b["text"] for b in body["system"])
     assert "Orient" in system and "/memories/feedback_tabs_2.md [feedback]" in system
     assert "- [Tabs again](feedback_tabs_2.md)" in system  # the index, handed in
@@ -339,7 +340,7 @@ def test_deleting_everything_is_rejected_whole(env: Env) -> None:
     p = dup_folder(env)
     s = env.stub
     topics = ["feedback_tabs.md", "feedback_tabs_2.md", "user_role.md", "project_deploy.md"]
-    s.script(s.message(*[s.memory("delete", path=f"/memories/{t}") for t in topics]),
+    s.script(s.message(*[s.memory("delete", path=f"/memories/{t}", reason="dup") for t in topics]),
              s.message(s.memory("create", path="/memories/project_new.md",
                                 file_text=topic("New", "new", "new", "project"))),
              s.message(s.text("cleaned up")))
@@ -357,8 +358,8 @@ def test_deleting_everything_is_rejected_whole(env: Env) -> None:
 def test_deleting_more_than_the_share_is_rejected(env: Env) -> None:
     p = dup_folder(env)
     s = env.stub
-    s.script(s.message(s.memory("delete", path="/memories/user_role.md"),
-                       s.memory("delete", path="/memories/project_deploy.md")), s.message(s.text("ok")))
+    s.script(s.message(s.memory("delete", path="/memories/user_role.md", reason="dup"),
+                       s.memory("delete", path="/memories/project_deploy.md", reason="dup")), s.message(s.text("ok")))
     before = tree(p.memory_dir)
     out = dream_project(env.jc(), p)
     assert out.outcome == "refused" and "deletes 2 of 4" in out.message
@@ -389,7 +390,7 @@ def test_a_concurrent_write_by_claude_code_is_not_clobbered(env: Env) -> None:
                            new_str="backend engineer who likes Go."),
                   s.memory("str_replace", path="/memories/project_deploy.md", old_str="Fridays.",
                            new_str="Fridays (since 2026-03-01)."),
-                  s.memory("delete", path="/memories/feedback_tabs_2.md")),
+                  s.memory("delete", path="/memories/feedback_tabs_2.md", reason="dup")),
         Reply(body=s.message(s.text("done")), before=claude_code_writes),
     )
     out = dream_project(env.jc(), p)
@@ -423,7 +424,7 @@ def test_undo_restores_a_run(env: Env) -> None:
     before = tree(p.memory_dir)
     s.script(s.message(s.memory("create", path="/memories/user_lang.md",
                                 file_text=topic("Lang", "speaks French", "The user speaks French.", "user")),
-                       s.memory("delete", path="/memories/feedback_tabs_2.md"),
+                       s.memory("delete", path="/memories/feedback_tabs_2.md", reason="dup"),
                        s.memory("str_replace", path="/memories/user_role.md", old_str="a backend",
                                 new_str="a frontend")),
              s.message(s.text("ok")))
@@ -474,7 +475,7 @@ def test_a_crash_leaves_each_file_before_or_after(env: Env, point: str) -> None:
                                 file_text=topic("Lang", "speaks French", "The user speaks French.", "user")),
                        s.memory("str_replace", path="/memories/user_role.md", old_str="engineer.",
                                 new_str="engineer who likes Go."),
-                       s.memory("delete", path="/memories/feedback_tabs_2.md")),
+                       s.memory("delete", path="/memories/feedback_tabs_2.md", reason="dup")),
              s.message(s.text("done")))
     before = tree(p.memory_dir)
     env.state.close()
@@ -618,7 +619,8 @@ def test_through_the_runner_the_run_log_gets_tokens_and_cost(env: Env) -> None:
 
     p = dup_folder(env)
     s = env.stub
-    s.script(s.message(s.memory("delete", path="/memories/feedback_tabs_2.md")), s.message(s.text("merged")))
+    s.script(s.message(s.memory("delete", path="/memories/feedback_tabs_2.md", reason="dup")),
+             s.message(s.text("merged")))
     result = run_job("dream", env.jc(force=True), [p])
     (out,) = result.outcomes
     assert out.outcome == "changed" and out.deleted == 1

@@ -38,7 +38,7 @@ def test_dream_cut_at_max_tokens_is_asked_again_with_a_larger_budget(env: Env) -
     p = dup_folder(env)
     s = env.stub
     s.script(s.message(s.text("I will now merge the two tab fil"), stop_reason="max_tokens"),
-             s.message(s.memory("delete", path=DELETE_DUP)),
+             s.message(s.memory("delete", path=DELETE_DUP, reason="dup")),
              s.message(s.text("merged the duplicates")))
     out = dream_project(env.jc(force=True), p)
     assert out.outcome == "changed" and out.deleted == 1, out  # not "noop: nothing to change"
@@ -55,7 +55,7 @@ def test_dream_cut_twice_fails_and_moves_no_lock_and_no_gate(env: Env) -> None:
     lock.write_text("999999")  # a dead holder; its mtime is Claude Code's "last consolidation"
     os.utime(lock, (OLD, OLD))
     s = env.stub
-    s.script(s.message(s.memory("delete", path=DELETE_DUP)),
+    s.script(s.message(s.memory("delete", path=DELETE_DUP, reason="dup")),
              s.message(s.text("Merging no"), stop_reason="max_tokens"),
              s.message(s.text("Merging now, fil"), stop_reason="max_tokens"))
     before = {k: v for k, v in tree(p.memory_dir).items() if k != G.LOCK_NAME}
@@ -87,7 +87,7 @@ def test_pause_turn_continues_the_turn(env: Env) -> None:
     p = dup_folder(env)
     s = env.stub
     s.script(s.message(s.text("Let me look at the duplicates first."), stop_reason="pause_turn"),
-             s.message(s.memory("delete", path=DELETE_DUP)),
+             s.message(s.memory("delete", path=DELETE_DUP, reason="dup")),
              s.message(s.text("merged")))
     out = dream_project(env.jc(force=True), p)
     assert out.outcome == "changed" and out.deleted == 1, out
@@ -153,7 +153,7 @@ def test_run_log_records_four_token_kinds_their_sum_and_the_cost_of_all_four(env
     s = env.stub
     s.min_cache_tokens = 50  # the folder is small: let the stub cache it
     s.script(s.message(s.memory("view", path="/memories/feedback_tabs.md")),
-             s.message(s.memory("delete", path=DELETE_DUP)), s.message(s.text("merged")))
+             s.message(s.memory("delete", path=DELETE_DUP, reason="dup")), s.message(s.text("merged")))
     (out,) = run_job("dream", env.jc(force=True), [p]).outcomes
     (row,) = env.state.runs(job="dream", project=p.name)
     usages = [r.usage or {} for r in s.requests]
@@ -175,7 +175,7 @@ def test_run_log_records_four_token_kinds_their_sum_and_the_cost_of_all_four(env
 def test_absurd_usage_is_rejected_with_a_reason_not_a_crash(env: Env, bad: Any) -> None:
     p = dup_folder(env)
     s = env.stub
-    body = s.message(s.memory("delete", path=DELETE_DUP))
+    body = s.message(s.memory("delete", path=DELETE_DUP, reason="dup"))
     body["usage"] = {"input_tokens": 100, "output_tokens": bad, "cache_creation_input_tokens": 0,
                      "cache_read_input_tokens": 7}
     s.script(Reply(raw=json.dumps(body).encode()), s.message(s.text("merged")))
@@ -236,7 +236,7 @@ def test_thinking_blocks_go_back_intact_and_never_carry_the_breakpoint(env: Env)
     p = dup_folder(env)
     s = env.stub
     thought = {"type": "thinking", "thinking": "Two tab files say the same.", "signature": "sig-abc"}
-    s.script(s.message(thought, s.memory("delete", path=DELETE_DUP)), s.message(s.text("merged")))
+    s.script(s.message(thought, s.memory("delete", path=DELETE_DUP, reason="dup")), s.message(s.text("merged")))
     out = dream_project(env.jc(force=True), p)
     assert out.outcome == "changed" and out.deleted == 1, out
     sent = s.requests[1].body["messages"]

@@ -212,7 +212,7 @@ def test_memory_tool_delete_and_create_must_keep_the_keys(tmp_path: Path) -> Non
     root.mkdir()
     (root / "d.md").write_text(NESTED)
     tool = _tool(root)
-    assert not tool.handle({"command": "delete", "path": "/memories/d.md"})[1]
+    assert not tool.handle({"command": "delete", "path": "/memories/d.md", "reason": "stale"})[1]
     flat = "---\nname: deploy\ndescription: how we deploy\ntype: project\n---\nnew body\n"
     out, err = tool.handle({"command": "create", "path": "/memories/d.md", "file_text": flat})
     assert err and "metadata.originSessionId" in out and not (root / "d.md").exists()

@@ -81,10 +81,10 @@ def _three_dreams(env: Env) -> tuple[Project, list[Any]]:  # noqa: F811
     applied = _dream(env, p,
                      s.message(s.memory("str_replace", path="/memories/feedback_tabs.md", old_str="Use tabs.",
                                         new_str="Use tabs, never spaces."),
-                               s.memory("delete", path="/memories/feedback_tabs_2.md")),
+                               s.memory("delete", path="/memories/feedback_tabs_2.md", reason="dup")),
                      s.message(s.text("Merged the tab memories. " + HOSTILE)))
     refused = _dream(env, p,
-                     s.message(*(s.memory("delete", path=f"/memories/{f}")
+                     s.message(*(s.memory("delete", path=f"/memories/{f}", reason="dup")
                                  for f in ("feedback_tabs.md", "user_role.md", "project_deploy.md"))),
                      s.message(s.text("Deleted everything.")))
     failed = _dream(env, p, s.message(s.memory("view", path="/memories/user_role.md")), s.error(500), s.error(500))

@@ -19,7 +19,13 @@ reason. A run is rejected whole when any rule fails:
 - the index loses the words after an entry's link that were the user's: words no topic file held
   before the run (the linked file's description taken out of the hook first, so a note appended to a
   description counts) and that are found after the run in no file (``lost_notes``). A hook that only
-  repeats a description may go with its entry (a merge); a note the user wrote may not;
+  repeats a description may go with its entry (a merge); a note the user wrote may not, except with
+  the file a model run declared forgotten or merged away (below);
+- (a model run, ``forgotten`` given: ``forget_reasons``, ``memd.core.declared``) the run may forget a
+  memory on purpose, with a reason: its index entries (link and words after it) are released from the
+  notes rule with it, and only they. A merge whose absorbing file does not hold each sentence of the
+  absorbed one (its meaningful words) is rejected unless the run declared that sentence stale with its
+  reason; a memory the run deletes without declaring it may lose no word (silent loss);
 - the run deletes every memory, or more than ``max_delete_share`` of them (one is always allowed);
 - a memory emptied, stripped of its name or description, or the memories' body text shrunk by
   more than ``max_shrink_share`` (and more than ``min_shrink_chars``);
@@ -46,7 +52,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING
 
 from memd.core import conflict as cblock
-from memd.core import frontmatter, secrets
+from memd.core import declared, frontmatter, secrets
 from memd.core import index as mindex
 from memd.core.links import fold_path, link_target
 from memd.core.paths import INDEX_NAME, is_team, is_topic
@@ -117,10 +123,13 @@ def link_targets(index_text: str) -> list[str]:
 def check(before: Mapping[str, bytes], after: Mapping[str, bytes], limits: GuardLimits, *,
           live_problems: Mapping[str, str] | None = None,
           live_exists: Collection[str] = (), removed_by_user: Collection[str] = (),
-          resolved: Collection[cblock.Resolution] | None = None) -> GuardResult:
+          resolved: Collection[cblock.Resolution] | None = None,
+          forgotten: Collection[declared.Forgotten] | None = None) -> GuardResult:
     """Every reason ``after`` may not replace ``before`` (see the module doc). ``resolved``: the
     conflict blocks a model run resolved, with its decisions (None: a writer whose changes are the
-    user's own, such as a sync, whose blocks are not judged)."""
+    user's own, such as a sync, whose blocks are not judged). ``forgotten``: the memories a model run
+    declared forgotten or merged, with its reasons (``memd.core.declared``; None: a writer whose
+    deletions are not judged for silent loss)."""
     chs = diff(before, after)
     parsed = _Parsed()
     reasons: list[str] = []
@@ -136,6 +145,12 @@ def check(before: Mapping[str, bytes], after: Mapping[str, bytes], limits: Guard
     elif INDEX_NAME in before:
         reasons.append("MEMORY.md was deleted")
     released = _released_lines(before.get(INDEX_NAME), resolved or ())
+    if forgotten is not None:
+        gone = declared.effective(forgotten, _topics(before), after)
+        old = before.get(INDEX_NAME)
+        if old is not None:  # an entry goes with the file the run forgot, and only with it
+            released |= declared.entry_lines(old.decode("utf-8", "replace"), {f.file for f in gone})
+        reasons += forget_reasons(before, after, gone)
     reasons += _prose_reasons(before.get(INDEX_NAME), after, before, removed_by_user, released)
     if resolved is not None:
         reasons += block_reasons(before, after, resolved)
@@ -310,6 +325,41 @@ def _content_reasons(chs: list[Change], before: Mapping[str, bytes], after: Mapp
         out.append(f"{subject} shrinks the memories' content by {lost / before_total:.0%} ({lost} of "
                    f"{before_total} characters; at most {share:.0%} allowed)")
     return out
+
+
+# --------------------------------------------------------------------------- declared forgetting
+
+def forget_reasons(before: Mapping[str, bytes], after: Mapping[str, bytes],
+                   gone: Collection[declared.Forgotten]) -> list[str]:
+    """A model run's forgetting (``memd.core.declared``): ``gone`` are its declarations that happened
+    (``declared.effective``). A merge keeps the absorbed file's facts in the absorbing file, or declares
+    each sentence it drops stale; a memory the run deleted without a declaration loses no word."""
+    out: list[str] = []
+    said = {f.file for f in gone}
+    for f in sorted(gone, key=lambda f: f.file):
+        if not f.into:
+            continue
+        if f.into == f.file or f.into not in after or not (_is_topic(f.into) or is_team(f.into)):
+            out.append(f"{f.file}: merged into {f.into[:80]}, which is not a memory in the folder after the run")
+            continue
+        lost = declared.dropped(before[f.file].decode("utf-8", "replace"),
+                                after[f.into].decode("utf-8", "replace"), f.stale)
+        if lost:
+            out.append(f"{f.file}: merged into {f.into}, which does not hold {len(lost)} of its sentence(s), "
+                       f"first: \"{_quote(lost[0])}\" (carry each into {f.into}, or declare it stale with "
+                       "its reason)")
+    for rel in sorted(_topics(before) - _topics(after) - said):
+        lost_words = declared.lost_words(before[rel].decode("utf-8", "replace"), after)
+        if lost_words:
+            out.append(f"{rel}: the run deletes this memory without saying why, and {len(lost_words)} of its "
+                       f"words are in no file after it, first: \"{_quote(' '.join(lost_words[:6]))}\" (forget "
+                       "it with a reason, or merge it into the memory that holds its facts)")
+    return out
+
+
+def _quote(text: str) -> str:
+    first = " ".join(text.split())
+    return first if len(first) <= _QUOTE else first[:_QUOTE - 1].rstrip() + "…"
 
 
 # --------------------------------------------------------------------------- the index's own text

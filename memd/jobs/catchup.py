@@ -338,7 +338,9 @@ class _Extraction:
         usage = self.client.usage if self.client is not None else None
         return ap.Edits("; ".join(self.notes), model_called=usage is not None and usage.calls > 0, usage=usage,
                         abandoned=jc.stop.is_set() or bool(self.half_done),
-                        resolutions=())  # the catch-up resolves no conflict block: their words are kept
+                        resolutions=(),  # the catch-up resolves no conflict block: their words are kept
+                        # what it forgot (the user's "forget X": the memory tool's delete with its reason)
+                        forgotten=tuple(self.tool.forgotten.values()) if self.tool is not None else ())
 
     def _start(self, ws: ap.Workspace, span: Span) -> None:
         """The staging copy, the client, the memory tool and the system prompt, at the first span

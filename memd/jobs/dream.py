@@ -121,6 +121,8 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
     def edit(ws: ap.Workspace) -> ap.Edits:
         nonlocal client, half_done
         from memd.llm import prompts
+        from memd.llm.forgettool import FORGET_TOOL, FORGET_TOOL_NAME
+        from memd.llm.forgettool import handler as forget_handler
         from memd.llm.memtool import MEMORY_TOOL, SEARCH_TOOL, SEARCH_TOOL_NAME
         from memd.llm.resolvetool import RESOLVE_TOOL, RESOLVE_TOOL_NAME, Resolutions, found_blocks
 
@@ -129,9 +131,10 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         found = found_blocks({rel: b.data for rel, b in st.baseline.items()})
         blocked.update(found)
         decisions = Resolutions(found)
-        handlers: dict[str, mr.Handler] = {"memory": tool.handle, RESOLVE_TOOL_NAME: decisions.handle}
+        handlers: dict[str, mr.Handler] = {"memory": tool.handle, RESOLVE_TOOL_NAME: decisions.handle,
+                                           FORGET_TOOL_NAME: forget_handler(tool)}
         # offered in every run (tools are part of the prompt prefix every project reads from the cache)
-        tools: list[dict[str, Any]] = [dict(MEMORY_TOOL), dict(RESOLVE_TOOL)]
+        tools: list[dict[str, Any]] = [dict(MEMORY_TOOL), dict(RESOLVE_TOOL), dict(FORGET_TOOL)]
         if cfg.dream.max_searches > 0:
             from memd.llm.memtool import TranscriptSearch
 
@@ -174,7 +177,8 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         if caps and not jc.stop.is_set():
             half_done = mr.consistency(st) or ""
         return ap.Edits(res.final_text, model_called=client.usage.calls > 0, usage=client.usage,
-                        abandoned=jc.stop.is_set() or bool(half_done), resolutions=decisions.resolutions())
+                        abandoned=jc.stop.is_set() or bool(half_done), resolutions=decisions.resolutions(),
+                        forgotten=tuple(tool.forgotten.values()))
 
     try:
         result = ap.run(project, edit, state_dir=jc.state_dir, job="dream", run_id=ap.new_run_id("dream", now),

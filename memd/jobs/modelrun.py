@@ -359,6 +359,8 @@ def record(out: ProjectOutcome, res: ap.RunResult, caps: list[str] | None = None
     _record(out, res)
     if blocks and res.verdict in (ap.Verdict.APPLIED, ap.Verdict.REVIEW):
         _record_blocks(out, res)
+    if res.verdict in (ap.Verdict.APPLIED, ap.Verdict.REVIEW):
+        _record_forgotten(out, res)
     if caps:
         partial(out, caps, applied=res.verdict is ap.Verdict.APPLIED)
 
@@ -439,6 +441,30 @@ def _record_blocks(out: ProjectOutcome, res: ap.RunResult) -> None:
     if left:
         bits.append(f"{left} sync conflict block(s) left open")
     out.message += "; " + ", ".join(bits)
+
+
+def _record_forgotten(out: ProjectOutcome, res: ap.RunResult) -> None:
+    """The memories the run forgot or merged away (``res.forgotten``): in the details whole (file, action,
+    the model's reason redacted, the absorbing file, the sentences declared stale), in the message by name
+    ("forgot a.md; merged b.md into c.md"), which `memd report` lists."""
+    if not res.forgotten:
+        return
+    from memd.core import secrets
+
+    def clean(text: str) -> str:
+        return secrets.redact(" ".join(text.split()))[:300]
+
+    rows = []
+    for f in res.forgotten:
+        d = f.as_dict()
+        d["reason"] = clean(f.reason)
+        if f.stale:
+            d["stale"] = [{"text": clean(x.text), "reason": clean(x.reason)} for x in f.stale]
+        rows.append(d)
+    out.details["forgotten"] = rows
+    verb = ("would forget", "would merge") if res.verdict is ap.Verdict.REVIEW else ("forgot", "merged")
+    named = [f"{verb[1]} {f.file} into {f.into}" if f.into else f"{verb[0]} {f.file}" for f in res.forgotten[:5]]
+    out.message += "; " + "; ".join(named) + ("; ..." if len(res.forgotten) > 5 else "")
 
 
 HELD_BACK_WARNING = "index_held_back"

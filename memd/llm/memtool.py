@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memd.core import frontmatter, secrets
+from memd.core import declared, frontmatter, secrets
 from memd.core.paths import INDEX_NAME, is_hidden, is_team
 from memd.memfolder.read import read_bounded
 from memd.memfolder.walk import confined_problem, walk
@@ -92,6 +92,8 @@ class StagedMemory:
     written_bytes: int = 0
     deleted_keys: dict[str, set[str]] = field(default_factory=dict)  # rel -> frontmatter keys of a deleted file
     redactions: int = 0  # secrets replaced in what was shown to the model
+    # the memories the run forgot (deleted or merged away), with its reasons: what the guard releases
+    forgotten: dict[str, declared.Forgotten] = field(default_factory=dict)
 
     def handle(self, tool_input: Any) -> tuple[str, bool]:
         """Run one memory command; returns (result text, is_error)."""
@@ -104,10 +106,11 @@ class StagedMemory:
             if not isinstance(tool_input, dict):
                 raise Refused("Error: the input must be an object with a 'command'.")
             fn = {"view": self.view, "create": self.create, "str_replace": self.str_replace,
-                  "insert": self.insert, "delete": self.delete, "rename": self.rename}.get(str(command))
+                  "insert": self.insert, "delete": self.delete, "rename": self.rename,
+                  "merge": self._merge_command}.get(str(command))
             if fn is None:
                 raise Refused(f"Error: unknown command {str(command)[:40]!r} (use view, create, str_replace, "
-                              "insert, delete or rename).")
+                              "insert, delete, rename or merge).")
             out = fn(tool_input)
         except Refused as e:
             self.ops.append((str(command)[:20], path[:300], f"refused: {str(e)[:200]}"))
@@ -313,7 +316,56 @@ class StagedMemory:
         return f"The file {inp.get('path')} has been edited."
 
     def delete(self, inp: dict[str, Any]) -> str:
-        rel, full = self._rel(inp.get("path"))
+        """Delete a memory: ``reason`` (why it is forgotten) is required; its index entry goes with it."""
+        rel, full = self._deletable(inp.get("path"))
+        reason = declared.clean_reason(inp.get("reason"))
+        if not reason:
+            raise Refused(f"Error: say why {inp.get('path')} is forgotten: give 'reason' (one sentence, e.g. "
+                          "'the freeze ended on 2026-01-15'). When another memory holds its facts, merge it "
+                          "instead (forget_memory with 'into').")
+        self.forget(rel, full, declared.Forgotten(rel, reason))
+        return f"Successfully deleted {inp.get('path')} (forgotten: {reason}); its index line went with it"
+
+    def merge(self, path: Any, into: Any, reason: Any, stale: Any = ()) -> str:
+        """``path`` merged into ``into``: the absorbing file must already hold each sentence of the absorbed
+        one, or the sentence is declared stale (``stale``: [{"text", "reason"}]); then the absorbed file
+        and its index entry go, recorded with ``reason``."""
+        rel, full = self._deletable(path)
+        into_rel, into_full = self._rel(into)
+        if not into_rel or into_rel in (rel, INDEX_NAME) or not into_rel.endswith(".md"):
+            raise Refused("Error: 'into' must be another memory file, e.g. /memories/feedback_style.md.")
+        why = declared.clean_reason(reason)
+        if not why:
+            raise Refused("Error: give 'reason': why the two memories are one (one sentence).")
+        said: list[declared.Stale] = []
+        for item in stale if isinstance(stale, list) else ():
+            text = item.get("text") if isinstance(item, dict) else None
+            because = declared.clean_reason(item.get("reason")) if isinstance(item, dict) else ""
+            if not isinstance(text, str) or not text.strip() or not because:
+                raise Refused("Error: each 'stale' item needs 'text' (the sentence) and 'reason' (why it is no "
+                              "longer true).")
+            said.append(declared.Stale(" ".join(text.split())[:declared.MAX_REASON_CHARS], because))
+        absorbed = self._read(full, str(path))
+        absorbing = self._read(into_full, str(into))
+        unknown = declared.unknown_stale(absorbed, said)
+        if unknown:
+            raise Refused(f"Error: {path} has no sentence like {unknown[0][:100]!r}; name a sentence of its "
+                          "body as it is written.")
+        lost = declared.dropped(absorbed, absorbing, said)
+        if lost:
+            shown = "; ".join(repr(s_[:120]) for s_ in lost[:5])
+            raise Refused(f"Error: {into} does not hold {len(lost)} sentence(s) of {path} yet: {shown}"
+                          f"{' ...' if len(lost) > 5 else ''}. Carry each fact into {into} first (str_replace or "
+                          "insert), or declare it stale with its reason ('stale': [{'text', 'reason'}]).")
+        self.forget(rel, full, declared.Forgotten(rel, why, into_rel, tuple(said)))
+        return (f"Merged {path} into {into} ({why}); {path} and its index line are gone. Make sure the index "
+                f"line of {into} still says what it covers.")
+
+    def _merge_command(self, inp: dict[str, Any]) -> str:
+        return self.merge(inp.get("path"), inp.get("into"), inp.get("reason"), inp.get("stale", []))
+
+    def _deletable(self, path: Any) -> tuple[str, Path]:
+        rel, full = self._rel(path)
         if not rel:
             raise Refused(f"Error: cannot delete the {ROOT} directory itself.")
         if is_team(rel):
@@ -323,18 +375,36 @@ class StagedMemory:
         try:
             st = os.lstat(full)
         except OSError:
-            raise Refused(f"Error: the path {inp.get('path')} does not exist.") from None
+            raise Refused(f"Error: the path {str(path)[:100]} does not exist.") from None
         if stat.S_ISDIR(st.st_mode):
             raise Refused("Error: delete files one by one; directories are not deleted whole.")
         if not rel.endswith(".md"):
             raise Refused("Error: only markdown files (*.md) are memory.")
+        return rel, full
+
+    def forget(self, rel: str, full: Path, record: declared.Forgotten) -> None:
+        """Delete the file, take its entries out of the staged index, and record why."""
         r = read_bounded(full, 4 * self.limits.max_file_bytes, hash=False)
         if r.text is not None:
             keys = frontmatter.key_paths(r.text)
             if keys:
                 self.deleted_keys[rel] = keys  # a delete + create of the same file must keep them too
         full.unlink()
-        return f"Successfully deleted {inp.get('path')}"
+        self.forgotten[rel] = record
+        self._drop_entries(rel)
+
+    def _drop_entries(self, rel: str) -> None:
+        """The staged index without the entry lines that link ``rel`` (the entry goes with its file)."""
+        index = self.root / INDEX_NAME
+        r = read_bounded(index, 4 * self.limits.max_file_bytes, hash=False)
+        if r.text is None:
+            return
+        lines = declared.entry_lines(r.text, {rel})
+        if not lines:
+            return
+        # split on "\n" only, as the index parser numbers its lines
+        kept = [ln for n, ln in enumerate(r.text.split("\n"), 1) if n not in lines]
+        self._write(index, "\n".join(kept).encode("utf-8"))
 
     def rename(self, inp: dict[str, Any]) -> str:
         old_rel, old_full = self._writable(inp.get("old_path"))
