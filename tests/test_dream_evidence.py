@@ -325,3 +325,23 @@ def test_a_duplicate_beyond_the_200_file_manifest(env: Env) -> None:
     assert "project_deploy.md" not in _files(p) and "project_deploy_new.md" in _files(p)
 
 
+
+
+def test_a_keyless_dream_changes_no_byte_of_a_healthy_folder(env: Env, monkeypatch: Any) -> None:
+    """Evidence and the new reasons to dream (a passed date, sessions, a duplicate) with model work off:
+    the deterministic repair only, which leaves a healthy folder byte for byte; no date is marked seen."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    freeze = topic("Merge freeze", "merge freeze for the mobile release until 2026-01-15",
+                   "No merges to main until 2026-01-15 (mobile release).", "project")
+    p = _folder(env, {**BASE, "project_deploy.md": DEPLOY, "project_merge_freeze.md": freeze})
+    _dreamt_before(env, p)
+    _new(p, "project_release_process.md", topic(
+        "Release process", "release steps and approvals",
+        "Deploys go out on Fridays after the 14:00 code freeze. Run make release from main; the on-call engineer "
+        "approves the production rollout in Spinnaker.", "project"))
+    env.state.touch_session(p.name, SID, time.time() - 60)
+    before = {f.name: f.read_bytes() for f in p.memory_dir.rglob("*") if f.is_file()}
+    out = dream_project(env.jc(), p)
+    assert not out.model_called and out.details.get("model_off"), out
+    assert {f.name: f.read_bytes() for f in p.memory_dir.rglob("*") if f.is_file()} == before
+    assert env.stub.requests == [] and env.state.get("dream.dates_seen." + p.name) is None

@@ -234,3 +234,36 @@ def test_status_and_the_viewer_show_what_waits_for_the_dream(claude_home: Path,
     cfg = load(None)
     page = project_page(project_for_folder(claude_home, claude_home / "projects" / "-home-u-app"), cfg, state_dir)
     assert page.evidence["unused"] == ["project_freeze.md"]
+
+
+def test_the_viewer_shows_what_waits_for_the_dream(claude_home: Path) -> None:
+    """The project page served over HTTP lists the unused memory and the passed date (issue 31)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    from memd.commands.ui import pages
+    from memd.ui.server import COOKIE, Running, Viewer
+    from tests.test_ui import _ctx
+
+    md = claude_home / "projects" / "-home-u-app" / "memory"
+    md.mkdir(parents=True)
+    (md / "MEMORY.md").write_text("- [Freeze](project_freeze.md) — merge freeze until 2026-01-15\n")
+    (md / "project_freeze.md").write_text("---\nname: Freeze\ndescription: merge freeze until 2026-01-15\n"
+                                          "type: project\n---\nNo merges to main until 2026-01-15.\n")
+    old = time.time() - 86400 * 30
+    for f in md.iterdir():
+        os.utime(f, (old, old))
+    with StateStore.open(Path(os.environ["XDG_STATE_HOME"]) / "memd") as s:
+        for n in range(20):
+            s.record_uses("-home-u-app", f"s{n}", [("load", "", "", time.time() - 3600 + n)])
+    with Running(Viewer(pages(_ctx(claude_home)))) as url:
+        u = urlsplit(url)
+        conn = http.client.HTTPConnection(u.hostname or "", u.port, timeout=30)
+        conn.request("GET", "/project/-home-u-app", headers={
+            "Host": u.netloc, "Cookie": f"{COOKIE}_{u.port}={url.split('token=', 1)[1]}"})
+        resp = conn.getresponse()
+        page = resp.read().decode()
+        conn.close()
+    assert resp.status == 200
+    assert 'id="evidence"' in page and '<code class="unused-file">project_freeze.md</code>' in page
+    assert "states a date that has passed (2026-01-15)" in page
