@@ -851,6 +851,18 @@ class StateStore:
                 n += cur.rowcount
         return n
 
+    def prune_memory_use(self, now: float, *, max_rows: int = PRUNE_MAX_ROWS) -> int:
+        """Memory-use events older than the run log keeps its rows (``RUNS_KEEP_S``, over a year): a memory
+        unused that long is unused whatever came before. In batches, like ``prune_runs``."""
+        n = 0
+        while n < max_rows:
+            cur = self._exec("DELETE FROM memory_use WHERE rowid IN (SELECT rowid FROM memory_use WHERE at < ? "
+                             "LIMIT ?)", (now - RUNS_KEEP_S, min(PRUNE_BATCH, max_rows - n)))
+            n += cur.rowcount
+            if cur.rowcount < PRUNE_BATCH:
+                break
+        return n
+
     def index_loads(self, project: str) -> list[float]:
         """When each session that loaded the project's index first did (newest first)."""
         rows = self._exec("SELECT at FROM memory_use WHERE project = ? AND kind = 'load' ORDER BY at DESC",

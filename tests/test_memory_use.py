@@ -199,6 +199,11 @@ def test_the_state_migration_keeps_counts_apart_per_project(tmp_path: Path) -> N
         assert s.index_loads("p") == [1.0] and s.index_loads("q") == []
         assert json.dumps(s.memory_uses("p")["a.md"]) == json.dumps(
             {"reads": 1, "recalls": 0, "writes": 0, "weak": 0, "last_seen": 2.0})
+        from memd.state import RUNS_KEEP_S
+
+        s.record_uses("p", "s9", [("read", "t9", "b.md", 1e9)])
+        assert s.prune_memory_use(1e9 + RUNS_KEEP_S - 1) == 3  # older than a year and more: gone
+        assert set(s.memory_uses("p")) == {"b.md"}
 
 
 def test_status_and_the_viewer_show_what_waits_for_the_dream(claude_home: Path,
