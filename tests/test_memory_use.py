@@ -10,6 +10,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from memd import layout
 from memd.config import Config
 from memd.core import evidence as ev
@@ -51,7 +54,8 @@ def _session(md: Path) -> list[dict[str, Any]]:
         _result("toolu_w1", "File created", {"type": "create", "filePath": role, "memdirStamped": True}),
         assistant(tool_use("Edit", {"file_path": deploy, "old_string": "a", "new_string": "b"}, id="toolu_e1"),
                   cwd=CWD, session=SID),
-        _result("toolu_e1", "updated", {"filePath": deploy, "oldString": "a", "newString": "b"}),
+        _result("toolu_e1", "updated", {"filePath": deploy, "oldString": "a", "newString": "b",
+                                        "structuredPatch": []}),
         assistant(tool_use("Bash", {"command": f"cat {deploy}", "description": "x"}, id="toolu_b1"), cwd=CWD,
                   session=SID),
         _result("toolu_b1", "---", {"stdout": "---", "stderr": ""}),
@@ -272,3 +276,43 @@ def test_the_viewer_shows_what_waits_for_the_dream(claude_home: Path) -> None:
     assert resp.status == 200
     assert 'id="evidence"' in page and '<code class="unused-file">project_freeze.md</code>' in page
     assert "states a date that has passed (2026-01-15)" in page
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cuts=st.lists(st.tuples(st.integers(min_value=0, max_value=40), st.booleans()), max_size=8),
+       replace_at=st.sets(st.integers(min_value=0, max_value=6)))
+def test_counts_are_the_same_however_the_transcript_arrives(claude_home: Path, tmp_path_factory: Any,
+                                                            cuts: list[tuple[int, bool]],
+                                                            replace_at: set[int]) -> None:
+    """The transcript written in chunks cut anywhere (mid-line too), scanned after each, the file sometimes
+    replaced by a copy (read again from 0): the counts are those of one scan of the whole file (a Bash
+    mention whose answer lands in a later pass may be lost: a weak signal, never counted twice)."""
+    folder = layout.folder_for_cwd(CWD)
+    md = claude_home / "projects" / folder / "memory"
+    md.mkdir(parents=True, exist_ok=True)
+    tmp = tmp_path_factory.mktemp("s")
+    lines = [json.dumps(r).encode() + b"\n" for r in _session(md)]
+    data = b"".join(lines)
+    ends = [sum(len(x) for x in lines[:i + 1]) for i in range(len(lines))]  # a pass may end after any line
+    p = claude_home / "projects" / folder / f"{SID}.jsonl"
+    p.unlink(missing_ok=True)
+    proj = layout.project_for_folder(claude_home, claude_home / "projects" / folder)
+    points = sorted({ends[i % len(ends)] - (len(lines[i % len(ends)]) // 2 if mid else 0) for i, mid in cuts}
+                    | {len(data)})
+    with StateStore.open(tmp / "state") as store:
+        for i, end in enumerate(points):
+            if i in replace_at and p.exists():
+                body = p.read_bytes()
+                p.unlink()
+                p.write_bytes(body)
+            cur = p.stat().st_size if p.exists() else 0
+            with open(p, "ab") as f:
+                f.write(data[cur:end])
+            scan_project(proj, store, CFG, now=time.time())
+        loads, figures = _figures(store, folder)
+    assert loads == 1
+    for rel, want in EXPECTED.items():
+        got = figures[rel]
+        kinds = ("reads", "recalls", "writes")
+        assert {k: got[k] for k in kinds} == {k: want[k] for k in kinds}
+        assert got["weak"] <= want["weak"]

@@ -8,7 +8,8 @@ Claude Code 2.1.332 records, in a session's transcript:
   (the answering user line's ``toolUseResult.file`` names the file);
 - a recall: an ``attachment`` of type ``relevant_memories`` listing ``memories[].path``;
 - a write: a ``Write``/``Edit``/``MultiEdit`` tool_use into the folder not answered by an error (its
-  answer carries ``toolUseResult.memdirStamped``);
+  answer carries ``toolUseResult.filePath``, with ``memdirStamped`` for a Write and a ``structuredPatch``
+  for an Edit);
 - a Bash ``cat``/``grep``/``head``/... whose command names a memory file: a weak signal, counted apart.
 
 Only these record shapes count: a path inside any other record type (``api-request-blob`` copies whole
@@ -85,13 +86,14 @@ class Uses:
                 if b.get("is_error") is True:
                     continue
                 # the answer names its file itself (so a use is counted even when its tool_use line was
-                # read by an earlier pass): a Read's ``file.filePath``, a memory write's ``memdirStamped``
+                # read by an earlier pass): a Read's ``file.filePath``; a write's ``filePath`` with
+                # ``memdirStamped`` (Write) or a ``structuredPatch`` (Edit, MultiEdit: 2.1.332 stamps no Edit)
                 res = obj.get("toolUseResult")
                 f = res.get("file") if isinstance(res, dict) else None
                 if isinstance(f, dict) and isinstance(f.get("filePath"), str) and f["filePath"]:
                     self.events.append(UseEvent("read", tid, f["filePath"], ts))
-                elif (isinstance(res, dict) and res.get("memdirStamped") is True
-                      and isinstance(res.get("filePath"), str)):
+                elif (isinstance(res, dict) and isinstance(res.get("filePath"), str)
+                      and (res.get("memdirStamped") is True or "structuredPatch" in res)):
                     self.events.append(UseEvent("write", tid, res["filePath"], ts))
                 elif got is not None:
                     self.events.append(UseEvent(got[0], tid, got[1], got[2]))
