@@ -316,3 +316,26 @@ def test_counts_are_the_same_however_the_transcript_arrives(claude_home: Path, t
         kinds = ("reads", "recalls", "writes")
         assert {k: got[k] for k in kinds} == {k: want[k] for k in kinds}
         assert got["weak"] <= want["weak"]
+
+
+def test_status_bounds_the_time_it_spends_computing_evidence(claude_home: Path, capsys: Any,
+                                                              monkeypatch: Any) -> None:
+    """Past its share of time, status names the projects it did not compute; a project named computes
+    its evidence whatever the time, and status shows it from then on (kept in the state)."""
+    from memd import cli
+    from memd.commands import status
+
+    md = claude_home / "projects" / "-home-u-app" / "memory"
+    md.mkdir(parents=True)
+    (md / "MEMORY.md").write_text("- [Freeze](project_freeze.md) — merge freeze until 2026-01-15\n")
+    (md / "project_freeze.md").write_text("---\nname: Freeze\ndescription: merge freeze until 2026-01-15\n"
+                                          "type: project\n---\nNo merges to main until 2026-01-15.\n")
+    monkeypatch.setattr(status, "EVIDENCE_MIN_S", 0.0)
+    monkeypatch.setattr(status, "EVIDENCE_SHARE", 0.0)
+    cli.main(["status"])
+    assert "not computed yet for 1 project(s)" in capsys.readouterr().out
+    cli.main(["status", "-home-u-app"])
+    assert "-home-u-app: waiting for the dream: 1 memory whose date has passed" in capsys.readouterr().out
+    cli.main(["status"])
+    out = capsys.readouterr().out
+    assert "1 memory whose date has passed" in out and "not computed yet" not in out

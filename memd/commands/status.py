@@ -82,7 +82,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     as_json = args.format == "json"
     for n in notes:
         print(n, file=sys.stderr if as_json else sys.stdout)
+    began = time.monotonic()
     rows = status_rows(projects or [], ctx.config, ctx.state_dir)
+    spent = None if args.projects else time.monotonic() - began  # named projects: always computed
     warnings = measured_warnings(rows, ctx.config)
     cred = model_credential(ctx.config, ctx.claude_dir)  # which credential source model work uses (never the secret)
     text, daemon = info.status_section(ctx.state_dir, ctx.config)
@@ -90,11 +92,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if as_json:
         import json
 
-        evidence = _evidence(ctx, rows)
+        evidence = _evidence(ctx, rows, spent)
+        late = evidence.pop(_NOT_YET, {}).get("projects", 0)
         doc = {"projects": [{**r.as_json(), **({"evidence": evidence[r.project]} if r.project in evidence else {})}
                             for r in rows],
                "warnings": [*warnings, *({"recorded": True, **w} for w in recorded)],
                "daemon": daemon, "model": cred, "sync": _sync_json(ctx.state_dir, {r.project for r in rows}),
+               "evidence_not_computed": late,
                "config": None if bad_config is None else {"path": bad_config.path, "problems": bad_config.problems}}
         sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
         return _exit_code(bad_config is not None, rows)
@@ -116,7 +120,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     else:
         print("open warnings: none")
     sys.stdout.write(credential_line(cred))
-    sys.stdout.write(_evidence_lines(ctx, shown))
+    sys.stdout.write(_evidence_lines(ctx, shown, spent))
     from memd.sync.evidence import status_line  # issue 15: conflicts between machines, kept for the dream
     from memd.sync.held import status_lines  # issue 21: what sync holds, why, and the command that resolves it
 
@@ -129,9 +133,17 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     return _exit_code(bad_config is not None, rows)
 
 
-def _evidence(ctx: Context, rows: list[Any]) -> dict[str, dict[str, Any]]:
+EVIDENCE_SHARE = 0.2  # of the time status spent measuring, what computing evidence anew may add
+EVIDENCE_MIN_S = 1.0
+
+
+def _evidence(ctx: Context, rows: list[Any], spent: float | None = None) -> dict[str, dict[str, Any]]:
     """Per project with memory: the evidence waiting for the dream (``memd.jobs.evidence.summary``). One
-    project that cannot be read is left out; the state unreadable or busy: none (status still reports)."""
+    project that cannot be read is left out; the state unreadable or busy: none (status still reports).
+    A summary is kept in the state and read back while the folder is unchanged; computing them anew (a
+    first run over many projects reads every topic file) may add at most ``EVIDENCE_SHARE`` of the time
+    status spent measuring (``spent``; at least ``EVIDENCE_MIN_S``): the projects past that are named
+    as not computed yet (``_NOT_YET``), and a later status (or the project's own) computes them."""
     import time
     from pathlib import Path
 
@@ -145,27 +157,44 @@ def _evidence(ctx: Context, rows: list[Any]) -> dict[str, dict[str, Any]]:
         return out
     try:
         now = time.time()
-        for r in rows:
-            if not r.has_memory:
-                continue
-            mem = Path(r.memory_dir)
-            try:
-                out[r.project] = summary(mem, ctx.config, state, r.project, now)
-            except Exception:  # one project's failure never fails the command
-                continue
+        budget = None if spent is None else max(EVIDENCE_MIN_S, EVIDENCE_SHARE * spent)
+        start = time.monotonic()
+        late = 0
+        with state.batch():  # the summaries kept in one transaction, not one commit per project
+            for r in rows:
+                if not r.has_memory:
+                    continue
+                over = budget is not None and time.monotonic() - start > budget
+                try:
+                    got = summary(Path(r.memory_dir), ctx.config, state, r.project, now, cached_only=over)
+                except Exception:  # one project's failure never fails the command
+                    continue
+                if got is None:
+                    late += 1
+                else:
+                    out[r.project] = got
+        if late:
+            out[_NOT_YET] = {"projects": late}
     finally:
         state.close()
     return out
 
 
-def _evidence_lines(ctx: Context, rows: list[Any]) -> str:
+_NOT_YET = ""  # the key of the projects whose evidence this run did not compute
+
+
+def _evidence_lines(ctx: Context, rows: list[Any], spent: float | None = None) -> str:
     from memd.jobs.evidence import summary_line
 
-    lines = [summary_line(name, s) for name, s in _evidence(ctx, rows).items()]
-    lines = [ln for ln in lines if ln]
+    got = _evidence(ctx, rows, spent)
+    late = got.pop(_NOT_YET, {}).get("projects", 0)
+    lines = [ln for ln in (summary_line(name, s) for name, s in got.items()) if ln]
+    tail = (f"  not computed yet for {late} project(s) (status keeps what it computed; run it again, or "
+            f"`memd status PROJECT`)\n" if late else "")
     if not lines:
-        return "evidence: nothing waiting for the dream\n"
-    return "evidence (computed locally, for the next dream; never acted on without it):\n" + "".join(lines)
+        return ("evidence: nothing waiting for the dream" + (" in the projects computed" if late else "")
+                + "\n" + tail)
+    return "evidence (computed locally, for the next dream; never acted on without it):\n" + "".join(lines) + tail
 
 
 def _sync_json(state_dir: Path, names: set[str]) -> dict[str, Any]:

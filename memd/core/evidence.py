@@ -96,33 +96,55 @@ class Candidates(Record):
 # ----------------------------------------------------------------------------- near duplicates
 
 
-def _stem(w: str) -> str:
-    if len(w) > 4 and w.endswith("ies"):
-        return w[:-3] + "y"
-    if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
-        return w[:-1]
-    return w
+_STEMS: dict[str, str] = {}  # word -> its key (stop words -> ""): words repeat across a folder
 
 
-def terms(text: str) -> Counter[str]:
-    """The content words of ``text`` (lower-cased, stop words out, a plural's ``s`` off) and each pair of
-    neighbouring content words, counted. Code fences are skipped: a shared snippet is not a shared fact."""
-    out: Counter[str] = Counter()
+def _key(w: str) -> str:
+    k = _STEMS.get(w)
+    if k is None:
+        low = w.lower()
+        if len(low) > 4 and low.endswith("ies"):
+            k = low[:-3] + "y"
+        elif len(low) > 3 and low.endswith("s") and not low.endswith("ss"):
+            k = low[:-1]
+        else:
+            k = low
+        if k in _STOP or len(k) < 2:
+            k = ""
+        if len(_STEMS) < 200_000:
+            _STEMS[w] = k
+    return k
+
+
+_TOKEN = re.compile(r"[^\W_]+(?:['’][^\W_]+)?|\n")
+
+
+def _unfenced(text: str) -> str:
+    if "```" not in text and "~~~" not in text:
+        return text
+    keep: list[str] = []
     fence: str | None = None
     for line in text.split("\n"):
         m = _FENCE.match(line)
         if m:
             mark = m.group(1)
-            if fence is None:
-                fence = mark[0] * len(mark)
-            elif mark.startswith(fence):
-                fence = None
-            continue
-        if fence is not None:
-            continue
-        words = [w for w in (_stem(x.lower()) for x in _WORD.findall(line)) if w not in _STOP and len(w) > 1]
-        out.update(words)
-        out.update(f"{a} {b}" for a, b in itertools.pairwise(words))  # within a line only
+            fence = (mark[0] * len(mark)) if fence is None else (None if mark.startswith(fence) else fence)
+        elif fence is None:
+            keep.append(line)
+    return "\n".join(keep)
+
+
+def terms(text: str) -> Counter[str]:
+    """The content words of ``text`` (lower-cased, stop words out, a plural's ``s`` off) and each pair of
+    neighbouring content words on a line, counted. Code fences are skipped: a shared snippet is not a
+    shared fact."""
+    words: list[str] = []
+    for tok in _TOKEN.findall(_unfenced(text)):
+        k = "\n" if tok == "\n" else _key(tok)
+        if k:
+            words.append(k)
+    out: Counter[str] = Counter(w for w in words if w != "\n")
+    out.update(f"{a} {b}" for a, b in itertools.pairwise(words) if a != "\n" and b != "\n")  # within a line
     return out
 
 
@@ -140,22 +162,21 @@ def near_duplicates(docs: Sequence[Doc], *, min_cosine: float = 0.35, min_contai
     vecs: list[dict[str, float]] = []
     norms: list[float] = []
     totals: list[float] = []
+    idf = {c: 1.0 + math.log(n / c) for c in set(df.values())}
+    tfw = {c: 1.0 + math.log(c) for bag in bags for c in set(bag.values())}
     for bag in bags:
-        v = {t: (1.0 + math.log(c)) * (1.0 + math.log(n / df[t])) for t, c in bag.items()}
+        v = {t: tfw[c] * idf[df[t]] for t, c in bag.items()}
         vecs.append(v)
         norms.append(math.sqrt(sum(w * w for w in v.values())) or 1.0)
         totals.append(sum(v.values()) or 1.0)
-    postings: dict[str, list[int]] = defaultdict(list)
+    postings: dict[str, list[int]] = {t: [] for t, c in df.items() if 2 <= c <= max_postings}
     for i, v in enumerate(vecs):
-        for t in v:
-            if df[t] <= max_postings:
-                postings[t].append(i)
+        for t in v.keys() & postings.keys():
+            postings[t].append(i)
     dot: dict[tuple[int, int], float] = defaultdict(float)
     overlap: dict[tuple[int, int], float] = defaultdict(float)
     hits: Counter[tuple[int, int]] = Counter()
     for t, ids in postings.items():
-        if len(ids) < 2:
-            continue
         for x in range(len(ids)):
             i = ids[x]
             wi = vecs[i][t]
