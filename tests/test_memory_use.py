@@ -336,6 +336,7 @@ def test_status_bounds_the_time_it_spends_computing_evidence(claude_home: Path, 
     assert "not computed yet for 1 project(s)" in capsys.readouterr().out
     cli.main(["status", "-home-u-app"])
     assert "-home-u-app: waiting for the dream: 1 memory whose date has passed" in capsys.readouterr().out
+    monkeypatch.setattr(status, "EVIDENCE_MIN_S", 0.25)
     cli.main(["status"])
     out = capsys.readouterr().out
     assert "1 memory whose date has passed" in out and "not computed yet" not in out

@@ -134,7 +134,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
 
 EVIDENCE_SHARE = 0.2  # of the time status spent measuring, what computing evidence anew may add
-EVIDENCE_MIN_S = 1.0
+EVIDENCE_MIN_S = 0.25
 
 
 def _evidence(ctx: Context, rows: list[Any], spent: float | None = None) -> dict[str, dict[str, Any]]:
@@ -143,7 +143,8 @@ def _evidence(ctx: Context, rows: list[Any], spent: float | None = None) -> dict
     A summary is kept in the state and read back while the folder is unchanged; computing them anew (a
     first run over many projects reads every topic file) may add at most ``EVIDENCE_SHARE`` of the time
     status spent measuring (``spent``; at least ``EVIDENCE_MIN_S``): the projects past that are named
-    as not computed yet (``_NOT_YET``), and a later status (or the project's own) computes them."""
+    as not computed yet (``_NOT_YET``), and a later status (reading back what this one kept, cheaply,
+    then computing further) or the project's own computes them."""
     import time
     from pathlib import Path
 
@@ -164,15 +165,13 @@ def _evidence(ctx: Context, rows: list[Any], spent: float | None = None) -> dict
             for r in rows:
                 if not r.has_memory:
                     continue
-                over = budget is not None and time.monotonic() - start > budget
+                if budget is not None and time.monotonic() - start > budget:
+                    late += 1  # past the budget nothing more is read, not even what is kept
+                    continue
                 try:
-                    got = summary(Path(r.memory_dir), ctx.config, state, r.project, now, cached_only=over)
+                    out[r.project] = summary(Path(r.memory_dir), ctx.config, state, r.project, now)
                 except Exception:  # one project's failure never fails the command
                     continue
-                if got is None:
-                    late += 1
-                else:
-                    out[r.project] = got
         if late:
             out[_NOT_YET] = {"projects": late}
     finally:

@@ -222,13 +222,11 @@ def note_dates(state: StateStore | None, project: str, shown: ev.Candidates) -> 
 SUMMARY_KEY = "evidence.summary."  # + project: the last summary and the folder signature it was computed for
 
 
-def summary(memory_dir: Path, config: Config, state: StateStore | None, project: str, now: float, *,
-            cached_only: bool = False) -> dict[str, Any] | None:
+def summary(memory_dir: Path, config: Config, state: StateStore | None, project: str, now: float) -> dict[str, Any]:
     """What ``memd status`` and the viewer show of a project's evidence: the memories unused in the last N
     index loads and the candidates waiting for the dream. Computing it reads every topic file, so it is
     kept in the state with the folder's signature (each file's name, size and mtime), the day and the
-    number of index loads, and computed again only when one of them changed. ``cached_only``: None
-    rather than computing it."""
+    number of index loads, and computed again only when one of them changed."""
     import json
 
     from memd.memfolder.walk import list_files
@@ -245,8 +243,6 @@ def summary(memory_dir: Path, config: Config, state: StateStore | None, project:
             got = {}
         if isinstance(got, dict) and got.get("key") == key and isinstance(got.get("summary"), dict):
             return dict(got["summary"])
-    if cached_only:
-        return None
     e = gather(memory_dir, config, state, project, now=now)
     c = e.candidates
     out = {"loads": len(e.loads), "unused": c.unused, "unused_after": config.dream.unused_after_loads,

@@ -263,8 +263,6 @@ def _evidence(project: Project, config: Config, state_dir: Path) -> dict[str, An
             s = summary(project.memory_dir, config, state, project.name, time.time())
     except Exception:  # the evidence is an extra: never the page's failure
         return {}
-    if s is None:
-        return {}
     return {"unused": [redact(r) for r in s["unused"]], "unused_after": s["unused_after"], "loads": s["loads"],
             "pairs": [[redact(a), redact(b), sc] for a, b, sc in s["pairs"]],
             "dated": [[redact(r), d] for r, d in s["dated"]], "past_cut": [redact(r) for r in s["past_cut"]]}
