@@ -566,6 +566,8 @@ def _apply_locked(st: Staging, chs: list[Change], summary: str, log: Any, *,
         res.applied.append(c)
         fault("apply.after_delete")
     after_files = _overlay(before_files, res.applied)
+    # a deletion that did not land did not forget its memory: the message's list says only what happened
+    summary = declared.keep_forgotten(summary, {c.rel for c in res.applied if c.after is None})
     try:
         res.after_commit = history.commit_files(st.state_dir, st.project.name, after_files, summary,
                                                 kind="after", run=st.run_id, job=st.job)
@@ -719,8 +721,8 @@ def run(project: Project, edit: Callable[[Workspace], Edits], *, state_dir: Path
             title += "\n\nconflict blocks resolved:\n" + "\n".join(f"- {secrets.redact(t)}" for t in decided)
         gone = {c.rel for c in chs if c.after is None}
         forgot = tuple(declared.effective(edits.forgotten or (), set(st.baseline), set(st.baseline) - gone))
-        if forgot:  # the history says what was forgotten and why (``forgotten_in``)
-            title += "\n\n" + FORGOTTEN_HEAD + "\n" + "\n".join(f"- {secrets.redact(f.line())}" for f in forgot)
+        if forgot:  # the history says what was forgotten and why (``declared.forgotten_in``)
+            title += f"\n\n{declared.FORGOTTEN_HEAD}\n" + "\n".join(f"- {secrets.redact(f.line())}" for f in forgot)
         if review:
             path = keep_review(st, chs, "\n".join(f"# {ln}" for ln in title.split("\n")) + "\n# proposed, not applied")
             return replace(base, verdict=Verdict.REVIEW, rebuild=actions, review_path=path,
@@ -736,23 +738,6 @@ def run(project: Project, edit: Callable[[Workspace], Edits], *, state_dir: Path
                        faults=tuple(res.faults), history=res.after_commit, note=note,
                        summary=summarize(res.applied, note), blocks=blocks, forgotten=forgot,
                        **_files(res.applied))
-
-
-FORGOTTEN_HEAD = "memories forgotten:"
-
-
-def forgotten_in(message: str) -> list[str]:
-    """The lines of a run's history message that say what it forgot and why ("a.md deleted: why",
-    "a.md merged into b.md: why"), as ``run`` wrote them."""
-    _, _, rest = message.partition("\n\n" + FORGOTTEN_HEAD + "\n")
-    if not rest:
-        return []
-    out: list[str] = []
-    for line in rest.split("\n"):
-        if not line.startswith("- "):
-            break
-        out.append(line[2:])
-    return out
 
 
 def block_outcomes(st: Staging, chs: list[Change], resolved: Iterable[cblock.Resolution]) -> list[cblock.Outcome]:

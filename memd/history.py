@@ -75,6 +75,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
+from memd.core import declared
 from memd.core.paths import INDEX_NAME, is_team
 from memd.errors import ConflictError, MemdError, UsageError
 from memd.memfolder.folder import file_map
@@ -719,6 +720,7 @@ class RunRecord:
     after: str  # commit after the run
     before: str | None  # commit before the run (the snapshot taken first)
     complete: bool = True  # False: the run was interrupted while applying ("after" is what it planned)
+    message: str = ""  # the whole message of its "after" commit (``memd.core.declared.forgotten_in`` reads it)
 
 
 @_damaged
@@ -733,7 +735,8 @@ def list_runs(state_dir: Path, project: str, limit: int = 50) -> list[RunRecord]
         if not e.run:
             continue
         if e.kind in ("after", "undo"):
-            out.append(RunRecord(e.run, e.job, e.time, e.summary, e.commit, befores.get(e.run, e.parent)))
+            out.append(RunRecord(e.run, e.job, e.time, e.summary, e.commit, befores.get(e.run, e.parent),
+                                 message=e.message))
         elif e.kind == "planned" and e.run not in finished:
             out.append(RunRecord(e.run, e.job, e.time, e.summary.removeprefix("planned ") + " (interrupted)",
                                  e.commit, befores.get(e.run, e.parent), complete=False))
@@ -768,15 +771,17 @@ class UndoResult:
 
 @_damaged
 def undo_run(state_dir: Path, project: str, memory_dir: Path, run: str | None = None, *,
-             dry_run: bool = False) -> UndoResult:
+             dry_run: bool = False, only: str | None = None) -> UndoResult:
     """Revert one run (default: the newest) in the live folder, file by file (see the module doc).
-    Holds the project lock (``memd.projlock``) from reading the history to the undo's own commit."""
+    Holds the project lock (``memd.projlock``) from reading the history to the undo's own commit.
+    ``only``: one memory file of the run (``memd undo --file``): that file comes back as it was before
+    the run (or goes, when the run added it) with its index entry, and the rest of the run stays."""
     if dry_run:
-        return _undo_run(state_dir, project, memory_dir, run, dry_run=True)
+        return _undo_run(state_dir, project, memory_dir, run, dry_run=True, only=only)
     from memd.projlock import project_lock
 
     with project_lock(state_dir, project, "undo"):
-        return _undo_run(state_dir, project, memory_dir, run, dry_run=False)
+        return _undo_run(state_dir, project, memory_dir, run, dry_run=False, only=only)
 
 
 def _undo_order(rel: str, data: bytes | None) -> tuple[int, str]:
@@ -785,7 +790,8 @@ def _undo_order(rel: str, data: bytes | None) -> tuple[int, str]:
     return (1 if rel == INDEX_NAME else (0 if data is not None else 2)), rel
 
 
-def _undo_run(state_dir: Path, project: str, memory_dir: Path, run: str | None, *, dry_run: bool) -> UndoResult:
+def _undo_run(state_dir: Path, project: str, memory_dir: Path, run: str | None, *, dry_run: bool,
+              only: str | None = None) -> UndoResult:
     if not dry_run and memory_dir.is_dir():
         sweep_temps(memory_dir)  # a killed write's leftovers (memd's own temp names only), as a rebuild does
     rec = find_run(state_dir, project, run)
@@ -795,6 +801,11 @@ def _undo_run(state_dir: Path, project: str, memory_dir: Path, run: str | None, 
     after = files_at(state_dir, project, rec.after)
     res = UndoResult(rec.run)
     touched = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    if only is not None:
+        if only == INDEX_NAME or only not in touched:
+            files = ", ".join(k for k in touched if k != INDEX_NAME)[:300] or "none"
+            raise UsageError(f"run {rec.run} did not change a memory named {only!r} (its memories: {files})")
+        touched = [only]
     plan: list[tuple[str, bytes | None]] = []
     for rel in touched:
         if is_team(rel):
@@ -812,15 +823,21 @@ def _undo_run(state_dir: Path, project: str, memory_dir: Path, run: str | None, 
             continue
         plan.append((rel, before.get(rel)))
     plan.sort(key=lambda item: _undo_order(*item))
+    entry = _entry_index(memory_dir, before, plan) if only is not None else None
     if dry_run:
         for rel, data in plan:
             (res.removed if data is None else res.restored).append(rel)
+        if entry is not None:
+            res.restored.append(INDEX_NAME)
         return res
+    if entry is not None:  # the memory's entry: after the file it links comes back, before the file it links goes
+        plan.insert(1 if plan[0][1] is not None else 0, (INDEX_NAME, entry))
     res.snapshot = snapshot_before(state_dir, project, memory_dir, "undo", run=f"undo-{rec.run}",
                                    planned=dict(plan) or None)
     if any(data is not None for _, data in plan):
         with contextlib.suppress(OSError):  # restoring into a folder removed since
             memory_dir.mkdir(parents=True, exist_ok=True)
+    written: dict[str, bytes] = {}
     for rel, data in plan:
         try:
             # checked again right before each write: the folder may have changed since the plan
@@ -832,7 +849,14 @@ def _undo_run(state_dir: Path, project: str, memory_dir: Path, run: str | None, 
             else:
                 live = make_parents_confined(memory_dir, rel)
                 expect = current_signature(live)
+                if only is not None and rel == INDEX_NAME:
+                    # the entry is put into the index as it is now (read after its signature: a write
+                    # in between fails the write below, never clobbered)
+                    data = _entry_index(memory_dir, before, [(p, d) for p, d in plan if p == only])
+                    if data is None:
+                        continue
                 atomic_write(live, data, expect=expect)
+                written[rel] = data
                 res.restored.append(rel)
         except UnsafePathError as e:
             res.skipped.append((rel, f"not written: {e}"))
@@ -844,13 +868,34 @@ def _undo_run(state_dir: Path, project: str, memory_dir: Path, run: str | None, 
             res.skipped.append((rel, f"not written: {e}"))
     with contextlib.suppress(OSError):
         _remove_empty_dirs(memory_dir, res.removed)
-    done: dict[str, bytes | None] = {rel: data for rel, data in plan if rel in res.restored or rel in res.removed}
+    done: dict[str, bytes | None] = {rel: written.get(rel, data) for rel, data in plan
+                                     if rel in res.restored or rel in res.removed}
     res.undo_commit = record_after(
         state_dir, project, res.snapshot, done, "undo",
         f"undo-{rec.run}",
-        f"undo {rec.run}: {len(res.restored)} restored, {len(res.removed)} removed, {len(res.skipped)} skipped",
+        f"undo {rec.run}{f' --file {only}' if only is not None else ''}: {len(res.restored)} restored, "
+        f"{len(res.removed)} removed, {len(res.skipped)} skipped",
         kind="undo")
     return res
+
+
+def _entry_index(memory_dir: Path, before: dict[str, bytes], plan: list[tuple[str, bytes | None]]) -> bytes | None:
+    """``memd undo --file``: the live index with the memory's entry put back (the file comes back: its
+    entry lines from the index before the run) or taken out (the run added the file: it goes), or None
+    when the index needs no change (or there is none)."""
+    if not plan:
+        return None
+    rel, data = plan[0]
+    now = _live_bytes(memory_dir / INDEX_NAME)
+    if now is None:
+        return None
+    text = now.decode("utf-8", "replace")
+    if data is not None:
+        old = before.get(INDEX_NAME)
+        new = declared.with_entries_of(old.decode("utf-8", "replace"), text, rel) if old is not None else text
+    else:
+        new = declared.without_entries(text, rel)
+    return new.encode("utf-8") if new != text else None
 
 
 def _live_bytes(path: Path) -> bytes | None:

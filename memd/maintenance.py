@@ -183,26 +183,32 @@ def _rebuild_locked(project: Project, config: Config, state_dir: Path, *, dry_ru
 
 
 def undo_project(project: Project, config: Config, state_dir: Path, run: str | None, *,
-                 dry_run: bool) -> tuple[UndoResult, RebuildResult | None]:
+                 dry_run: bool, only: str | None = None) -> tuple[UndoResult, RebuildResult | None]:
     """Revert one run (default: the newest). When MEMORY.md changed again after the run it is left
     alone, so the index is then rebuilt to match the files as they are now (snapshot first, no
-    clobbering); the second value is that rebuild, None when none was needed or on a dry run."""
+    clobbering); the second value is that rebuild, None when none was needed or on a dry run.
+    ``only``: one memory of the run comes back (or goes) with its index entry; the rest stays
+    (``memd undo --file``; the index is then repaired, only where it is broken)."""
     if dry_run:
-        return _undo_locked(project, config, state_dir, run, dry_run=True)
+        return _undo_locked(project, config, state_dir, run, dry_run=True, only=only)
     from memd.projlock import project_lock
 
     # one lock over the undo and the rebuild after it: no other memd writes between them
     with project_lock(state_dir, project.name, "undo"):
-        return _undo_locked(project, config, state_dir, run, dry_run=False)
+        return _undo_locked(project, config, state_dir, run, dry_run=False, only=only)
 
 
 def _undo_locked(project: Project, config: Config, state_dir: Path, run: str | None, *,
-                 dry_run: bool) -> tuple[UndoResult, RebuildResult | None]:
+                 dry_run: bool, only: str | None = None) -> tuple[UndoResult, RebuildResult | None]:
     from memd import history
     from memd.core.rebuild import REPAIR
 
-    res = history.undo_run(state_dir, project.name, project.memory_dir, run, dry_run=dry_run)
-    if dry_run or not (res.restored or res.removed) or not any(rel == INDEX_NAME for rel, _ in res.skipped):
+    res = history.undo_run(state_dir, project.name, project.memory_dir, run, dry_run=dry_run, only=only)
+    # one memory put back: its entry was put back with it when the index before the run had one; the
+    # repair adds a line for it otherwise (and changes nothing of a healthy index)
+    one = only is not None and bool(res.restored) and INDEX_NAME not in res.restored
+    if dry_run or not (res.restored or res.removed) or (
+            not one and not any(rel == INDEX_NAME for rel, _ in res.skipped)):
         _keep_undo_local(res, None, project, config, state_dir, dry_run=dry_run)
         return res, None
     # A file the undo removed may still be linked: the index is rebuilt, read again when Claude Code

@@ -8,6 +8,7 @@ and whole dreams through the real SDK against the loopback stub.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from memd import history
 from memd.core import declared, guard
 from memd.core.declared import Forgotten, Stale
 from memd.jobs.dream import dream_project
+from memd.layout import Project
 from memd.llm.forgettool import FORGET_TOOL_NAME, handler
 from memd.llm.memtool import StagedMemory
 from tests.test_model_jobs import Env, topic, tree
@@ -151,6 +153,18 @@ def test_sentences_and_stale_naming() -> None:
     assert declared.unknown_stale(text, [Stale("the", "r")]) == ["the"]  # a stray word names nothing
 
 
+def test_an_entry_goes_back_beside_its_old_neighbours() -> None:
+    old = "# M\n\n- [A](a.md) — a\n- [B](b.md) — b note\n- [C](c.md) — c\n"
+    assert declared.without_entries(old, "b.md") == "# M\n\n- [A](a.md) — a\n- [C](c.md) — c\n"
+    now = "# M\n\n- [A](a.md) — a\n- [D](d.md) — added later\n- [C](c.md) — c\n"
+    assert declared.with_entries_of(old, now, "b.md") == \
+        "# M\n\n- [A](a.md) — a\n- [D](d.md) — added later\n- [B](b.md) — b note\n- [C](c.md) — c\n"
+    assert declared.with_entries_of(old, "# M\n", "b.md") == "# M\n- [B](b.md) — b note\n"  # after its heading
+    assert declared.with_entries_of(old, "x\n", "b.md") == "x\n- [B](b.md) — b note\n"  # no neighbour: the end
+    assert declared.with_entries_of(old, old, "b.md") == old  # linked already
+    assert declared.with_entries_of(old, now, "z.md") == now  # never had an entry
+
+
 # --------------------------------------------------------------------------- the memory tool
 
 
@@ -175,14 +189,24 @@ def test_delete_needs_a_reason_and_takes_the_entry(mem: StagedMemory) -> None:
     assert mem.forgotten == {"project_merge_freeze.md": EXPIRED}
 
 
+def test_a_memory_written_again_gets_its_entry_back(mem: StagedMemory) -> None:
+    assert not mem.handle({"command": "delete", "path": "/memories/project_merge_freeze.md", "reason": "rewrite"})[1]
+    assert not mem.handle({"command": "create", "path": "/memories/project_merge_freeze.md",
+                           "file_text": FREEZE.replace("2026-01-15", "2026-02-01")})[1]
+    assert mem.forgotten == {} and (mem.root / "MEMORY.md").read_text() == INDEX
+
+
 def test_merge_refuses_to_lose_a_fact(mem: StagedMemory) -> None:
     (mem.root / "project_vpn.md").write_text(topic("VPN", "v", "Deploys need the VPN.\nThe VPN profile is shop-ops."))
+    with (mem.root / "MEMORY.md").open("a") as f:
+        f.write(VPN_LINE)
     forget = handler(mem)
     text, err = forget({"path": "/memories/project_vpn.md", "into": "/memories/project_deploy.md", "reason": "dup"})
     assert err and "'The VPN profile is shop-ops.'" in text and (mem.root / "project_vpn.md").exists()
     text, err = forget({"path": "/memories/project_vpn.md", "into": "/memories/project_deploy.md", "reason": "dup",
                         "stale": [{"text": "The VPN profile is shop-ops", "reason": "retired in March"}]})
     assert not err, text
+    assert f"its index line went: {VPN_LINE.strip()!r}" in text and (mem.root / "MEMORY.md").read_text() == INDEX
     assert mem.forgotten["project_vpn.md"] == Forgotten(
         "project_vpn.md", "dup", "project_deploy.md", (Stale("The VPN profile is shop-ops", "retired in March"),))
     assert [op[0] for op in mem.ops] == ["merge", "merge"]
@@ -245,6 +269,32 @@ def test_dream_merges_a_private_duplicate_of_a_team_memory(env: Env) -> None:
                                          "into": "team/release_train.md"}]
 
 
+def test_a_keyless_dream_changes_no_byte_of_a_healthy_folder_holding_an_expired_memory(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    p = env.project("-home-dev-shop")
+    env.memory(p, {k: v.decode() for k, v in folder().items()})
+    before = tree(p.memory_dir)
+    out = dream_project(env.jc(force=True), p)
+    assert out.model_off and out.outcome == "unchanged" and env.stub.requests == []
+    assert tree(p.memory_dir) == before
+
+
+def test_a_reviewed_dream_proposes_the_forgetting(env: Env) -> None:
+    p = env.project("-home-dev-shop")
+    env.memory(p, {k: v.decode() for k, v in folder().items()})
+    before = tree(p.memory_dir)
+    s = env.stub
+    s.script(s.message(s.tool_use(FORGET_TOOL_NAME, {"path": "/memories/project_merge_freeze.md",
+                                                     "reason": "the freeze ended on 2026-01-15"})),
+             s.message(s.text("done")))
+    out = dream_project(env.jc(force=True, dry_run=True), p)
+    assert out.outcome == "proposed" and "would forget project_merge_freeze.md" in out.message, out
+    assert out.details["forgotten"][0]["reason"] == "the freeze ended on 2026-01-15"
+    assert tree(p.memory_dir) == before
+    assert "# memories forgotten:" in Path(out.details["review"]).read_text()
+
+
 def test_dream_that_deletes_without_a_reason_changes_nothing(env: Env) -> None:
     p = env.project("-home-dev-shop")
     env.memory(p, {k: v.decode() for k, v in folder().items()})
@@ -255,3 +305,116 @@ def test_dream_that_deletes_without_a_reason_changes_nothing(env: Env) -> None:
     out = dream_project(env.jc(force=True), p)
     assert out.outcome == "unchanged" and out.details["refused"] == 1, out
     assert tree(p.memory_dir) == before
+
+
+# --------------------------------------------------------------------------- recorded, listed, undone one by one
+
+VPN = topic("VPN", "the VPN profile for deploys", "Deploys need the VPN.\nThe VPN profile is shop-ops.", "project")
+VPN_LINE = "- [VPN](project_vpn.md) — profile shop-ops, ask ops for access\n"
+
+
+def _forgetting_dream(env: Env, monkeypatch: pytest.MonkeyPatch) -> tuple[Project, dict[str, str], str]:
+    """A dream over eight memories that forgets the expired freeze and merges the VPN note into the deploy
+    memory (run through the runner, as the daemon does); the CLI's state folder is the env's."""
+    from memd.jobs.runner import run_job
+
+    xdg = env.state_dir.parent / "xdg"
+    xdg.mkdir()
+    (xdg / "memd").symlink_to(env.state_dir)
+    monkeypatch.setenv("XDG_STATE_HOME", str(xdg))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(env.state_dir.parent / "config"))
+    p = env.project("-home-dev-shop")
+    files = {k: v.decode() for k, v in folder().items()}
+    files["project_vpn.md"] = VPN
+    for i in range(3):
+        files[f"reference_{i}.md"] = topic(f"Ref {i}", f"reference {i}", f"See board {i}.", "reference")
+        files["MEMORY.md"] += f"- [Ref {i}](reference_{i}.md) — reference {i}\n"
+    files["MEMORY.md"] += VPN_LINE
+    env.memory(p, files)
+    s = env.stub
+    s.script(s.message(s.memory("str_replace", path="/memories/project_deploy.md", old_str="need the VPN.",
+                                new_str="need the VPN (profile shop-ops)."),
+                       s.tool_use(FORGET_TOOL_NAME, {"path": "/memories/project_vpn.md", "reason": "a duplicate",
+                                                     "into": "/memories/project_deploy.md"}),
+                       s.tool_use(FORGET_TOOL_NAME, {"path": "/memories/project_merge_freeze.md",
+                                                     "reason": "the freeze ended on 2026-01-15"})),
+             s.message(s.text("Merged the VPN note, forgot the freeze.")))
+    (out,) = run_job("dream", env.jc(force=True), [p]).outcomes
+    assert out.outcome == "changed", out
+    return p, files, out.run_id or ""
+
+
+def test_history_report_and_viewer_list_what_was_forgotten(env: Env, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from memd.cli import main
+    from memd.jobs import checkin
+    from memd.ui.timeline import timeline
+
+    p, _, run = _forgetting_dream(env, monkeypatch)
+    claude = str(env.claude)
+    assert main(["history", "--claude-dir", claude, p.name]) == 0
+    out = capsys.readouterr().out
+    assert "- project_merge_freeze.md deleted: the freeze ended on 2026-01-15" in out
+    assert "- project_vpn.md merged into project_deploy.md: a duplicate" in out
+    report = checkin.build_report(env.state, now=time.time() + 1, since=0.0, state_dir=env.state_dir).markdown
+    section = report.split("## Memories forgotten", 1)[1].split("##", 1)[0]
+    assert (f"- {p.name}: project_merge_freeze.md deleted: the freeze ended on 2026-01-15 (run {run}; "
+            f"`memd undo {p.name} {run} --file project_merge_freeze.md` brings it back)") in section
+    assert "project_vpn.md merged into project_deploy.md: a duplicate" in section
+    (entry,) = [e for e in timeline(p.name, env.state_dir).entries if e.history_run == run]
+    assert [line for line, _ in entry.forgotten] == ["project_merge_freeze.md deleted: the freeze ended on 2026-01-15",
+                                                     "project_vpn.md merged into project_deploy.md: a duplicate"]
+    assert entry.forgotten[0][1] == f"memd undo {p.name} {run} --file project_merge_freeze.md"
+
+
+def test_undo_file_brings_back_one_memory_and_its_entry(env: Env, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from memd.cli import main
+
+    p, files, run = _forgetting_dream(env, monkeypatch)
+    claude = str(env.claude)
+    after_run = tree(p.memory_dir)
+    assert main(["undo", "--claude-dir", claude, p.name, run, "--file", "nope.md"]) == 2
+    assert "did not change a memory named 'nope.md'" in capsys.readouterr().err
+    assert main(["undo", "--claude-dir", claude, p.name, "--file", "project_merge_freeze.md", "--dry-run"]) == 0
+    assert "would restore project_merge_freeze.md" in capsys.readouterr().out and tree(p.memory_dir) == after_run
+    assert main(["undo", "--claude-dir", claude, p.name, run, "--file", "project_merge_freeze.md"]) == 0
+    assert "undid project_merge_freeze.md of " in capsys.readouterr().out
+    mem = tree(p.memory_dir)
+    assert mem["project_merge_freeze.md"] == FREEZE
+    assert mem["MEMORY.md"] == files["MEMORY.md"].replace(VPN_LINE, "")  # its line back where it was
+    assert "project_vpn.md" not in mem and "profile shop-ops" in mem["project_deploy.md"]  # the rest stays
+    # the merged-away memory too, by itself; the absorbing file keeps what the merge wrote
+    assert main(["undo", "--claude-dir", claude, p.name, run, "--file", "project_vpn.md"]) == 0
+    mem = tree(p.memory_dir)
+    assert mem["project_vpn.md"] == VPN and mem["MEMORY.md"] == files["MEMORY.md"]
+    assert mem["project_deploy.md"] == after_run["project_deploy.md"]
+    # an undo of the memory it brought back is an undo like any other
+    assert main(["history", "--claude-dir", claude, p.name]) == 0
+    assert "--file project_vpn.md" in capsys.readouterr().out
+
+
+def test_a_forgetting_whose_deletion_was_skipped_is_not_recorded(env: Env) -> None:
+    """Claude Code wrote the absorbing file meanwhile: that write is dropped, so the run's deletions are
+    skipped (a deletion may be the other half of a merge); nothing says the memory was forgotten."""
+    from tests.plugins.stub_api import Reply
+
+    p = env.project("-home-dev-shop")
+    files = {k: v.decode() for k, v in folder().items()}
+    files["project_vpn.md"] = VPN
+    files["MEMORY.md"] += VPN_LINE
+    env.memory(p, files)
+    theirs = DEPLOY.replace("prod", "prod (said today)")
+    s = env.stub
+    s.script(s.message(s.memory("str_replace", path="/memories/project_deploy.md", old_str="need the VPN.",
+                                new_str="need the VPN (profile shop-ops)."),
+                       s.tool_use(FORGET_TOOL_NAME, {"path": "/memories/project_vpn.md", "reason": "a duplicate",
+                                                     "into": "/memories/project_deploy.md"})),
+             Reply(body=s.message(s.text("merged")),
+                   before=lambda: (p.memory_dir / "project_deploy.md").write_text(theirs)))
+    out = dream_project(env.jc(force=True), p)
+    mem = tree(p.memory_dir)
+    assert mem["project_vpn.md"] == VPN and mem["project_deploy.md"] == theirs
+    assert "forgotten" not in out.details and "merged project_vpn.md" not in out.message, out
+    entry = next(e for e in history.log(env.state_dir, p.name) if e.kind == "after")
+    assert declared.forgotten_in(entry.message) == []

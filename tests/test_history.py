@@ -146,6 +146,7 @@ CATCHUP = {
     "update, not duplicate": ["update that file", "rather than creating a duplicate"],
     "one topic per file": ["One topic per file"],
     "manifest": ["manifest"],
+    "forget X with a reason": ["`delete` and a `reason`", "a delete without a reason is refused"],
 }
 DREAM = {
     "four phases": ["Orient", "Gather", "Consolidate", "Prune and index"],
@@ -155,6 +156,8 @@ DREAM = {
     "narrow searches": ["search_transcripts", "Never try to read whole transcripts"],
     "budget": ["200 lines", "25,000 characters"],
     "team read-only": ["`team/` is read-only"],
+    "declared forgetting": ["`forget_memory`", "`into`", "`stale`", "its index line (the words after its link too)",
+                            "goes with it", "merged `into` the team file"],
 }
 
 

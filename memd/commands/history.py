@@ -24,6 +24,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
     from memd import history
     from memd.commands._projects import select
+    from memd.core.declared import forgotten_in
 
     (project,) = select(args, ctx)
     repo = history.repo_dir(ctx.state_dir, project.name)
@@ -32,13 +33,16 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     entries = history.log(ctx.state_dir, project.name, limit=limit if args.all_commits else limit * 4 + 10)
     damaged = next((e for e in entries if e.kind == history.DAMAGED), None)
     if args.all_commits:
-        rows = [(f"{e.commit[:10]}  ", e.time, f"{e.kind or '-':8} {e.summary}")
-                for e in entries if e.kind != history.DAMAGED]
+        rows: list[tuple[str, float, str, list[str]]] = [
+            (f"{e.commit[:10]}  ", e.time, f"{e.kind or '-':8} {e.summary}", []) for e in entries
+            if e.kind != history.DAMAGED]
     else:
-        rows = [(f"{r.run:36} ", r.time, r.summary)
+        rows = [(f"{r.run:36} ", r.time, r.summary, forgotten_in(r.message))
                 for r in history.list_runs(ctx.state_dir, project.name, limit=limit)]
-    for head, when, text in rows:
+    for head, when, text, forgot in rows:
         print(f"{head}{time.strftime('%Y-%m-%d %H:%M', time.localtime(when))}  {text}")
+        for line in forgot:  # what the run forgot, and why (one comes back: memd undo PROJECT RUN --file FILE)
+            print(f"{'':39}- {line}")
     if not rows:
         print("no snapshots yet" if args.all_commits else "no runs yet")
     if damaged is not None:

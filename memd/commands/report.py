@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from memd.cli import Context
 
-HELP = ("print the latest check-in report (the night's runs, manual rebuilds and undos, changes, open warnings, "
-        "tokens and cost); says so when there is nothing to report")
+HELP = ("print the latest check-in report (the night's runs, manual rebuilds and undos, changes, the memories "
+        "forgotten and why, open warnings, tokens and cost); says so when there is nothing to report")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         with StateStore.open(state_dir) as state:
             now = time.time()
             since = checkin.since_last(state, now)
-            report = checkin.build_report(state, now=now, since=since)
+            report = checkin.build_report(state, now=now, since=since, state_dir=state_dir)
         s = report.summary
         if not (s["runs"] or s["open_warnings"] or s["idle_projects"]):
             print(f"nothing to report since {time.strftime('%Y-%m-%d %H:%M', time.localtime(since))}: no runs "

@@ -5,6 +5,7 @@ loaded, no process or network reached; the golden tests live here.
 - ``files``: a folder as plain values (``FileRecord``, ``FolderSnapshot``, ``Signature``);
 - ``frontmatter``, ``index``, ``links``, ``dates``: topic files, MEMORY.md and its loaded view, links, dates;
 - ``lint`` (with ``findings``), ``rebuild``: the check's findings and the index rebuild's plan;
+- ``guard`` (with ``declared``, a run's declared forgetting): may a model run's result be applied;
 - ``secrets`` (with ``secret_rules`` and the fast path ``fastscan``): secret and personal-data detection;
 - ``budget``: ``Limits``, Claude Code's budgets, passed in as a value (``memd.config`` builds it).
 

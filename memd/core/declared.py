@@ -77,6 +77,43 @@ class Forgotten(Record):
         return d
 
 
+FORGOTTEN_HEAD = "memories forgotten:"  # the block of a run's history message that lists them (``memd.apply``)
+
+
+def forgotten_in(message: str) -> list[str]:
+    """The lines of a run's history message that say what it forgot and why ("a.md deleted: why", "a.md
+    merged into b.md: why", each ``Forgotten.line``), as ``memd.apply.run`` wrote them; [] when none."""
+    _, _, rest = message.partition("\n\n" + FORGOTTEN_HEAD + "\n")
+    out: list[str] = []
+    for line in rest.split("\n") if rest else ():
+        if not line.startswith("- "):
+            break
+        out.append(line[2:])
+    return out
+
+
+def keep_forgotten(message: str, files: Collection[str]) -> str:
+    """A run's history message whose "memories forgotten:" block keeps only the lines of ``files`` (the
+    deletions that landed: one skipped, its file kept, was not forgotten); without the block when none is left."""
+    head, sep, rest = message.partition("\n\n" + FORGOTTEN_HEAD + "\n")
+    if not sep:
+        return message
+    lines = rest.split("\n")
+    n = next((i for i, ln in enumerate(lines) if not ln.startswith("- ")), len(lines))
+    kept = [ln for ln in lines[:n] if forgotten_file(ln[2:]) in files]
+    tail = "\n".join(lines[n:])
+    block = sep + "\n".join(kept) if kept else ""
+    return head + block + (("\n" + tail) if tail and kept else tail)
+
+
+def forgotten_file(line: str) -> str:
+    """The file a ``forgotten_in`` line names ("a.md deleted: ..." / "a.md merged into b.md: ...")."""
+    for sep in (" merged into ", " deleted: "):
+        if sep in line:
+            return line.split(sep, 1)[0]
+    return ""
+
+
 def clean_reason(reason: object) -> str:
     """A reason as it is kept: one line, at most MAX_REASON_CHARS ("" when there is none)."""
     if not isinstance(reason, str):
@@ -173,8 +210,47 @@ def entry_lines(index_text: str, files: Collection[str]) -> set[int]:
 
 def effective(forgotten: Iterable[Forgotten], before: Collection[str], after: Collection[str]) -> list[Forgotten]:
     """The declarations that happened: the file was there before the run and is gone after it (a file
-    declared forgotten and then written again is not forgotten). The last declaration of a file wins."""
+    declared forgotten and then written again is not forgotten). The last declaration of a file wins; in
+    the order of the files' paths."""
     last: dict[str, Forgotten] = {}
     for f in forgotten:
         last[f.file] = f
-    return [f for f in last.values() if f.file in before and f.file not in after]
+    return [f for _, f in sorted(last.items()) if f.file in before and f.file not in after]
+
+
+def without_entries(index_text: str, rel: str) -> str:
+    """The index without the entry lines that link ``rel`` (lines split on "\\n" only, as it is parsed)."""
+    drop = entry_lines(index_text, {rel})
+    if not drop:
+        return index_text
+    return "\n".join(ln for n, ln in enumerate(index_text.split("\n"), 1) if n not in drop)
+
+
+def with_entries_of(old_index: str, now_index: str, rel: str) -> str:
+    """``now_index`` with the entry lines that linked ``rel`` in ``old_index`` put back (``memd undo --file``:
+    one memory comes back with its entry, the rest of the run stays). Each goes right before the nearest
+    later line of ``old_index`` that ``now_index`` still has (its neighbour in the list), else right after
+    the nearest earlier one, else at the end; an index that links ``rel`` already is returned as it is."""
+    if entry_lines(now_index, {rel}):
+        return now_index
+    old = old_index.split("\n")
+    wanted = sorted(entry_lines(old_index, {rel}))
+    if not wanted:
+        return now_index
+    lines = now_index.split("\n")
+    trailing = lines[-1] == "" and len(lines) > 1
+    if trailing:
+        lines.pop()
+    for n in reversed(wanted):  # the last first: an earlier one then anchors on it
+        lines.insert(_place(old, n - 1, lines), old[n - 1])
+    return "\n".join(lines) + ("\n" if trailing else "")
+
+
+def _place(old: list[str], k: int, lines: list[str]) -> int:
+    for j in range(k + 1, len(old)):
+        if old[j].strip() and old[j] in lines:
+            return lines.index(old[j])
+    for j in range(k - 1, -1, -1):
+        if old[j].strip() and old[j] in lines:
+            return len(lines) - lines[::-1].index(old[j])
+    return len(lines)

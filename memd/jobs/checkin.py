@@ -70,7 +70,34 @@ def idle_projects(state: StateStore, projects: list[str], n: int = IDLE_RUNS) ->
     return out
 
 
-def build_report(state: StateStore, *, now: float, since: float) -> Report:
+def forgotten_lines(state_dir: Path, runs: list[Run]) -> list[str]:
+    """What the listed runs forgot or merged away, and why, read from their history commits (the run log
+    keeps counts, the history the declarations: ``memd.core.declared.forgotten_in``): "project: a.md
+    deleted: why (run R)". One read of a project's history for all its runs; a history that cannot be
+    read says so in one line."""
+    from memd import history
+    from memd.core.declared import forgotten_file, forgotten_in
+    from memd.errors import MemdError
+
+    wanted: dict[str, list[str]] = {}
+    for r in runs:
+        if r.project and r.history_run and r.deleted and r.outcome in ("changed", "partial"):
+            wanted.setdefault(r.project, []).append(r.history_run)
+    out: list[str] = []
+    for project, names in wanted.items():
+        try:
+            msgs = {e.run: e.message for e in history.log(state_dir, project, limit=len(names) * 4 + 40)
+                    if e.kind == "after" and e.run in names}
+        except MemdError as e:
+            out.append(f"{project}: the history cannot be read ({_safe(str(e), 120)})")
+            continue
+        for name in names:
+            out += [f"{project}: {_safe(line, 300)} (run {name}; `memd undo {project} {name} --file "
+                    f"{forgotten_file(line)}` brings it back)" for line in forgotten_in(msgs.get(name, ""))]
+    return out
+
+
+def build_report(state: StateStore, *, now: float, since: float, state_dir: Path | None = None) -> Report:
     # the sums in SQLite, and only the rows the report lists as objects (a day of catch-ups over a
     # thousand projects is over ten thousand rows)
     totals = state.run_totals(since=since, exclude_job="checkin")
@@ -110,6 +137,12 @@ def build_report(state: StateStore, *, now: float, since: float) -> Report:
             lines.append(f"\n… and {n_runs - len(runs)} more runs (`memd status`, the run log).")
     else:
         lines.append("No runs.")
+    if state_dir is not None:
+        # each memory a model run forgot or merged away, with the run's reason (issue 31): the reason is
+        # the model's one sentence, secret-scanned like every note here
+        forgot = forgotten_lines(state_dir, runs)
+        lines += ["", "## Memories forgotten", ""]
+        lines += [f"- {f}" for f in forgot] if forgot else ["None."]
     lines += ["", "## Warnings still open", ""]
     open_w = [w for w in warnings if w.kind != KIND_IDLE]
     if open_w:
@@ -167,7 +200,7 @@ def run_checkin(jc: JobContext) -> Path | None:
     state = jc.state
     since = max(since_last(state, now), now - 7 * 86_400)
     t0 = jc.clock.monotonic()
-    report = build_report(state, now=now, since=since)
+    report = build_report(state, now=now, since=since, state_dir=jc.state_dir)
     idle = report.summary["idle_projects"]
     path: Path | None = None
     if not jc.dry_run:

@@ -32,6 +32,10 @@ The gates (hours, sessions, the consolidate lock) are the runner's (``memd.jobs.
   only with that decision (``memd.core.guard.block_reasons``); the outcome's details, message and
   history say per block what was decided. A dream the model ran settles the conflicts sync kept for
   it (``memd.sync.evidence``) whose file holds no open block after it.
+- Declared forgetting (issue 31, ``memd.core.declared``): the model forgets a memory, or merges one into
+  another, with ``forget_memory`` (``memd.llm.forgettool``) and a reason; the guard lets the memory's
+  index entry go with it and refuses silent loss; the outcome's details and message, the history and
+  the log (``dream.forgotten``, no reason) say what was forgotten.
 - Whether a dream counts as a consolidation is the runner's one rule
   (``memd.jobs.counts_as_consolidation``).
 """
@@ -214,6 +218,9 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         for b in result.blocks:  # no reason in the log: the model's words may quote memory
             jc.log.info("dream.conflict_block", project=project.name, file=b.file, line=b.line,
                         machine=b.machine, decision=b.choice or "open")
+        for f in result.forgotten:  # likewise: the reason is in the history and the outcome's details
+            jc.log.info("dream.forgotten", project=project.name, file=f.file, into=f.into or None,
+                        stale=len(f.stale))
     if result.verdict in (ap.Verdict.APPLIED, ap.Verdict.UNCHANGED) and result.model_called and result.staged:
         settled = _settle(jc, project, blocked, result.blocks)
         if settled:

@@ -94,6 +94,7 @@ class StagedMemory:
     redactions: int = 0  # secrets replaced in what was shown to the model
     # the memories the run forgot (deleted or merged away), with its reasons: what the guard releases
     forgotten: dict[str, declared.Forgotten] = field(default_factory=dict)
+    _index_before: dict[str, str] = field(default_factory=dict)  # rel -> the index before its entry was taken out
 
     def handle(self, tool_input: Any) -> tuple[str, bool]:
         """Run one memory command; returns (result text, is_error)."""
@@ -276,6 +277,8 @@ class StagedMemory:
         self._keep_keys(self.deleted_keys.get(rel, set()), text, rel)
         self._write(full, data)
         self.deleted_keys.pop(rel, None)
+        if self.forgotten.pop(rel, None) is not None:
+            self._restore_entries(rel)  # written again: not forgotten, and its index line comes back
         return f"File created successfully at: {inp.get('path')}"
 
     def str_replace(self, inp: dict[str, Any]) -> str:
@@ -357,9 +360,10 @@ class StagedMemory:
             raise Refused(f"Error: {into} does not hold {len(lost)} sentence(s) of {path} yet: {shown}"
                           f"{' ...' if len(lost) > 5 else ''}. Carry each fact into {into} first (str_replace or "
                           "insert), or declare it stale with its reason ('stale': [{'text', 'reason'}]).")
-        self.forget(rel, full, declared.Forgotten(rel, why, into_rel, tuple(said)))
-        return (f"Merged {path} into {into} ({why}); {path} and its index line are gone. Make sure the index "
-                f"line of {into} still says what it covers.")
+        went = self.forget(rel, full, declared.Forgotten(rel, why, into_rel, tuple(said)))
+        line = f"; its index line went: {self._redact(went[0])!r}" if went else ""
+        return (f"Merged {path} into {into} ({why}); {path} is gone{line}. If the index line of {into} should "
+                "say more now (what it covers, a note from that line), edit it in MEMORY.md.")
 
     def _merge_command(self, inp: dict[str, Any]) -> str:
         return self.merge(inp.get("path"), inp.get("into"), inp.get("reason"), inp.get("stale", []))
@@ -382,8 +386,9 @@ class StagedMemory:
             raise Refused("Error: only markdown files (*.md) are memory.")
         return rel, full
 
-    def forget(self, rel: str, full: Path, record: declared.Forgotten) -> None:
-        """Delete the file, take its entries out of the staged index, and record why."""
+    def forget(self, rel: str, full: Path, record: declared.Forgotten) -> list[str]:
+        """Delete the file, take its entries out of the staged index, and record why; returns the entry
+        lines taken out."""
         r = read_bounded(full, 4 * self.limits.max_file_bytes, hash=False)
         if r.text is not None:
             keys = frontmatter.key_paths(r.text)
@@ -391,20 +396,32 @@ class StagedMemory:
                 self.deleted_keys[rel] = keys  # a delete + create of the same file must keep them too
         full.unlink()
         self.forgotten[rel] = record
-        self._drop_entries(rel)
+        return self._drop_entries(rel)
 
-    def _drop_entries(self, rel: str) -> None:
-        """The staged index without the entry lines that link ``rel`` (the entry goes with its file)."""
+    def _drop_entries(self, rel: str) -> list[str]:
+        """The staged index without the entry lines that link ``rel`` (the entry goes with its file);
+        returns those lines."""
         index = self.root / INDEX_NAME
         r = read_bounded(index, 4 * self.limits.max_file_bytes, hash=False)
         if r.text is None:
-            return
-        lines = declared.entry_lines(r.text, {rel})
-        if not lines:
-            return
-        # split on "\n" only, as the index parser numbers its lines
-        kept = [ln for n, ln in enumerate(r.text.split("\n"), 1) if n not in lines]
-        self._write(index, "\n".join(kept).encode("utf-8"))
+            return []
+        drop = declared.entry_lines(r.text, {rel})
+        if not drop:
+            return []
+        self._index_before[rel] = r.text
+        self._write(index, declared.without_entries(r.text, rel).encode("utf-8"))
+        return [ln for n, ln in enumerate(r.text.split("\n"), 1) if n in drop]
+
+    def _restore_entries(self, rel: str) -> None:
+        """A forgotten file written again: the entry lines its forgetting took out go back beside their
+        old neighbours (a delete and a create is a rewrite, and the entry's words are the user's)."""
+        old = self._index_before.pop(rel, None)
+        index = self.root / INDEX_NAME
+        r = read_bounded(index, 4 * self.limits.max_file_bytes, hash=False)
+        if old is not None and r.text is not None:
+            new = declared.with_entries_of(old, r.text, rel)
+            if new != r.text:
+                self._write(index, new.encode("utf-8"))
 
     def rename(self, inp: dict[str, Any]) -> str:
         old_rel, old_full = self._writable(inp.get("old_path"))

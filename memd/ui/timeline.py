@@ -60,6 +60,8 @@ class Entry:
     more: int = 0  # diff lines not shown
     complete: bool = True  # False: the history record is of a run interrupted while applying
     undo: str = ""  # the command that reverts it
+    # the memories the run forgot or merged away, each with its reason and the command that brings it back
+    forgotten: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -156,6 +158,11 @@ def _with_record(e: Entry, rec: RunRecord, project: str, state_dir: Path, out: T
     """Mark ``e`` as ``rec``'s (its diff is read afterwards, for the whole page at once: ``_diffs``)."""
     e.complete = rec.complete
     e.undo = "" if rec.job == "undo" else f"memd undo {shlex.quote(project)} {shlex.quote(rec.run)}"
+    if e.undo:
+        from memd.core.declared import forgotten_file, forgotten_in
+
+        e.forgotten = [(redact(line), f"{e.undo} --file {shlex.quote(forgotten_file(line))}")
+                       for line in forgotten_in(rec.message)]
     e.diff_kind = "applied"
     out.pending.append((e, rec))
 
