@@ -82,9 +82,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     as_json = args.format == "json"
     for n in notes:
         print(n, file=sys.stderr if as_json else sys.stdout)
-    began = time.monotonic()
+    began = time.process_time()  # CPU time: what status costs, whatever else the machine runs
     rows = status_rows(projects or [], ctx.config, ctx.state_dir)
-    spent = None if args.projects else time.monotonic() - began  # named projects: always computed
+    spent = None if args.projects else time.process_time() - began  # named projects: always computed
     warnings = measured_warnings(rows, ctx.config)
     cred = model_credential(ctx.config, ctx.claude_dir)  # which credential source model work uses (never the secret)
     text, daemon = info.status_section(ctx.state_dir, ctx.config)
@@ -141,8 +141,8 @@ def _evidence(ctx: Context, rows: list[Any], spent: float | None = None) -> dict
     """Per project with memory: the evidence waiting for the dream (``memd.jobs.evidence.summary``). One
     project that cannot be read is left out; the state unreadable or busy: none (status still reports).
     A summary is kept in the state and read back while the folder is unchanged; computing them anew (a
-    first run over many projects reads every topic file) may add at most ``EVIDENCE_SHARE`` of the time
-    status spent measuring (``spent``; at least ``EVIDENCE_MIN_S``): the projects past that are named
+    first run over many projects reads every topic file) may add at most ``EVIDENCE_SHARE`` of the CPU
+    time status spent measuring (``spent``; at least ``EVIDENCE_MIN_S``): the projects past that are named
     as not computed yet (``_NOT_YET``), and a later status (reading back what this one kept, cheaply,
     then computing further) or the project's own computes them."""
     import time
@@ -159,13 +159,13 @@ def _evidence(ctx: Context, rows: list[Any], spent: float | None = None) -> dict
     try:
         now = time.time()
         budget = None if spent is None else max(EVIDENCE_MIN_S, EVIDENCE_SHARE * spent)
-        start = time.monotonic()
+        start = time.process_time()
         late = 0
         with state.batch():  # the summaries kept in one transaction, not one commit per project
             for r in rows:
                 if not r.has_memory:
                     continue
-                if budget is not None and time.monotonic() - start > budget:
+                if budget is not None and time.process_time() - start > budget:
                     late += 1  # past the budget nothing more is read, not even what is kept
                     continue
                 try:
