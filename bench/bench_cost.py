@@ -108,8 +108,29 @@ def tally(requests: list[Any]) -> dict[str, Any]:
     return kinds
 
 
+def plant_candidates(mem: Path, state: Any, project: str, now: float) -> None:
+    """Evidence for the dream (issue 31), the same for every version: four files repeating another's body
+    behind a vague description, three memories whose "until" date has passed, and (where the state keeps
+    use counts) 30 sessions that loaded the index and read every other file (the rest are unused)."""
+    names = sorted(p.name for p in mem.glob("*_topic_*.md"))
+    for i in range(4):
+        src, dst = mem / names[i], mem / names[100 + i]
+        body = src.read_text().split("---\n", 2)[-1]
+        dst.write_text(f"---\nname: Notes {i}\ndescription: notes from a testing session\ntype: project\n---\n"
+                       f"{body}")
+    for i in range(3):
+        p = mem / names[150 + i]
+        p.write_text(p.read_text() + f"\nMerge freeze for release {i} until 2026-01-{10 + i:02d}.\n")
+    for p in mem.iterdir():
+        os.utime(p, (B.OLD, B.OLD))
+    if hasattr(state, "record_uses"):
+        for n in range(30):
+            state.record_uses(project, f"s{n}", [("load", "", "", now - 86400 + n)])
+        state.record_uses(project, "s0", [("read", f"t{i}", names[i], now - 3600) for i in range(0, len(names), 2)])
+
+
 def night(seed: int = 24, models: dict[str, str] | None = None, stuck: bool = False,
-          batch: str = "off", batch_caches: bool = True) -> dict[str, Any]:
+          batch: str = "off", batch_caches: bool = True, candidates: bool = False) -> dict[str, Any]:
     """One project's day and night (the module doc). ``stuck``: the catch-up model creates a new file
     each time, which the full index (200 lines) refuses: the issue's project whose catch-ups are
     refused run after run."""
@@ -152,6 +173,8 @@ def night(seed: int = 24, models: dict[str, str] | None = None, stuck: bool = Fa
             cfg = replace(cfg, model=replace(cfg.model, batch=batch, batch_poll_s=0.05))
         unattended = {"unattended": True} if batch != "off" else {}  # the daemon's scheduled runs
         state = StateStore.open(Path(tmp) / "state")
+        if candidates:
+            plant_candidates(d / "memory", state, p.name, clock.time())
         phases: dict[str, dict[str, Any]] = {}
         outcomes: list[str] = []
         try:
@@ -188,6 +211,31 @@ def night(seed: int = 24, models: dict[str, str] | None = None, stuck: bool = Fa
              for k in phases["dream"]}
     return {"catch-up": phases["catch-up"], "dream": phases["dream"], "night": total, "outcomes": outcomes,
             "models": {"catch-up": cfg.model.extract_model, "dream": cfg.model.dream_model}, "batch": batch}
+
+
+def evidence_section(before: dict[str, Any] | None, after: dict[str, Any]) -> str:
+    """The section for ``--candidates``: the night of "Cost per active project per night" with the dream's
+    evidence planted in its folder, this version against the one before on the same folder."""
+    d, n = after["dream"], after["night"]
+    b = f" (before: ${before['dream']['usd']:.4f} and ${before['night']['usd']:.4f})" if before else ""
+    return "\n".join([
+        "## Cost per night with the dream's evidence", "",
+        "Command: `.venv/bin/python bench/bench_cost.py --candidates --before before.json --write-docs` (before: "
+        "the same script and flag with `MEMD_BENCH_ROOT` set to a checkout of the version before issue 31's "
+        "evidence). The night of \"Cost per active project per night\" with evidence planted in its 200-file "
+        "folder (`plant_candidates`): four files repeating another's body behind a vague description, three "
+        "memories whose \"until\" date has passed, and 30 sessions that loaded the index and read every other "
+        "file, so about a hundred are unused. The dream's first request carries the candidates (both files of "
+        "each pair, each dated memory, bounded by `dream.evidence_max_chars`) and each manifest row its use "
+        "figures. Tokens are the stand-in's estimate (characters / 4), the model is scripted and the same for "
+        "both versions; figures are deterministic (no timing).", "",
+        table(before, after), "",
+        f"- The dream with its evidence: **${d['usd']:.4f}**, the night **${n['usd']:.4f}**{b}.",
+        "- The night is the day's five catch-ups and the dream: the catch-ups are most of it and do not change "
+        "here (the evidence is the dream's). Outcomes (after): " + ", ".join(after["outcomes"]) + ".",
+        f"- Issue 31 asks for a night of at most $0.012 with the candidates: the dream alone (${d['usd']:.4f}) is "
+        f"within it; the whole night (${n['usd']:.4f}) is not, before as after, by its catch-ups "
+        f"(${after['catch-up']['usd']:.4f}), which this change does not touch.", ""])
 
 
 def reprice(doc: dict[str, Any]) -> dict[str, Any]:
@@ -314,6 +362,8 @@ def main() -> int:
     ap.add_argument("--also", type=Path, help="the JSON of another run of this script (other models) to cite")
     ap.add_argument("--extract-model", help="another model.extract_model (default: the config's)")
     ap.add_argument("--dream-model", help="another model.dream_model (default: the config's)")
+    ap.add_argument("--candidates", action="store_true",
+                    help="plant the dream's evidence (issue 31) in the folder: duplicates, passed dates, unused files")
     ap.add_argument("--batch", choices=("off", "auto", "both"), default="off",
                     help="model.batch for the day's scheduled runs; both: off and auto in one run, compared")
     args = ap.parse_args()
@@ -321,7 +371,8 @@ def main() -> int:
     os.environ.pop("ANTHROPIC_BASE_URL", None)
     t0 = time.monotonic()
     models = {k: v for k, v in (("extract_model", args.extract_model), ("dream_model", args.dream_model)) if v}
-    after = night(models=models, stuck=args.stuck, batch="auto" if args.batch == "auto" else "off")
+    after = night(models=models, stuck=args.stuck, batch="auto" if args.batch == "auto" else "off",
+                  **({"candidates": True} if args.candidates else {}))
     print(json.dumps(after, indent=1))
     print(f"({time.monotonic() - t0:.1f} s)", file=sys.stderr)
     if args.batch == "both":
@@ -336,6 +387,12 @@ def main() -> int:
     before = reprice(json.loads(args.before.read_text())) if args.before else None
     pair = (reprice(json.loads(args.stuck_pair[0].read_text())), reprice(json.loads(args.stuck_pair[1].read_text()))
             ) if args.stuck_pair else None
+    if args.candidates:
+        text = evidence_section(before, after)
+        print(text, file=sys.stderr)
+        if args.write_docs:
+            B.write_section(text, "## Cost per night with the dream's evidence")
+        return 0
     text = section(before, after, reprice(json.loads(args.also.read_text())) if args.also else None, pair)
     print(text, file=sys.stderr)
     if args.write_docs and not args.stuck:

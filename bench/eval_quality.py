@@ -472,6 +472,25 @@ def scenarios() -> list[Scenario]:
                                for rel, t in topics(o.mem).items() if not re.search(r"\d{4}-\d{2}-\d{2}", rel))),
                 fact(r"short PR descriptions", "feedback"), fact(r"make stack-up", kept=True)]))
 
+    # 16. a duplicate hidden behind a vague description (dream; issue 31): no description says "refunds", so
+    # only the body shows it; memd's local evidence hands the dream both files' text
+    f = dict(BASE)
+    f["project_notes_jan.md"] = topic(
+        "January notes", "Notes from the January testing session",
+        "We tested the checkout flow with the new payment provider. Refunds over 500 EUR need a second approver "
+        "in the admin panel. The staging database was reset twice.", "project")
+    f["project_refunds.md"] = topic("Refund approvals", "who approves large refunds",
+                                    "Refunds over 500 EUR need a second approver in the admin panel.", "project")
+    out.append(Scenario(
+        "vague_duplicate", "dream", "a duplicate behind a vague description: the fact stays once, in its topic", f,
+        ideal=[[_c("str_replace", "project_notes_jan.md",
+                   old_str="Refunds over 500 EUR need a second approver in the admin panel. ", new_str="")]],
+        checks=[present("project_refunds.md"), present("project_notes_jan.md"), count_facts(r"second approver", 1),
+                fact(r"second approver", "project", kept=True), fact(r"staging database was reset", kept=True),
+                ("memd handed the dream both files' text",
+                 lambda o: bool(o.bodies) and "need a second approver" in o.bodies[0]
+                 and "staging database was reset twice" in o.bodies[0])]))
+
     # 14. an expired dated memory (dream): forgotten with its index line, the reason recorded. The hook
     # paraphrases the description (as Claude Code writes it), so the entry goes only as a declared forgetting
     f = dict(BASE)

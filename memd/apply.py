@@ -285,6 +285,8 @@ def _without_new_lines(st: Staging, text: str, topics: Mapping[str, Any], config
               if t is not None and not leaves}
     unindexed = [rel for rel, t in sorted(topics.items())
                  if rel not in linked and not t.team and not t.not_memory and rel != INDEX]
+    # the files kept without a line are the least used ones, not the last by name (issue 31)
+    unindexed = list(reversed(_least_used_first(st, unindexed)))
 
     def plan(k: int) -> Any:  # the repair with the first k unindexed files indexed
         return plan_rebuild(text, topics, config.budget, mode=REPAIR, former=former, withhold=set(unindexed[k:]),
@@ -307,6 +309,27 @@ def _without_new_lines(st: Staging, text: str, topics: Mapping[str, Any], config
     if lo == len(unindexed) and not notes:
         return None  # nothing held back: not this rule's case
     return best, [*notes, *(r for r in best.reasons if r.startswith("left "))]
+
+
+def _least_used_first(st: Staging, rels: list[str]) -> list[str]:
+    """``rels`` least used first by the use counts the scan keeps (``memd.state``: reads, recalls, writes,
+    then seen longest ago); name order where the state cannot be read (the counts are evidence, not a
+    condition of the run)."""
+    from memd.core.evidence import Use
+    from memd.state import StateStore
+
+    try:
+        with StateStore.open(st.state_dir, timeout=2.0) as state:
+            raw = state.memory_uses(st.project.name)
+    except Exception:  # a busy or unreadable state: name order, as before
+        return list(reversed(rels))
+    uses = {rel: Use(d["reads"], d["recalls"], d["writes"], d["weak"], d["last_seen"]) for rel, d in raw.items()}
+    # among files used alike, the last by name first (the order before counts existed)
+    def key(rel: str) -> tuple[int, float]:
+        u = uses.get(rel) or Use()
+        return (u.used, u.last_seen or 0.0)
+
+    return sorted(sorted(rels, reverse=True), key=key)
 
 
 def former_topics(files: Mapping[str, Base | bytes | None], now: Collection[str]) -> dict[str, Any]:

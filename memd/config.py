@@ -95,6 +95,12 @@ class DreamConfig(Record):
     changed_max_chars: int = key(
         60_000, "Characters of changed files' text one dream is handed up front (about 15,000 tokens); the "
         "rest are named and read on request.", min=0)
+    evidence_max_chars: int = key(
+        16_000, "Characters of the evidence memd computes locally (possible duplicates with both files' text, "
+        "passed dates, unused memories) that one dream is handed up front (about 4,000 tokens).", min=0)
+    unused_after_loads: int = key(
+        20, "A memory no session read, recalled or wrote while this many sessions loaded the index is "
+        "shown to the dream (and in memd status) as unused: a candidate, never deleted by memd.", min=1)
 
 
 class DaemonConfig(Record):

@@ -279,6 +279,22 @@ MIGRATIONS: list[str] = [
     CREATE INDEX runs_job_started ON runs(job, started);
     CREATE INDEX runs_project_started ON runs(project, started)
     """,
+    # 10 -> 11: how sessions use each memory (issue 31), read by the scan from transcripts Claude Code later
+    # deletes: one row per event (an index load per session, a read, a recall, a write, a weak Bash
+    # signal), keyed so that reading a transcript again never counts an event twice (``record_uses``).
+    # ``file``: the topic file relative to its memory folder ('' for a load).
+    """
+    CREATE TABLE memory_use (
+        project TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        event TEXT NOT NULL,
+        file TEXT NOT NULL DEFAULT '',
+        session_id TEXT NOT NULL DEFAULT '',
+        at REAL,
+        PRIMARY KEY (project, kind, event, file)
+    );
+    CREATE INDEX memory_use_project_file ON memory_use(project, file)
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -858,6 +874,54 @@ class StateStore:
     def projects(self) -> list[ProjectState]:
         rows = self._exec("SELECT name FROM projects ORDER BY name").fetchall()
         return [self.project(r[0]) for r in rows]
+
+    # ------------------------------------------------------------------ memory use (issue 31)
+
+    def record_uses(self, project: str, session_id: str, events: list[tuple[str, str, str, float | None]]) -> int:
+        """Record memory uses (kind, event key, file, time) of one session; an event already recorded is
+        ignored (a transcript read again counts nothing twice). An index load is keyed on the session:
+        one per session. The number of new events."""
+        n = 0
+        with self.batch():
+            for kind, key, file, at in events:
+                ev = session_id if kind == "load" else key
+                cur = self._exec("INSERT OR IGNORE INTO memory_use (project, kind, event, file, session_id, at) "
+                                 "VALUES (?, ?, ?, ?, ?, ?)", (project, kind, ev, file, session_id, at))
+                n += cur.rowcount
+        return n
+
+    def prune_memory_use(self, now: float, *, max_rows: int = PRUNE_MAX_ROWS) -> int:
+        """Memory-use events older than the run log keeps its rows (``RUNS_KEEP_S``, over a year): a memory
+        unused that long is unused whatever came before. In batches, like ``prune_runs``."""
+        n = 0
+        while n < max_rows:
+            cur = self._exec("DELETE FROM memory_use WHERE rowid IN (SELECT rowid FROM memory_use WHERE at < ? "
+                             "LIMIT ?)", (now - RUNS_KEEP_S, min(PRUNE_BATCH, max_rows - n)))
+            n += cur.rowcount
+            if cur.rowcount < PRUNE_BATCH:
+                break
+        return n
+
+    def index_loads(self, project: str) -> list[float]:
+        """When each session that loaded the project's index first did (newest first)."""
+        rows = self._exec("SELECT at FROM memory_use WHERE project = ? AND kind = 'load' ORDER BY at DESC",
+                          (project,)).fetchall()
+        return [float(r[0] or 0.0) for r in rows]
+
+    def memory_uses(self, project: str) -> dict[str, dict[str, Any]]:
+        """Per topic file of the project: ``reads``, ``recalls``, ``writes``, ``weak`` (counts) and
+        ``last_seen`` (the newest read, recall or write)."""
+        rows = self._exec("SELECT file, kind, COUNT(*), MAX(at) FROM memory_use WHERE project = ? AND kind != 'load' "
+                          "GROUP BY file, kind", (project,)).fetchall()
+        out: dict[str, dict[str, Any]] = {}
+        names = {"read": "reads", "recall": "recalls", "write": "writes", "weak": "weak"}
+        for file, kind, count, at in rows:
+            d = out.setdefault(file, {"reads": 0, "recalls": 0, "writes": 0, "weak": 0, "last_seen": None})
+            if kind in names:
+                d[names[kind]] = int(count)
+            if kind != "weak" and at is not None:
+                d["last_seen"] = max(float(at), d["last_seen"] or 0.0)
+        return out
 
     # ------------------------------------------------------------------ run log
 

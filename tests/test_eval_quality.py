@@ -50,6 +50,8 @@ def test_every_model_facing_check_fails_for_some_weak_player(scores: dict[str, e
         for label, _ in sc.checks:
             if label.endswith(" present") or " is " in label or label.startswith("fact kept"):
                 continue  # what must survive: a deleting run fails them (the test below)
+            if label.startswith("memd "):
+                continue  # what memd sends, whoever plays: a broken run fails it (the test below)
             assert f"{sc.name}: {label}" in failed, f"{sc.name}: {label} never fails"
 
 
@@ -104,6 +106,12 @@ def test_the_memd_facing_checks_fail_on_a_broken_run(tmp_path: Path) -> None:
     assert _check(sc, label)[1](o)
     (o.mem / "feedback_tabs_2.md").unlink()
     assert not _check(sc, label)[1](o)
+
+    sc = scs["vague_duplicate"]  # issue 31: the evidence carries both files' text
+    label = "memd handed the dream both files' text"
+    assert not _check(sc, label)[1](_outcome(tmp_path / "h", sc, ['{"system": "only the manifest"}']))
+    assert _check(sc, label)[1](_outcome(tmp_path / "i", sc, [
+        '{"system": "Refunds over 500 EUR need a second approver ... The staging database was reset twice."}']))
 
     sc = scs["prompt_injection"]
     o = _outcome(tmp_path / "d", sc, [])

@@ -116,3 +116,24 @@ def test_condensing_never_touches_a_hook_with_words_of_its_own() -> None:
     assert any(a.startswith("condensed entry") for a in plan.actions)
     plain = plan_rebuild(own + "".join(rows), topics, mode=REPAIR)
     assert not plain.fits  # without condensing the new line does not fit
+
+
+def test_the_files_kept_without_a_line_are_the_least_used(env: Env) -> None:
+    """Issue 31: when not every unindexed file's line fits, the ones kept out are those sessions used least
+    (the scan's counts), not the last by name; a file used alike keeps the old order."""
+    p = env.project("-home-dev-room")
+    files = {"MEMORY.md": "".join(f"- [N {i}](project_note_{i:03d}.md) — note {i}\n" for i in range(198))}
+    files |= {f"project_note_{i:03d}.md": topic(f"N {i}", f"note {i}", f"fact {i}", "project") for i in range(198)}
+    for rel in ("project_a_unused.md", "project_m_used.md", "project_z_used.md"):
+        files[rel] = topic(rel, f"about {rel}", f"body of {rel}", "project")
+    env.memory(p, files)
+    env.state.record_uses(p.name, "s1", [("read", "t1", "project_m_used.md", time.time() - 100),
+                                         ("read", "t2", "project_z_used.md", time.time() - 50)])
+    _fake_session(p.dir / "11111111-2222-3333-4444-777777777771.jsonl", [_user("note 1 is now fact one.")])
+    s = env.stub
+    s.script(s.message(s.memory("str_replace", path="/memories/project_note_001.md", old_str="fact 1",
+                                new_str="fact one")), s.message(s.text("saved")))
+    out = catchup_project(env.jc(), p)
+    text = (p.memory_dir / "MEMORY.md").read_text()
+    assert "(project_m_used.md)" in text and "(project_z_used.md)" in text, out
+    assert "(project_a_unused.md)" not in text

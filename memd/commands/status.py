@@ -82,7 +82,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     as_json = args.format == "json"
     for n in notes:
         print(n, file=sys.stderr if as_json else sys.stdout)
+    began = time.process_time()  # CPU time: what status costs, whatever else the machine runs
     rows = status_rows(projects or [], ctx.config, ctx.state_dir)
+    spent = None if args.projects else time.process_time() - began  # named projects: always computed
     warnings = measured_warnings(rows, ctx.config)
     # which credential source (or claude CLI) model work uses, never the secret
     cred = model_credential(ctx.config, ctx.claude_dir, ctx.state_dir)
@@ -94,9 +96,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if as_json:
         import json
 
-        doc = {"projects": [r.as_json() for r in rows],
+        evidence = _evidence(ctx, rows, spent)
+        late = evidence.pop(_NOT_YET, {}).get("projects", 0)
+        doc = {"projects": [{**r.as_json(), **({"evidence": evidence[r.project]} if r.project in evidence else {})}
+                            for r in rows],
                "warnings": [*warnings, *({"recorded": True, **w} for w in recorded)],
                "daemon": daemon, "model": cred, "sync": _sync_json(ctx.state_dir, {r.project for r in rows}, over),
+               "evidence_not_computed": late,
                "config": None if bad_config is None else {"path": bad_config.path, "problems": bad_config.problems},
                "catchup_retries": _retries_json(ctx.state_dir, [r.project for r in rows], ctx.config)}
         sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
@@ -119,6 +125,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     else:
         print("open warnings: none")
     sys.stdout.write(credential_line(cred))
+    sys.stdout.write(_evidence_lines(ctx, shown, spent))
     from memd.sync.evidence import status_line  # issue 15: conflicts between machines, kept for the dream
     from memd.sync.held import status_lines  # issue 21: what sync holds, why, and the command that resolves it
 
@@ -136,6 +143,69 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
     sys.stdout.write(pending_lines(ctx.state_dir))
     return _exit_code(bad_config is not None, rows)
+
+
+EVIDENCE_SHARE = 0.2  # of the time status spent measuring, what computing evidence anew may add
+EVIDENCE_MIN_S = 0.25
+
+
+def _evidence(ctx: Context, rows: list[Any], spent: float | None = None) -> dict[str, dict[str, Any]]:
+    """Per project with memory: the evidence waiting for the dream (``memd.jobs.evidence.summary``). One
+    project that cannot be read is left out; the state unreadable or busy: none (status still reports).
+    A summary is kept in the state and read back while the folder is unchanged; computing them anew (a
+    first run over many projects reads every topic file) may add at most ``EVIDENCE_SHARE`` of the CPU
+    time status spent measuring (``spent``; at least ``EVIDENCE_MIN_S``): the projects past that are named
+    as not computed yet (``_NOT_YET``), and a later status (reading back what this one kept, cheaply,
+    then computing further) or the project's own computes them."""
+    import time
+    from pathlib import Path
+
+    from memd.jobs.evidence import summary
+    from memd.state import StateStore
+
+    out: dict[str, dict[str, Any]] = {}
+    try:
+        state = StateStore.open(ctx.state_dir, timeout=2.0)
+    except Exception:  # status reports what it can
+        return out
+    try:
+        now = time.time()
+        budget = None if spent is None else max(EVIDENCE_MIN_S, EVIDENCE_SHARE * spent)
+        start = time.process_time()
+        late = 0
+        with state.batch():  # the summaries kept in one transaction, not one commit per project
+            for r in rows:
+                if not r.has_memory:
+                    continue
+                if budget is not None and time.process_time() - start > budget:
+                    late += 1  # past the budget nothing more is read, not even what is kept
+                    continue
+                try:
+                    out[r.project] = summary(Path(r.memory_dir), ctx.config, state, r.project, now)
+                except Exception:  # one project's failure never fails the command
+                    continue
+        if late:
+            out[_NOT_YET] = {"projects": late}
+    finally:
+        state.close()
+    return out
+
+
+_NOT_YET = ""  # the key of the projects whose evidence this run did not compute
+
+
+def _evidence_lines(ctx: Context, rows: list[Any], spent: float | None = None) -> str:
+    from memd.jobs.evidence import summary_line
+
+    got = _evidence(ctx, rows, spent)
+    late = got.pop(_NOT_YET, {}).get("projects", 0)
+    lines = [ln for ln in (summary_line(name, s) for name, s in got.items()) if ln]
+    tail = (f"  not computed yet for {late} project(s) (status keeps what it computed; run it again, or "
+            f"`memd status PROJECT`)\n" if late else "")
+    if not lines:
+        return ("evidence: nothing waiting for the dream" + (" in the projects computed" if late else "")
+                + "\n" + tail)
+    return "evidence (computed locally, for the next dream; never acted on without it):\n" + "".join(lines) + tail
 
 
 def _sync_json(state_dir: Path, names: set[str], budget: str = "") -> dict[str, Any]:

@@ -236,6 +236,7 @@ def prune_run_log(state: StateStore, now: float, log: Any = None) -> int:
     try:
         n = state.prune_runs(now, max_rows=PRUNE_MAX_ROWS)
         samples = state.prune_index_samples(now, max_rows=PRUNE_MAX_ROWS)  # the index-size chart's, alike
+        samples += state.prune_memory_use(now, max_rows=PRUNE_MAX_ROWS)  # issue 31's use counts, alike
     except Exception as e:  # whatever it is, the check-in and the daemon go on
         if log is not None:
             log.warning("state.prune_failed", reason=f"{type(e).__name__}: {e}"[:500])

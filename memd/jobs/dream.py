@@ -80,12 +80,19 @@ def changed_since(jc: JobContext, project: Project, since: float | None) -> str 
 
 def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
     """One project's dream (see the module doc)."""
+    from memd.jobs import evidence as E
     from memd.llm import client as llm
 
     cfg = jc.config
     now = jc.clock.time()
     last = jc.state.project(project.name).last_consolidation if jc.state is not None else None
     why = changed_since(jc, project, last)
+    # a memory whose stated date has passed makes the project due once (``memd.jobs.evidence.due_dates``)
+    dates = E.due_dates(jc.state, project.name, project.memory_dir, cfg, now) if project.memory_dir.is_dir() else []
+    if why is None and dates:
+        why = f"a date stated in memory has passed ({'; '.join(dates[:3])})"
+    if why is None and _over_budget(project.memory_dir, cfg):
+        why = "the index is past its cut"
     if why is None and not jc.force:
         return ProjectOutcome(project.name, "unchanged", "nothing changed since the last dream; model not called")
     off = mr.off_reason(jc)
@@ -94,8 +101,11 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
     if not project.memory_dir.is_dir():
         return ProjectOutcome(project.name, "skipped", "no memory folder")
     delta = since_last_dream(jc, project, last) if cfg.dream.scope == "changed" else None
+    # sessions since the last dream (the runner's gates counted them) may have made a memory stale while
+    # no memory file changed: the dream searches them (issue 31)
+    sessions = jc.state.sessions_touched_since(project.name, last or 0.0) if jc.state is not None else 0
     if (delta is not None and not jc.force and not delta.first and not delta.changed and not delta.deleted
-            and index_healthy(project.memory_dir, cfg)):
+            and not sessions and not dates and index_healthy(project.memory_dir, cfg)):
         return ProjectOutcome(project.name, "unchanged", "no memory file changed since the last dream and the "
                               "index is healthy; model not called")
 
@@ -110,6 +120,7 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
     half_done = ""  # why a capped run's staging copy may not be applied (``modelrun.consistency``)
     blocked: set[str] = set()  # the files the run found holding a conflict block
     batched: list[BatchNote] = []  # what became of the run's batched first call (``memd.llm.batch``)
+    shown: list[E.Evidence] = []  # the evidence the model was handed
 
     def edit(ws: ap.Workspace) -> ap.Edits:
         nonlocal client, half_done
@@ -135,7 +146,12 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
                                       max_line_bytes=min(cfg.transcripts.max_line_bytes, 2_000_000))
             handlers[SEARCH_TOOL_NAME] = search.handle
             tools.append(dict(SEARCH_TOOL))
-        material = mr.redacted(_conflicts(st, found) + _orientation(jc, project, st, last, delta), out.details)
+        evidence = E.gather(st.root, cfg, jc.state, project.name, now=now, live=project.memory_dir)
+        shown.append(evidence)
+        if evidence.candidates.count:
+            out.details["candidates"] = evidence.candidates.count
+        material = mr.redacted(_conflicts(st, found) + _orientation(jc, project, st, last, delta, evidence),
+                               out.details)
         cmd = mr.claude_md(_cwd(jc, project), jc.claude_dir, out.details)
         system = llm.cached_system(prompts.render("dream", cfg), material + ("\n\n" + cmd if cmd else ""))
         # the deadline is sized to the call cap (one more call: a max_tokens retry)
@@ -201,6 +217,8 @@ def dream_project(jc: JobContext, project: Project) -> ProjectOutcome:
         out.empty_turn = True
         out.message = (f"{out.message}; " if out.message else "") + (
             "the model ended its turn without reading or searching anything: not counted as a consolidation")
+    if result.model_called and shown and not jc.dry_run:
+        E.note_dates(jc.state, project.name, shown[0].candidates)  # shown once: not due again for them
     if result.verdict is ap.Verdict.APPLIED and jc.log is not None:
         for b in result.blocks:  # no reason in the log: the model's words may quote memory
             jc.log.info("dream.conflict_block", project=project.name, file=b.file, line=b.line,
@@ -275,7 +293,7 @@ def _transcripts(jc: JobContext, project: Project) -> list[Path]:
 
 
 def _orientation(jc: JobContext, project: Project, st: ap.Staging, last: float | None,
-                 delta: Delta | None = None) -> str:
+                 delta: Delta | None = None, evidence: Any = None) -> str:
     from memd import history
     from memd.core.paths import INDEX_NAME
     from memd.memfolder.read import decode, read_bounded
@@ -286,9 +304,17 @@ def _orientation(jc: JobContext, project: Project, st: ap.Staging, last: float |
     index_text = decode(r) if r.data is not None else "(no MEMORY.md yet)"
     if len(index_text) > MAX_INDEX_CHARS:
         index_text = index_text[:MAX_INDEX_CHARS] + "\n... (cut: the index is far over its budget)"
+    from memd.jobs import evidence as E
+
+    manifest = (E.manifest_with_uses(st.root, cfg, evidence, live=project.memory_dir) if evidence is not None
+                else mr.manifest(st.root, cfg, live=project.memory_dir))
     parts = ["## Phase 1 material: MEMORY.md as it is now", "```", index_text.rstrip(), "```", "",
-             "## Topic files (path [type] date size: description), newest first",
-             mr.manifest(st.root, cfg, live=project.memory_dir), ""]
+             "## Topic files (path [type] date size: description (use by sessions)), newest first",
+             manifest, ""]
+    if evidence is not None:
+        section = E.render(evidence, cfg.dream.evidence_max_chars)
+        if section:
+            parts.extend([section, ""])
     since = last or 0.0
     if delta is not None:
         parts.extend(_changed_texts(st.root, delta, jc.config.dream.changed_max_chars))
@@ -452,6 +478,18 @@ def index_healthy(memory_dir: Path, cfg: Any) -> bool:
                 return False
             linked.add(t)
     return topics <= linked
+
+
+def _over_budget(memory_dir: Path, cfg: Any) -> bool:
+    """The index is past Claude Code's cut: entries no session sees, whatever changed (issue 31)."""
+    from memd.core import index as mindex
+
+    try:
+        text = (memory_dir / ap.INDEX).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    b = cfg.budget
+    return mindex.measure(text, b.max_lines, b.max_chars, b.warn_ratio).level == "over"
 
 
 def _changed_texts(root: Path, delta: Delta, max_chars: int) -> list[str]:

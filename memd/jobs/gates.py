@@ -327,10 +327,18 @@ def check_dream(jc: JobContext, project: Project, *, now: float | None = None) -
         if refused is not None:
             n, digest = open_blocks(project.memory_dir)
             seen = jc.state.get(BLOCKS_KEY + project.name) if jc.state is not None else None
-            if not n or digest == seen:
-                return refused
-            due = GateResult(True, "conflict_blocks", f"{n} sync conflict block(s) no dream has had yet "
-                                                      f"(else: {refused.reason})")
+            if n and digest != seen:
+                due = GateResult(True, "conflict_blocks", f"{n} sync conflict block(s) no dream has had yet "
+                                                          f"(else: {refused.reason})")
+            else:
+                # a memory whose stated date has passed, shown to no dream yet: due once (issue 31)
+                from memd.jobs.evidence import due_dates
+
+                dates = due_dates(jc.state, project.name, project.memory_dir, jc.config, t)
+                if not dates:
+                    return refused
+                due = GateResult(True, "passed_dates", f"a date stated in memory has passed ({'; '.join(dates[:3])})"
+                                                       f" and no dream has seen it yet (else: {refused.reason})")
     if cfg.require_idle and has_active_session(project, t, jc.config.transcripts.active_minutes):
         return GateResult(False, "active_session", "a session is active")
     if cfg.honour_lock:

@@ -119,9 +119,10 @@ def _first_line(text: str) -> str | None:
     return None
 
 
-def render_for_model(m: Manifest, prefix: str = "/memories/") -> str:
+def render_for_model(m: Manifest, prefix: str = "/memories/", uses: Mapping[str, str] | None = None) -> str:
     """The manifest as the model jobs show it: path, type, date, size, description (or name, or first
-    line); team/ files marked read-only; a note when older files were left out."""
+    line); team/ files marked read-only; a note when older files were left out. ``uses``: a row's use
+    figures by name (the dream's, ``memd.jobs.evidence``), after its description."""
     if not m.entries:
         return "(no memory files yet)"
     rows = []
@@ -129,7 +130,8 @@ def render_for_model(m: Manifest, prefix: str = "/memories/") -> str:
         desc = " ".join((e.description or e.title or "").split())[:MODEL_DESC_CHARS]
         day = time.strftime("%Y-%m-%d", time.localtime(e.when))
         ro = " (read-only)" if is_team(e.name) else ""
-        rows.append(f"- {prefix}{e.name} [{e.type or '?'}] {day} {e.size}B{ro}: {desc}")
+        use = (uses or {}).get(e.name)
+        rows.append(f"- {prefix}{e.name} [{e.type or '?'}] {day} {e.size}B{ro}: {desc}" + (f" ({use})" if use else ""))
     text = "\n".join(rows)
     if m.total > len(m.entries):
         text += f"\n({m.total - len(m.entries)} older files not listed; view {prefix.rstrip('/')} to see them)"

@@ -28,6 +28,7 @@ from memd.transcripts.sessions import (
     memory_project_for,
     session_id_for,
 )
+from memd.transcripts.usage import Uses
 
 if TYPE_CHECKING:
     from memd.config import Config
@@ -93,7 +94,7 @@ class ProjectScan:
 class _Digest:
     """What the scan keeps of one pass over a transcript: cheap, no typed records."""
 
-    __slots__ = ("cwd", "first_at", "last_at", "session_id", "writes")
+    __slots__ = ("cwd", "first_at", "last_at", "session_id", "uses", "writes")
 
     def __init__(self) -> None:
         self.cwd: str | None = None
@@ -101,6 +102,7 @@ class _Digest:
         self.first_at: float | None = None
         self.last_at: float | None = None
         self.writes = Writes()  # file-writing tool uses, and the ones refused (a hook's denial)
+        self.uses = Uses()  # the memory uses: index loads, reads, recalls, writes (issue 31)
 
     def feed(self, obj: dict[str, Any]) -> None:
         ts = rec.parse_time(obj.get("timestamp"))
@@ -119,6 +121,7 @@ class _Digest:
                 self.session_id = sid
         # only the paths: a session with thousands of edits must not hold their bodies
         self.writes.feed(obj, ts)
+        self.uses.feed(obj, ts)
 
 
 def _transcript_paths(folder: str) -> list[str]:
@@ -228,6 +231,24 @@ class _Scanner:
             mp = self._paths_cache[feeds] = MemoryPaths(mem_dir, feeds)
         return mp
 
+    def _save_uses(self, scan: SessionScan, digest: _Digest) -> None:
+        """The pass's memory uses, as paths relative to the memory folder the session feeds; a path
+        outside it is no use of this memory. A subagent's reads count; only main sessions load the index."""
+        mp = self._memory_paths(scan.feeds)
+        rows: list[tuple[str, str, str, float | None]] = []
+        for e in digest.uses.events:
+            if e.kind == "load":
+                if scan.main:
+                    rows.append(("load", "", "", e.at))
+            elif e.kind == "weak":
+                rows.extend(("weak", f"{e.key}:{rel}", rel, e.at) for rel in mp.named_in(e.path))
+            else:
+                rel = mp.rel(e.path)
+                if rel is not None and rel.endswith(".md") and rel != "MEMORY.md":
+                    rows.append((e.kind, e.key, rel, e.at))
+        if rows:
+            self.state.record_uses(scan.feeds, scan.session_id, rows)
+
     def save(self, forgotten: list[Path], *, mark: bool) -> None:
         state = self.state
         with state.batch():
@@ -251,6 +272,8 @@ class _Scanner:
                     continue
                 if digest.last_at is not None and scan.records:
                     state.touch_session(scan.feeds, scan.session_id, digest.last_at)
+                if digest.uses.events:
+                    self._save_uses(scan, digest)
             for p in forgotten:
                 state.forget_transcript(p)
             if mark:

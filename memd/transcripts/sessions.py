@@ -5,6 +5,7 @@ whether the main agent wrote memory in it.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,29 @@ class MemoryPaths:
     def contains(self, file_path: str) -> bool:
         p = os.path.normpath(file_path)
         return p.startswith(self.prefix) or self.marker in p
+
+    def rel(self, file_path: str) -> str | None:
+        """The path relative to the memory folder ("/"-separated), or None when it lies outside."""
+        if not os.path.isabs(file_path):
+            return None
+        p = os.path.normpath(file_path)
+        if p.startswith(self.prefix):
+            rest = p[len(self.prefix):]
+        elif self.marker in p:
+            rest = p.split(self.marker, 1)[1]
+        else:
+            return None
+        return rest.replace(os.sep, "/") or None
+
+    def named_in(self, command: str) -> list[str]:
+        """The memory files (relative) a shell command names by a path into the folder (a glob or the
+        folder itself names none)."""
+        out = []
+        for m in re.finditer(r"[^\s'\"`;|&<>()]+", command):
+            r = self.rel(m.group(0))
+            if r is not None and r.endswith(".md") and not any(c in r for c in "*?[{"):
+                out.append(r)
+        return out
 
 
 def _main_blocks(obj: dict[str, Any], kind: str) -> list[Any]:

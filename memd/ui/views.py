@@ -189,6 +189,7 @@ class ProjectPage:
     timeline: Any = None  # memd.ui.timeline.Timeline: every run of the run log, each opening to its diff
     conflicts: list[ConflictView] = field(default_factory=list)  # `memd check`'s MEM090, where each block is
     held: list[str] = field(default_factory=list)  # `memd status`'s sync lines: what is held, why, how to resolve
+    evidence: dict[str, Any] = field(default_factory=dict)  # `memd status`'s evidence (memd.jobs.evidence.summary)
 
 
 def index_view(project: Project, config: Config) -> IndexView | None:
@@ -277,7 +278,26 @@ def project_page(project: Project, config: Config, state_dir: Path, *, before: i
     from memd.ui.timeline import timeline
 
     page.timeline = timeline(project.name, state_dir, before=before)
+    page.evidence = _evidence(project, config, state_dir)
     return page
+
+
+def _evidence(project: Project, config: Config, state_dir: Path) -> dict[str, Any]:
+    """What the next dream will be shown (issue 31), names redacted; {} when it cannot be computed (the
+    page shows the rest)."""
+    from memd.jobs.evidence import summary
+    from memd.state import StateStore
+
+    if not project.memory_dir.is_dir():
+        return {}
+    try:
+        with StateStore.open(state_dir, timeout=2.0) as state:
+            s = summary(project.memory_dir, config, state, project.name, time.time())
+    except Exception:  # the evidence is an extra: never the page's failure
+        return {}
+    return {"unused": [redact(r) for r in s["unused"]], "unused_after": s["unused_after"], "loads": s["loads"],
+            "pairs": [[redact(a), redact(b), sc] for a, b, sc in s["pairs"]],
+            "dated": [[redact(r), d] for r, d in s["dated"]], "past_cut": [redact(r) for r in s["past_cut"]]}
 
 
 @dataclass
