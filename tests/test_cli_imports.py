@@ -82,6 +82,15 @@ def test_cached_check_of_a_project_is_light(make_project: Callable[..., Path], c
     dashed, warm_dashed = _imported(["--claude-dir", str(claude_home), "check", "--", "-home-u-app"])
     assert (dashed.returncode, dashed.stdout) == (first.returncode, first.stdout)
     assert not (SLOW | {"json"}) & warm_dashed, (SLOW | {"json"}) & warm_dashed  # `--` too: the quick path
+    # with a config file of a few keys (issue 35): read without tomllib (memd.core.tomlflat), judged without
+    # the scheduler's parsers (no [schedule] set)
+    conf = claude_home.parent / "config.toml"
+    conf.write_text('[budget]\nwarn_ratio = 0.8\n\n[model]\ndream_model = "claude-sonnet-5-5"  # stronger\n'
+                    '[sync]\nremote = "git@github.com:me/memory.git"\n', encoding="utf-8")
+    configured, warm_configured = _imported(["--config", str(conf), *args])
+    assert (configured.returncode, configured.stdout) == (first.returncode, first.stdout)
+    slow = (SLOW | {"tomllib", "memd.schedule_windows"}) & warm_configured
+    assert not slow and "memd.config" in warm_configured, slow
     js, warm_js = _imported([*args, "--format", "json"])
     assert json.loads(js.stdout)[0]["project"] == "-home-u-app" and not SLOW & warm_js
 
