@@ -76,7 +76,9 @@ def quick(argv: Sequence[str]) -> int | None:
 def _config(path: str | None) -> Any:
     """The config the quick path reads: without a config file (no --config, the default path absent)
     its defaults without importing the schema, as the hooks do (``memd.hooks.defaults``; the budget is
-    ``memd.core.budget.Limits()``, held equal to the schema's by tests/test_cli_imports.py); else the file."""
+    ``memd.core.budget.Limits()``, held equal to the schema's by tests/test_cli_imports.py); else the file,
+    loaded as every command loads it (a flat file without tomllib, only its own sections judged: issue 35),
+    so a bad one fails here with the full path's words."""
     if path is None:
         base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
         if not os.path.lexists(os.path.join(base, "memd", "config.toml")):
