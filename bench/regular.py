@@ -7,7 +7,8 @@ ratio). With its dependencies, as a user's install has them: `memd check` reads 
 with PyYAML (a ``--no-deps`` install once made it fail fast, and the bench timed the failure).
 
 ``build(folder)`` creates ``folder`` (a venv with pip) if it is not one yet and (re)installs memd
-from the checkout into it, byte-compiled as pip does; it returns the venv's ``bin`` folder.
+from the checkout (or ``src``, another tree of it) into it, byte-compiled as pip does; it returns the venv's
+``bin`` folder.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def build(folder: Path, *, quiet: bool = True) -> Path:
+def build(folder: Path, *, quiet: bool = True, src: Path = ROOT) -> Path:
     bindir = folder / ("Scripts" if os.name == "nt" else "bin")
     python = bindir / "python"
     base = getattr(sys, "_base_executable", sys.executable)
@@ -32,10 +33,10 @@ def build(folder: Path, *, quiet: bool = True) -> Path:
     subprocess.run([str(python), "-m", "pip", "uninstall", "-y", "-q", "memd"], check=False,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     subprocess.run([str(python), "-m", "pip", "install", *q, "--disable-pip-version-check",
-                    "--force-reinstall", "--no-deps", str(ROOT)], check=True,
+                    "--force-reinstall", "--no-deps", str(src)], check=True,
                    stderr=subprocess.DEVNULL if quiet else None)
     # the dependencies once (a reinstall of memd alone keeps them): what `pip install .` gives a user
-    subprocess.run([str(python), "-m", "pip", "install", *q, "--disable-pip-version-check", str(ROOT)], check=True,
+    subprocess.run([str(python), "-m", "pip", "install", *q, "--disable-pip-version-check", str(src)], check=True,
                    stderr=subprocess.DEVNULL if quiet else None)
     if not (bindir / "memd-hook").exists():
         raise SystemExit(f"the regular install in {folder} has no memd-hook script")

@@ -149,12 +149,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def looks_like_folder(tok: str) -> bool:
-    """"-home-dev-app", "-tmp": shaped like a folder name under projects/ (they start with "-")."""
-    return (len(tok) > 2 and tok[0] == "-" and tok[1] != "-"
-            and all(c.isascii() and (c.isalnum() or c == "-") for c in tok[1:]))
-
-
 def protect_folder_names(argv: Sequence[str], known: set[str],
                          is_project: Callable[[str], bool] | None = None) -> list[str]:
     """Mark arguments like "-home-dev-app" or "-tmp" (folder names under projects/ start with "-")
@@ -162,6 +156,8 @@ def protect_folder_names(argv: Sequence[str], known: set[str],
     (``is_project``) is always a project, even "-home" (else "-h" with "ome") or "-nope" ("-n" with
     "ope"); any other token is left alone when it is a known option, or a known short option with
     its value attached ("-n50")."""
+    from memd.commands._checkquick import looks_like_folder
+
     out: list[str] = []
     rest = False
     for tok in argv:
@@ -248,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if invoked == "check":
         # `memd check NAME...` answered from the check cache, before argparse is even imported;
         # None: anything else, or a cache miss, takes the full path below
-        from memd.commands.check import quick
+        from memd.commands._checkquick import quick
 
         answer = _guarded("check", lambda: quick(args_list))
         if answer is not None:

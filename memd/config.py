@@ -7,8 +7,10 @@ from the same schema.
 
 Kept import-light: the hook path loads the config on every memory write. The sections are
 :class:`memd.record.Record` classes (``class XConfig(Record):`` with ``key(...)`` fields, not
-``@dataclass``: importing ``dataclasses`` and building its classes cost ~15 ms there); ``tomllib`` is
-imported only when a config file exists, and neither ``typing`` nor ``pathlib`` is imported here.
+``@dataclass``: importing ``dataclasses`` and building its classes cost ~15 ms there); a flat file (tables
+of scalar keys, as most are) is read by ``memd.core.tomlflat``, ``tomllib`` (~25 ms of start-up) only for
+anything else, and only the sections a file sets are judged (issue 35: `memd check NAME` with a config
+file); neither ``typing`` nor ``pathlib`` is imported here.
 On config objects use :func:`replace`, :func:`fields` and :func:`astuple` from this module (the
 ``dataclasses`` functions do not apply to them).
 """
@@ -27,7 +29,7 @@ from memd.record import replace as replace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Container, Iterable, Mapping
     from pathlib import Path
     from typing import Any
 
@@ -289,14 +291,20 @@ class KeyInfo(Record):
     choices: tuple[str, ...] | None
 
 
+_SIMPLE: dict[str, Any] = {"int": int, "float": float, "str": str, "bool": bool}
+
+
 def _hints(cls: type[Record]) -> dict[str, Any]:
     """The field types of a section: its annotations (strings, see the __future__ import) evaluated
-    here, as typing.get_type_hints would, without importing typing."""
+    here, as typing.get_type_hints would, without importing typing. A plain name (``int``, a section's
+    class) is looked up, not evaluated: start-up paths read the schema of every section a file sets."""
     ns = globals()
     out: dict[str, Any] = {}
     for f in fields(cls):
         tp = cls.__annotations__[f.name]
-        out[f.name] = eval(tp, ns) if isinstance(tp, str) else tp  # our own annotations, not input
+        if isinstance(tp, str):
+            tp = _SIMPLE.get(tp) or (ns[tp] if tp.isidentifier() else eval(tp, ns))  # our own annotations
+        out[f.name] = tp
     return out
 
 
@@ -307,14 +315,18 @@ def sections() -> list[tuple[str, type[Any]]]:
 
 def schema() -> list[KeyInfo]:
     """Every key of the schema, in order."""
+    return [info for name, cls in sections() for info in _section_schema(name, cls)]
+
+
+def _section_schema(name: str, cls: type[Any]) -> list[KeyInfo]:
+    """The keys of one section, in order."""
+    hints = _hints(cls)
+    inst = cls()
     out: list[KeyInfo] = []
-    for name, cls in sections():
-        hints = _hints(cls)
-        inst = cls()
-        for f in fields(cls):
-            m = f.metadata
-            out.append(KeyInfo(f"{name}.{f.name}", hints[f.name], getattr(inst, f.name), m["doc"],
-                               m["min"], m["max"], m["choices"]))
+    for f in fields(cls):
+        m = f.metadata
+        out.append(KeyInfo(f"{name}.{f.name}", hints[f.name], getattr(inst, f.name), m["doc"],
+                           m["min"], m["max"], m["choices"]))
     return out
 
 
@@ -415,25 +427,29 @@ def _nearest(name: str, known: Iterable[str]) -> str:
 
 
 def _build(data: Mapping[str, Any]) -> tuple[Config, list[str]]:
-    """The config with every key that passed its checks (the others keep their defaults), and the problems."""
+    """The config with every key that passed its checks (the others keep their defaults), and the problems.
+    Only the sections the file sets are walked and cross-checked: the others are their defaults, which pass
+    every check (tests/test_config.py), so a file of three keys is judged without the whole schema."""
     errors: list[str] = []
     known = dict(sections())
     built: dict[str, Any] = {}
+    infos: dict[str, dict[str, KeyInfo]] = {}
     for sect, value in data.items():
         if sect not in known:
             errors.append(f"{sect}: unknown section{_nearest(sect, known)} (known: {', '.join(known)})")
         elif not isinstance(value, dict):
             errors.append(f"{sect}: expected a table, got {value!r}")
+        else:
+            infos[sect] = {i.path.split(".", 1)[1]: i for i in _section_schema(sect, known[sect])}
     for sect, cls in known.items():
-        raw = data.get(sect, {})
-        if not isinstance(raw, dict):
+        raw = data.get(sect)
+        if sect not in infos or not isinstance(raw, dict):
             continue
-        infos = {i.path.split(".", 1)[1]: i for i in schema() if i.path.startswith(sect + ".")}
         kwargs: dict[str, Any] = {}
         for k, v in raw.items():
-            info = infos.get(k)
+            info = infos[sect].get(k)
             if info is None:
-                errors.append(f"{sect}.{k}: unknown key{_nearest(k, infos)}")
+                errors.append(f"{sect}.{k}: unknown key{_nearest(k, infos[sect])}")
                 continue
             checked, errs = _check(info, v)
             errors.extend(errs)
@@ -443,49 +459,69 @@ def _build(data: Mapping[str, Any]) -> tuple[Config, list[str]]:
     # keys that failed their own check kept their defaults, so the cross-checks can still run:
     # every problem is reported at once
     cfg = Config(**built)
-    crossed = _cross_checks(cfg)
+    crossed = _cross_checks(cfg, infos)
     for problem in crossed:  # a key that fails a cross-check is set back to its default too
         sect, _, name = problem.split(":", 1)[0].partition(".")
         section = getattr(cfg, sect, None)
         if section is not None and name in {f.name for f in fields(section)}:
-            default = next(i.default for i in schema() if i.path == f"{sect}.{name}")
+            default = infos[sect][name].default
             cfg = replace(cfg, **{sect: replace(section, **{name: default})})
     return cfg, errors + crossed
 
 
-def _cross_checks(cfg: Config) -> list[str]:
+def _cross_checks(cfg: Config, sections: Container[str] = ("schedule", "daemon", "sync")) -> list[str]:
+    """The checks of keys against each other, of the ``sections`` given (those a file sets)."""
     errors: list[str] = []
-    from memd import schedule_windows  # stdlib-only parsers shared with the scheduler
+    if "schedule" in sections:
+        from memd import schedule_windows  # stdlib-only parsers shared with the scheduler
 
-    for name in ("dream_window", "checkin_window"):
+        for name in ("dream_window", "checkin_window"):
+            try:
+                schedule_windows.parse_window(getattr(cfg.schedule, name))
+            except ValueError as e:
+                errors.append(f"schedule.{name}: {e}")
         try:
-            schedule_windows.parse_window(getattr(cfg.schedule, name))
+            schedule_windows.parse_crontab(cfg.schedule.catchup_cron)
         except ValueError as e:
-            errors.append(f"schedule.{name}: {e}")
-    try:
-        schedule_windows.parse_crontab(cfg.schedule.catchup_cron)
-    except ValueError as e:
-        errors.append(f"schedule.catchup_cron: {e} in {cfg.schedule.catchup_cron!r}")
-    if cfg.daemon.debounce_max_s < cfg.daemon.debounce_quiet_s:
+            errors.append(f"schedule.catchup_cron: {e} in {cfg.schedule.catchup_cron!r}")
+    if "daemon" in sections and cfg.daemon.debounce_max_s < cfg.daemon.debounce_quiet_s:
         errors.append("daemon.debounce_max_s: must be at least daemon.debounce_quiet_s")
-    errors.extend(_sync_checks(cfg.sync))
+    if "sync" in sections:
+        errors.extend(_sync_checks(cfg.sync))
     return errors
+
+
+_GIT_SCHEMES = ("ssh", "git+ssh", "http", "https", "git", "file")
 
 
 def _sync_checks(sc: SyncConfig) -> list[str]:
     """What a sync needs of its keys: a remote git can reach, a machine name fit for one commit line."""
-    import re
-
     errors: list[str] = []
     remote = sc.remote.strip()
-    if remote and not (re.match(r"^(ssh|git\+ssh|https?|git|file)://[^\s]+$", remote)
-                       or re.match(r"^[^\s/:@]+@[^\s/:]+:[^\s]+$|^[^\s/:]+:[^\s/][^\s]*$", remote)
-                       or remote.startswith("/")):
+    if remote and not _git_url(remote):
         errors.append(f"sync.remote: expected a git URL (git@host:me/memory.git, ssh://..., https://..., "
                       f"file:///path or /path), got {sc.remote!r}")
-    if re.search(r"[\x00-\x1f<>]", sc.machine):
+    if any(c < " " or c in "<>" for c in sc.machine):
         errors.append(f"sync.machine: no control characters or <>, got {sc.machine!r}")
     return errors
+
+
+def _git_url(remote: str) -> bool:
+    """A remote in one of the shapes git reaches: ``scheme://...`` (ssh, git+ssh, http(s), git, file),
+    ``user@host:path``, ``host:path`` (scp-like: no blank; no ``/`` before the colon, none right after it
+    without a user) or ``/path``. Read with str methods, not ``re``: compiling the patterns cost a start-up
+    with a ``[sync]`` section 3 ms (tests/test_config.py holds this to the patterns over generated text)."""
+    if remote.startswith("/"):
+        return True
+    if any(c.isspace() for c in remote):
+        return False
+    scheme, sep, rest = remote.partition("://")
+    if sep and scheme in _GIT_SCHEMES and rest:
+        return True
+    colon, at = remote.find(":"), remote.find("@")
+    if colon < 1 or colon == len(remote) - 1 or "/" in remote[:colon]:
+        return False
+    return 0 < at < colon - 1 or remote[colon + 1] != "/"  # user@host:path, or host:path
 
 
 def _default_path() -> str:
@@ -543,12 +579,19 @@ def _read(path: str | os.PathLike[str] | None) -> tuple[dict[str, Any] | None, C
         return None, ConfigError(["file not found"], path=str(p)) if explicit else None
     except OSError as e:
         return None, ConfigError([f"cannot read: {e.strerror}"], path=str(p))
-    import tomllib  # only with a config file: ~4 ms the hooks would otherwise pay on every memory write
-
     try:
-        return tomllib.loads(raw.decode("utf-8")), None
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         return None, ConfigError(["not valid UTF-8"], path=str(p))
+    from memd.core import tomlflat  # a flat file without tomllib: its import is most of a quick start-up's cost
+
+    flat = tomlflat.parse(text)
+    if flat is not None:
+        return flat, None
+    import tomllib
+
+    try:
+        return tomllib.loads(text), None
     except tomllib.TOMLDecodeError as e:
         return None, ConfigError([f"not valid TOML: {e}"], path=str(p))
 

@@ -228,7 +228,7 @@ def test_rebuild_shortens_to_the_limit_in_the_same_units() -> None:
 @pytest.mark.parametrize("extra", [[], ["--format", "json"], ["--format=json"], ["--format", "json", "--"]])
 def test_the_cached_answer_is_the_full_answer(make_project: Callable[..., Path], memd_cli: Run,
                                               claude_home: Path, extra: list[str]) -> None:
-    """`memd check NAME...` answered from the cache (memd.commands.check.quick) prints what the full
+    """`memd check NAME...` answered from the cache (memd.commands._checkquick.quick) prints what the full
     path prints: findings, paths, notes, exit code; also for names like options and memory turned off."""
     import time
 

@@ -73,13 +73,24 @@ def test_cached_check_of_a_project_is_light(make_project: Callable[..., Path], c
     again, warm = _imported(args)
     assert (again.returncode, again.stdout) == (first.returncode, first.stdout)
     assert not SLOW & warm, SLOW & warm  # answered from the cache before argparse, layout or pathlib
-    assert {m for m in warm if m.startswith("memd.commands.")} == {"memd.commands.check"}
+    # the quick path has one owner and reaches no command module (nor memd.cli's argparse)
+    assert {m for m in warm if m.startswith("memd.commands.")} == {"memd.commands._checkquick",
+                                                                   "memd.commands._checkreport"}
     # the cache file is read with json's C scanner alone: json compiles its patterns at import; without a
     # config file its defaults, without the schema (issue 25)
     assert "json" not in warm and "memd.config" not in warm, {"json", "memd.config"} & warm
     dashed, warm_dashed = _imported(["--claude-dir", str(claude_home), "check", "--", "-home-u-app"])
     assert (dashed.returncode, dashed.stdout) == (first.returncode, first.stdout)
     assert not (SLOW | {"json"}) & warm_dashed, (SLOW | {"json"}) & warm_dashed  # `--` too: the quick path
+    # with a config file of a few keys (issue 35): read without tomllib (memd.core.tomlflat), judged without
+    # the scheduler's parsers (no [schedule] set)
+    conf = claude_home.parent / "config.toml"
+    conf.write_text('[budget]\nwarn_ratio = 0.8\n\n[model]\ndream_model = "claude-sonnet-5-5"  # stronger\n'
+                    '[sync]\nremote = "git@github.com:me/memory.git"\n', encoding="utf-8")
+    configured, warm_configured = _imported(["--config", str(conf), *args])
+    assert (configured.returncode, configured.stdout) == (first.returncode, first.stdout)
+    slow = (SLOW | {"tomllib", "memd.schedule_windows"}) & warm_configured
+    assert not slow and "memd.config" in warm_configured, slow
     js, warm_js = _imported([*args, "--format", "json"])
     assert json.loads(js.stdout)[0]["project"] == "-home-u-app" and not SLOW & warm_js
 

@@ -4,6 +4,7 @@ notes for the user, and the config for the commands that must work with a bad on
 from __future__ import annotations
 
 from memd.cli import select_projects
+from memd.commands._checkreport import memory_off_note
 
 TYPE_CHECKING = False  # typing is not imported at run time: check and status start through here
 if TYPE_CHECKING:
@@ -91,10 +92,6 @@ def _project_memory_off(args: argparse.Namespace, ctx: Context, projects: list[P
             out.append(f"note: Claude Code's auto memory is off for {hit[0].name} ({why}); its memory folder "
                        "is checked anyway, and memd's jobs leave it alone")
     return out
-
-
-def memory_off_note(why: str) -> str:
-    return f"note: Claude Code's auto memory is off ({why}); existing memory folders are checked anyway"
 
 
 def tolerant_config(ctx: Context) -> ConfigError | None:

@@ -100,14 +100,15 @@ def undo_plan(ctx: Context, project: Project, run: str) -> UndoPlan:
     what the undo puts back (a file it removes: to nothing)."""
     from memd import history
     from memd.commands.undo import undo
-    from memd.ui.views import _diff
+    from memd.ui.diffs import folder_diff
 
     res, _ = undo(ctx, project, run, dry_run=True)
     rec = history.find_run(ctx.state_dir, project.name, res.run)
     before = history.files_at(ctx.state_dir, project.name, rec.before) if rec.before else {}
     after = history.files_at(ctx.state_dir, project.name, rec.after)
     touched = set(res.restored) | set(res.removed)
-    diff = _diff({k: v for k, v in after.items() if k in touched}, {k: v for k, v in before.items() if k in touched})
+    diff = folder_diff({k: v for k, v in after.items() if k in touched},
+                       {k: v for k, v in before.items() if k in touched})
     return UndoPlan(project.name, rec.run, rec.job, rec.time, redact(rec.summary),
                     [redact(r) for r in res.restored], [redact(r) for r in res.removed],
                     [(redact(rel), redact(why)) for rel, why in res.skipped],

@@ -172,7 +172,7 @@ def _diffs(out: Timeline, project: str, state_dir: Path) -> None:
     repository open, only the changed files read)."""
     from memd import history
     from memd.errors import MemdError
-    from memd.ui.views import _diff
+    from memd.ui.diffs import folder_diff
 
     if not out.pending:
         return
@@ -186,5 +186,5 @@ def _diffs(out: Timeline, project: str, state_dir: Path) -> None:
     for (e, _), changed in zip(out.pending, changes, strict=True):
         before = {rel: a for rel, (a, _) in changed.items() if a is not None}
         after = {rel: b for rel, (_, b) in changed.items() if b is not None}
-        e.diff, e.more = _cut(_diff(before, after))
+        e.diff, e.more = _cut(folder_diff(before, after))
     out.pending.clear()

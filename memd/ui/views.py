@@ -11,7 +11,6 @@ applied one opening to its diff from ``memd.history``). Every text that reaches 
 
 from __future__ import annotations
 
-import difflib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -248,19 +247,6 @@ def topic_views(project: Project, config: Config) -> list[TopicView]:
         has, yaml_text, body_start, _ = split(text)
         out.append(TopicView(redact(f.rel), redact(yaml_text) if has else None,  # a file's name is text too
                              redact(text[body_start:] if has else text), r.problem))
-    return out
-
-
-def _diff(before: dict[str, bytes], after: dict[str, bytes]) -> list[str]:
-    out: list[str] = []
-    for rel in sorted(set(before) | set(after)):
-        a, b = before.get(rel), after.get(rel)
-        if a == b:
-            continue
-        old = a.decode("utf-8", "replace").splitlines() if a is not None else []
-        new = b.decode("utf-8", "replace").splitlines() if b is not None else []
-        out.extend(difflib.unified_diff(old, new, f"a/{rel}" if a is not None else "/dev/null",
-                                        f"b/{rel}" if b is not None else "/dev/null", lineterm=""))
     return out
 
 
