@@ -268,8 +268,8 @@ def forget_remote(project: Project, config: Config, state_dir: Path, what: What,
     before the push (tests: another machine pushing at that moment)."""
     from memd.forget import count_holding, objects_holding, prune, rewrite_commits
     from memd.state import StateStore
+    from memd.sync.gitremote import machine_name
     from memd.sync.identity import identify
-    from memd.sync.job import machine_name
 
     remote = config.sync.remote.strip()
     if not remote:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import stat
 import subprocess
 import time
@@ -526,3 +527,9 @@ def tree_of(repo: Any, commit: str | None) -> str | None:
     if commit is None:
         return None
     return str(repo[commit.encode()].tree.decode("ascii"))
+
+
+def machine_name(machine: str) -> str:
+    """The configured machine name, else the host's name (its first label). Here, below the sync job and
+    forget, so both read it without importing each other (issue 35: no import circle)."""
+    return machine.strip() or socket.gethostname().split(".")[0] or "machine"

@@ -42,7 +42,6 @@
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -68,11 +67,6 @@ if TYPE_CHECKING:
 
 UNTOUCHED = "local memory untouched; the next sync tries again"
 MAX_HOLD_ROUNDS = 4  # merges tried, each holding back the files the guard named in the one before
-
-
-def machine_name(machine: str) -> str:
-    """The configured machine name, else the host's name (its first label)."""
-    return machine.strip() or socket.gethostname().split(".")[0] or "machine"
 
 
 class _Rejected(Exception):
@@ -233,7 +227,7 @@ class Session:
 
     @property
     def machine(self) -> str:
-        return machine_name(self.jc.config.sync.machine)
+        return gitremote.machine_name(self.jc.config.sync.machine)
 
     def fetch(self) -> bool:
         self.fetches += 1
