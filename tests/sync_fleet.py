@@ -116,11 +116,13 @@ class FleetReport:
     undos_kept_local: int = 0
     clone_words: int = 0  # words a session of the second clone wrote into its own (held) folder
     writer_switches: int = 0  # `memd sync --writer` between the two clones
+    writer_refusals: int = 0  # `--writer` of a held folder with no memory that never synced: refused by design
     clone_races: list[str] = field(default_factory=list)  # the held folder's words on the remote, or touched
     forgets: int = 0  # `memd forget --string` runs that took a word out
     forgotten_left: list[str] = field(default_factory=list)  # a forgotten word still in files, history, remote
     converged: int = 0
     not_converged: int = 0
+    still_committing: int = 0  # examples whose quiet syncs still made a commit (issue 33: must be 0)
     quiet_rounds: int = 0
     seconds: float = 0.0
 
@@ -138,9 +140,11 @@ def summary(rep: FleetReport) -> dict[str, Any]:
             "conflict_events": rep.conflict_events, "duplicates": rep.duplicate_conflicts,
             "blocks_seen": rep.blocks_seen, "open_blocks": rep.open_blocks, "model_dreams": rep.model_dreams,
             "undos_kept_local": rep.undos_kept_local, "clone_words": rep.clone_words,
-            "writer_switches": rep.writer_switches, "clone_races": len(rep.clone_races), "forgets": rep.forgets,
+            "writer_switches": rep.writer_switches, "writer_refusals": rep.writer_refusals,
+            "clone_races": len(rep.clone_races), "forgets": rep.forgets,
             "forgotten_left": len(rep.forgotten_left), "converged": rep.converged,
-            "not_converged": rep.not_converged, "quiet_rounds": rep.quiet_rounds, "rules": rep.rules,
+            "still_committing": rep.still_committing, "not_converged": rep.not_converged,
+            "quiet_rounds": rep.quiet_rounds, "rules": rep.rules,
             "outcomes": rep.outcomes, "seconds": round(rep.seconds, 1)}
 
 
@@ -751,8 +755,19 @@ class Fleet(RuleBasedStateMachine):
         assert self.CLONE is not None and self.held_src is not None
         mach = self.machines[self.CLONE]
         self._step("switch_writer")
+        from memd.sync import gitremote
+
         new = self._held_project()
+        row = gitremote.seen(mach.state_dir).get(new.name)
+        shared = isinstance(row, dict) and row.get("branch") == BRANCHES["app"]
         rc, out = self._memd(mach, "sync", "--writer", new.name)
+        if not dir_files(new.memory_dir) and not shared:
+            # the product's rule (memd.sync.identity): a folder that holds no memory of its own and never
+            # synced the branch (a writer reset before its first sync, then switched away) is no participant:
+            # `--writer` refuses it, in words, and nothing changes (the other folder stays the writer)
+            assert rc != 0 and "holds no memory of its own" in out, (rc, out)
+            self.rep.writer_refusals += 1
+            return
         assert rc == 0 and f"{new.name}: syncs github.com/me/app" in out, out
         self.rep.writer_switches += 1
         mine, theirs = files_of(mach), dir_files(new.memory_dir)
@@ -977,6 +992,7 @@ class Fleet(RuleBasedStateMachine):
             if before == finals and all(f == finals[0] for f in finals):
                 break
         converged = all(f == finals[0] for f in finals)
+        still = self._still() if converged else []
         self.rep.converged += converged
         self.rep.not_converged += not converged
         rows = [c for m in self.machines.values() for k in self.PROJECTS
@@ -1003,11 +1019,54 @@ class Fleet(RuleBasedStateMachine):
                                          if not ln.startswith(clone)))]
         left = self._forgotten_left()
         assert converged, [sorted(f) for f in finals]
+        assert not still, f"at quiescence a project keeps committing: {still[:10]}"
         assert not lost, f"words lost: {lost[:10]}"
         assert not came_back, f"removals that did not stick: {self.rep.came_back[-10:]}"
         assert len(ids) == len(set(ids)) and events == len(rows), (len(ids), len(set(ids)), events)
         assert not leftover, leftover
         assert not left, f"forgotten words still held: {left[:10]}"
+
+    def _commits(self) -> dict[str, str | None]:
+        """Every commit head a sync may move: the remote's branches, each machine's refs in its sync
+        repository (what it made, what it shared), the memd history of each of its memory folders."""
+        from dulwich.repo import Repo
+
+        from memd import history, layout
+        from memd.sync import gitremote
+
+        out: dict[str, str | None] = {}
+        repo = Repo(self.remote.removeprefix("file://"))
+        try:
+            out |= {f"remote {k.decode()}": v.decode() for k, v in repo.get_refs().items()}
+        finally:
+            repo.close()
+        for m in self.machines.values():
+            if gitremote.repo_path(m.state_dir).exists():
+                r = gitremote.open_repo(m.state_dir)
+                try:
+                    out |= {f"{m.name} {k.decode()}": v.decode() for k, v in r.get_refs().items()}
+                finally:
+                    r.close()
+            for p in layout.list_projects(m.claude):
+                heads = [e.commit for e in history.log(m.state_dir, p.name, limit=1)]
+                out[f"{m.name} history of {p.name}"] = heads[0] if heads else None
+        return out
+
+    def _still(self) -> list[str]:
+        """The new invariant of issue 33: at quiescence no project keeps committing. Two syncs of every
+        machine in a row, with nothing new anywhere, make no commit: not on the remote, not in any
+        machine's sync repository, not in any memd history; and each says so (no ``changed``)."""
+        was = self._commits()
+        moved: list[str] = []
+        for _ in range(2):
+            for m in self.machines.values():
+                res = self._sync(m)
+                moved += [f"{m.name}: {o.project}: {o.outcome}: {o.message}" for o in res.outcomes
+                          if o.outcome in ("changed", "partial")]
+        now = self._commits()
+        moved += [f"{k}: {was.get(k)} -> {now.get(k)}" for k in sorted(set(was) | set(now)) if was.get(k) != now.get(k)]
+        self.rep.still_committing += bool(moved)
+        return moved
 
     def _forgotten_left(self) -> list[str]:
         """Where a forgotten word still is: a machine's files (the writer's; a held folder is memd's to leave

@@ -35,9 +35,28 @@ def test_three_machines_converge_and_lose_nothing(fleet: type[Fleet]) -> None:
     # example reached quiescence clean, and the run really exercised the protocol
     assert rep.examples >= 2 and rep.converged == rep.examples and rep.not_converged == 0, s
     assert rep.lost == [] and rep.came_back == [] and rep.guard_breaches == [] and rep.lost_on_remote == [], s
-    assert rep.silent_holds == [] and rep.duplicate_conflicts == 0, s
+    assert rep.silent_holds == [] and rep.duplicate_conflicts == 0 and rep.still_committing == 0, s
     assert rep.clone_races == [] and rep.forgotten_left == [], s
     assert rep.steps >= 60 and len(rep.rules) >= 10, s
     # the second clone (held, written in, writers switched) and `memd forget --string` were exercised
     assert rep.writer_switches >= 1 and rep.rules.get("clone_write", 0) >= 1 and rep.forgets >= 1, s
     assert rep.syncs > rep.examples * 6 and rep.words > 10, s
+
+
+def test_writer_switch_to_an_empty_folder_that_never_synced_follows_the_product(fleet: type[Fleet]) -> None:
+    """Issue 33 #4 (the long tier's seed 33): the clone made the writer, reset before its first sync, then
+    switched away and back. That folder holds no memory and never synced: `memd sync --writer` refuses it by
+    design (memd.sync.identity), so the model expects the refusal, in words, and the world goes on; the
+    example then reaches quiescence clean (no project keeps committing). The old rule asserted success."""
+    f = fleet()
+    try:
+        f.setup()
+        f.writer_switch(then_sync=False)  # the clone's folder writes from now on: it never synced
+        f.reset("mc", "app", removed=True)
+        f.writer_switch(then_sync=False)  # back to the first folder (it shares the branch)
+        f.writer_switch(then_sync=False)  # the empty folder again: refused
+        assert f.rep.writer_refusals == 1 and f.rep.writer_switches == 2
+        f.stepping = False
+    finally:
+        f.teardown()
+    assert f.rep.converged == 1 and f.rep.still_committing == 0, summary(f.rep)
