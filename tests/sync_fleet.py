@@ -31,7 +31,8 @@ no push went past the outgoing guard (nobody said ``--push-deletions``); every l
 reached the remote is still there; a ``refused`` outcome has its status line. At quiescence (teardown:
 everyone online, holds resolved as a user would, syncs until nothing changes): every machine holds the
 same files; every live word is in them (inside a conflict block or not); armed removals stuck; every
-conflict surfaced once; nothing is held.
+conflict surfaced once per memory folder that met it; nothing is held; two more syncs of every machine make
+no commit anywhere (issue 33).
 
 The quick tier runs in every test run (``tests/test_sync_fleet.py``); the long tier (2,000+ steps) is
 ``bench/bench_sync.py --fleet-only N [--seed S]``; figures in docs/sync.md ("The fleet test").
@@ -109,7 +110,9 @@ class FleetReport:
     silent_holds: list[str] = field(default_factory=list)
     conflicts: int = 0  # conflicts recorded (each surfaced once: one record, one event)
     conflict_events: int = 0
-    duplicate_conflicts: int = 0
+    duplicate_conflicts: int = 0  # a folder that recorded one conflict twice (must be 0)
+    met_twice: int = 0  # one conflict (same file, same two versions) recorded by two machines or folders
+    met_twice_where: list[str] = field(default_factory=list)
     blocks_seen: int = 0  # conflict blocks seen in files after syncs
     open_blocks: int = 0  # conflict blocks left at quiescence (visible, for the user or the dream)
     model_dreams: int = 0
@@ -138,6 +141,7 @@ def summary(rep: FleetReport) -> dict[str, Any]:
             "guard_breaches": len(rep.guard_breaches), "lost_on_remote": len(rep.lost_on_remote),
             "silent_holds": len(rep.silent_holds), "conflicts": rep.conflicts,
             "conflict_events": rep.conflict_events, "duplicates": rep.duplicate_conflicts,
+            "met_twice": rep.met_twice, "met_twice_where": rep.met_twice_where[:20],
             "blocks_seen": rep.blocks_seen, "open_blocks": rep.open_blocks, "model_dreams": rep.model_dreams,
             "undos_kept_local": rep.undos_kept_local, "clone_words": rep.clone_words,
             "writer_switches": rep.writer_switches, "writer_refusals": rep.writer_refusals,
@@ -995,15 +999,25 @@ class Fleet(RuleBasedStateMachine):
         still = self._still() if converged else []
         self.rep.converged += converged
         self.rep.not_converged += not converged
-        rows = [c for m in self.machines.values() for k in self.PROJECTS
+        # each memory folder records a conflict once (one record, one event), never again at a later sync. The
+        # id hashes (file, this side, the other side), not the folder: two machines (or the held clone's folder
+        # and the writer's) that held the same text and met the same other version each keep the other side in
+        # their own file and are each told (issue 33: every disagreement is said on both machines). That is one
+        # conflict met in two places, counted apart (``met_twice``), not a duplicate.
+        rows = [(m.name, c) for m in self.machines.values() for k in self.PROJECTS
                 for c in evidence.load(m.state_dir, m.project(k).name)]
         if self.held_src is not None and self.CLONE is not None:  # what the held clone met while it wrote
-            rows += evidence.load(self.machines[self.CLONE].state_dir, self._held_project().name)
+            rows += [(self.CLONE, c) for c in evidence.load(self.machines[self.CLONE].state_dir,
+                                                          self._held_project().name)]
         events = sum(len(m.events.named("sync.conflict")) for m in self.machines.values())
-        ids = [c.id for c in rows]
+        ids = [(n, c.project, c.id) for n, c in rows]
+        dups = sorted(f"{n}: {p}: {i}" for n, p, i in set(ids) if ids.count((n, p, i)) > 1)
         self.rep.conflicts += len(rows)
         self.rep.conflict_events += events
         self.rep.duplicate_conflicts += len(ids) - len(set(ids))
+        self.rep.met_twice += len(rows) - len({c.id for _, c in rows})
+        self.rep.met_twice_where += [f"{c.file} {c.id} on {n}'s {c.project[-12:]} from {c.machine}"
+                                     for n, c in rows if sum(c.id == d.id for _, d in rows) > 1]
         text = text_of(finals[0]) if finals else ""
         self.rep.open_blocks += cblock.count(text)
         lost = sorted(self.words.live - tokens(text))
@@ -1022,7 +1036,7 @@ class Fleet(RuleBasedStateMachine):
         assert not still, f"at quiescence a project keeps committing: {still[:10]}"
         assert not lost, f"words lost: {lost[:10]}"
         assert not came_back, f"removals that did not stick: {self.rep.came_back[-10:]}"
-        assert len(ids) == len(set(ids)) and events == len(rows), (len(ids), len(set(ids)), events)
+        assert not dups and events == len(rows), (dups, len(rows), events)
         assert not leftover, leftover
         assert not left, f"forgotten words still held: {left[:10]}"
 

@@ -60,3 +60,24 @@ def test_writer_switch_to_an_empty_folder_that_never_synced_follows_the_product(
     finally:
         f.teardown()
     assert f.rep.converged == 1 and f.rep.still_committing == 0, summary(f.rep)
+
+
+
+def test_one_conflict_met_on_two_machines_is_said_on_each_once(fleet: type[Fleet]) -> None:
+    """Issue 33 #4, the long tier's seed 16 ("each conflict recorded once": 8 rows, 7 ids), its program
+    replayed as hypothesis ran it (tests/data/fleet/). ma's folder and the held clone's folder on mc (met
+    while it was the writer) held the same topic3.md and met the same other version: the same content-hashed
+    id recorded once on each machine, each keeping the other side in its own file. One disagreement said on
+    both machines is what issue 33 asks for, not a duplicate: the old invariant (ids unique across the fleet)
+    failed it; now one record per folder and one event per record, and a conflict met twice is counted."""
+    f = fleet()
+    program = Path(__file__).parent / "data" / "fleet" / "seed16_conflict_met_twice.txt"
+    try:
+        for line in program.read_text().splitlines():
+            if line.startswith("state.") and not line.startswith("state.teardown"):
+                exec(line, {"state": f})  # a program as hypothesis prints it: one rule call a line
+        f.stepping = False
+    finally:
+        f.teardown()
+    assert f.rep.converged == 1 and f.rep.duplicate_conflicts == 0 and f.rep.still_committing == 0, summary(f.rep)
+    assert f.rep.met_twice >= 1 and f.rep.conflict_events == f.rep.conflicts, summary(f.rep)
