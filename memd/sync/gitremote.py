@@ -274,6 +274,23 @@ def heads(repo: Any, branch: str) -> Heads:
     return Heads(_get(repo, _REMOTE + branch), _get(repo, _SHARED + branch), _get(repo, _MINE + branch))
 
 
+def not_a_commit(repo: Any, branch: str, commit: str | None) -> SyncError | None:
+    """Why the remote's head of a branch cannot be read (None: it is a commit, or there is none): a ref that
+    points at a tree, a blob or a tag, or at an object the fetch did not bring (the remote is damaged)."""
+    if commit is None:
+        return None
+    try:
+        kind = repo[commit.encode("ascii")].type_name.decode("ascii")
+    except (KeyError, ValueError):
+        kind = None
+    if kind == "commit":
+        return None
+    what = f"points at a {kind}, not a commit" if kind else "points at an object the remote did not send"
+    return SyncError(f"the remote's branch {branch} {what} ({commit[:12]}): the remote is damaged or was written "
+                     "by something other than memd; fix or delete that branch on the remote (its commits, if any, "
+                     "are in the remote's reflog)", kind="corrupt")
+
+
 def remember(repo: Any, branch: str, *, shared: str | None = None, mine: str | None = None) -> None:
     if shared is not None:
         _set(repo, _SHARED + branch, shared)
@@ -337,6 +354,9 @@ def files_of(repo: Any, commit: str | None, max_bytes: int) -> TreeFiles:
         return out
     try:
         c = repo[commit.encode()]
+        if c.type_name != b"commit":
+            raise SyncError(f"the remote's {commit[:12]} is a {c.type_name.decode('ascii')}, not a commit: the "
+                            "remote is damaged", kind="corrupt")
         out.machine = _trailer(c.message.decode("utf-8", "replace"), "machine")
         _walk(repo, c.tree, "", b"", out, max_bytes)
     except KeyError as e:

@@ -263,7 +263,30 @@ def identify_all(projects: list[Project], config: Config, state: Any = None, *,
                 "repository, e.g. two clones of it; one writer per branch); this folder's memory stays here"),
                 resolve=(f"`memd sync --writer {n}` makes this folder the one that syncs; or add \"{n}\" to "
                          "sync.exclude (its memory stays on this machine)"))
+    _hold_nested(out, seen)
     return {p.name: out[p.name] for p in projects}
+
+
+def _hold_nested(out: dict[str, Identity], seen: dict[str, Any]) -> None:
+    """Two identities whose branches nest (``memory/notes`` and ``memory/notes/app``: git cannot hold a ref
+    and another under it) cannot both sync: the one that shares its branch already (else the outer one)
+    syncs, the other is held with the reason and how to resolve it (issue 33 #6; it was NotADirectoryError)."""
+    branches = {n: i.branch for n, i in out.items() if i.syncs and i.branch}
+    for n, b in sorted(branches.items()):
+        for m, c in sorted(branches.items()):
+            if n == m or not (c.startswith(b + "/") or b.startswith(c + "/")):
+                continue
+            if not out[n].syncs or not out[m].syncs:
+                continue
+            shared = {k for k in (n, m) if isinstance(seen.get(k), dict) and seen[k].get("branch") == branches[k]}
+            keep = next(iter(shared)) if len(shared) == 1 else (n if len(b) < len(c) else m)
+            lose = m if keep == n else n
+            i = out[lose]
+            out[lose] = Identity(lose, i.identity, i.source, writer=keep, why_held=(
+                f"held, not synced: its identity {i.identity} would sync on branch {branches[lose]}, and {keep} "
+                f"syncs {out[keep].identity} on {branches[keep]}: git cannot hold a branch and another one under "
+                "it"), resolve=f"give one of them another name in [sync.identities] (e.g. "
+                                f"\"{(i.identity or '').replace('/', '-')}\" for {lose})")
 
 
 def identify(project: Project, config: Config, state: Any = None) -> Identity:

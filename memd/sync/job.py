@@ -246,6 +246,16 @@ class Session:
                            or "")
         return self._whose or None
 
+    def _check_head(self, branch: str) -> None:
+        """A remote head that is no commit (a ref written to point at a tree) fails the project in words."""
+        repo = gitremote.open_repo(self.jc.state_dir)
+        try:
+            bad = gitremote.not_a_commit(repo, branch, gitremote.heads(repo, branch).remote)
+        finally:
+            repo.close()
+        if bad is not None:
+            raise bad
+
     # ------------------------------------------------------------------ one project
 
     def project(self, jc: JobContext, project: Project) -> ProjectOutcome:
@@ -271,6 +281,7 @@ class Session:
                 return ProjectOutcome(project.name, "failed", f"{self.fetch_error}; {UNTOUCHED}",
                                       error=self.fetch_error.kind)
             try:
+                self._check_head(ident.branch)
                 forgot = forgetting.honour(jc, project, ident.branch)  # a `memd forget` on another machine
                 if forgot is not None and forgot.dry:
                     return ProjectOutcome(project.name, "proposed", "dry run: " + "; ".join(forgot.notes))
@@ -452,7 +463,7 @@ class Session:
         mark = gitremote.folder_mark(project.memory_dir)  # before reading: a later write is seen next time
         now_files = {k: v for k, v in file_map(project.memory_dir, max_bytes).items() if gitremote.synced(k)}
         forgotten = frozenset(forgetting.withhold(jc.state_dir, project.name, now_files, remote.files))
-        outgoing, withheld = outgoing_files(now_files, remote.files, hold, local_only, forgotten)
+        outgoing, withheld = outgoing_files(now_files, remote.files, hold, local_only, forgotten, unread(remote))
         for why, files in withheld.items():
             (jc.log or _silent).warning("sync.withheld", project=project.name, files=files[:20], reason=why)
         ot, oi = _split(outgoing)
@@ -515,13 +526,15 @@ class Session:
 
 
 def outgoing_files(now_files: dict[str, bytes], remote: dict[str, bytes], hold: frozenset[str] = frozenset(),
-                   local_only: frozenset[str] = frozenset(), forgotten: frozenset[str] = frozenset()
-                   ) -> tuple[dict[str, bytes], dict[str, list[str]]]:
+                   local_only: frozenset[str] = frozenset(), forgotten: frozenset[str] = frozenset(),
+                   unread: frozenset[str] = frozenset()) -> tuple[dict[str, bytes], dict[str, list[str]]]:
     """What a push of the folder ``now_files`` carries over the remote's ``remote``, and what stays here
     (why -> files): a file that ``stays_here``, is held, or holds again what `memd forget` took out
     (``forgotten``: ``memd.sync.forget.withhold``) goes out as the remote has it (never a deletion
     there), so does a file an undo keeps here (``local_only``, the index too), and so does the remote's
-    index when there is none here."""
+    index when there is none here. ``unread``: the remote's files this machine cannot read (its size
+    limit, a name or text it cannot decode), which go out untouched: so do their index lines (this
+    machine's rebuilt index has no entry for a file it does not have)."""
     outgoing: dict[str, bytes] = {}
     withheld: dict[str, list[str]] = {}
     for rel, data in now_files.items():
@@ -547,7 +560,45 @@ def outgoing_files(now_files: dict[str, bytes], remote: dict[str, bytes], hold: 
             outgoing.pop(rel, None)
     if INDEX_NAME not in outgoing and INDEX_NAME in remote:  # no index here: never a deletion there
         outgoing[INDEX_NAME] = remote[INDEX_NAME]
+    if unread and INDEX_NAME in outgoing and INDEX_NAME in remote and INDEX_NAME not in local_only | hold:
+        outgoing[INDEX_NAME] = with_entries_of(outgoing[INDEX_NAME], remote[INDEX_NAME], unread)
     return outgoing, withheld
+
+
+def with_entries_of(index: bytes, remote_index: bytes, files: frozenset[str]) -> bytes:
+    """``index`` with the remote index's entry lines for ``files`` that it lacks, each put back after the
+    line it followed there (or at the end)."""
+    from memd.core import index as mindex
+
+    theirs = _text(remote_index)
+    want = [e for e in mindex.parse(theirs).entries if e.is_local and e.file in files]
+    if not want:
+        return index
+    mine = _text(index)
+    nl = "\r\n" if "\r\n" in mine else "\n"
+    lines = mine.split(nl)
+    have = {ln.rstrip("\r") for ln in lines}
+    trail = lines[-1] == ""
+    if trail:
+        lines.pop()
+    rlines = theirs.replace("\r\n", "\n").split("\n")
+    for e in want:
+        text = e.text.rstrip("\r")
+        if text in have:
+            continue
+        at = len(lines)
+        for prev in reversed(rlines[:e.line - 1]):  # the nearest line above it there that is here too
+            if prev.strip() and prev in lines:
+                at = lines.index(prev) + 1
+                break
+        lines.insert(at, text)
+        have.add(text)
+    return (nl.join(lines) + (nl if trail else "")).encode("utf-8")
+
+
+def unread(remote: gitremote.TreeFiles) -> frozenset[str]:
+    """The remote's entries this machine leaves alone, by the path an index entry would link to."""
+    return frozenset(k.decode("utf-8", "replace") for k in remote.kept)
 
 
 def _withheld_note(withheld: dict[str, list[str]]) -> str:
@@ -709,7 +760,7 @@ def _dry_note(p: Plan, remote: gitremote.TreeFiles, hold: frozenset[str], outgoi
     index = p.index if p.index is not None else local_index
     if index is not None:
         after[INDEX_NAME] = index.encode("utf-8")
-    outgoing, withheld = outgoing_files(after, remote.files, hold, local_only)
+    outgoing, withheld = outgoing_files(after, remote.files, hold, local_only, unread=unread(remote))
     sent = _counts(_split(remote.files)[0], _split(outgoing)[0])
     lost = outgoing_guard(outgoing) if sent != "nothing" else []
     if lost:
