@@ -200,3 +200,46 @@ def test_forget_all_forgets_every_held_project(machines: Any, tmp_path: Path,
     # forgotten, not resolved: the next sync judges each anew (and nothing is lost on the remote)
     b.sync()
     assert len(remote_topics(b)) >= 2 and b"leak.md" in _remote_names(b)
+
+
+def _code_remote_with_marker(tmp_path: Path) -> str:
+    """A code repository (a ``main`` branch) that also holds memd's marker branch."""
+    import subprocess
+
+    code = bare_remote(tmp_path / "code.git")
+    src = repo(tmp_path / "src")
+    subprocess.run(["git", "push", "-q", str(code), "HEAD:refs/heads/main", f"HEAD:{gitremote.MARKER_REF}"],
+                   cwd=src, check=True, capture_output=True)
+    return "file://" + str(code)
+
+
+def test_a_code_repository_with_the_marker_is_refused_in_true_words_dry_run_too(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], git_env: Path) -> None:
+    """Issue 33 #5: the refusal of a code repository that holds memd's marker branch said "and no memd
+    marker"; `--dry-run` against it said "would send" and exited 0."""
+    from memd.cli import main
+
+    m = Machine(tmp_path, "mz", _code_remote_with_marker(tmp_path))
+    m.write("x.md", topic("x", "x\n"))
+    rc = main(cli(m, tmp_path, "sync", "--all", "--dry-run"))
+    out = capsys.readouterr().out
+    assert rc == 1 and "refused" in out and "would send:" not in out, (rc, out)
+    assert "is not memd's: it holds refs/heads/main beside memd's marker" in out, out
+    assert "no memd marker" not in out
+    assert not held.status_lines(m.state_dir)  # a dry run holds nothing
+    rc = main(cli(m, tmp_path, "sync", "--all"))
+    out = capsys.readouterr().out
+    assert rc == 1 and "beside memd's marker" in out and "no memd marker" not in out, out
+
+
+def test_a_failed_sync_prints_its_sentence_not_one_word(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         git_env: Path) -> None:
+    """Issue 33 #5: the terminal showed `failed (+0 ~0 -0): unreachable`; the sentence was only in the log."""
+    from memd.cli import main
+
+    m = Machine(tmp_path, "mz", "file://" + str(tmp_path / "no-such-remote.git"))
+    m.write("x.md", topic("x", "x\n"))
+    rc = main(cli(m, tmp_path, "sync", "--all"))
+    out = capsys.readouterr().out
+    (line,) = [ln for ln in out.splitlines() if ": failed" in ln]
+    assert rc == 1 and "the remote cannot be reached" in line and "(git: " in line and "[unreachable]" in line, out

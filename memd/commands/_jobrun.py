@@ -36,7 +36,11 @@ def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: b
     for out in result.outcomes:
         changes = f"+{out.added} ~{out.changed} -{out.deleted}"
         # model work being off was said once above: each project says only what it did
-        note = out.error or (out.detail if off and out.model_off else out.message)
+        # the sentence (a sync's failure says what happened and what the server said), and the error's kind
+        # when it adds something; a crash has only its error text
+        note = out.detail if off and out.model_off else out.message
+        if out.error and out.error not in note:
+            note = f"{note} [{out.error}]" if note else out.error
         print(f"{out.project}: {out.outcome} ({changes}){': ' + note if note else ''}")
         diff = out.details.get("diff")
         if args.dry_run and isinstance(diff, str) and diff:

@@ -46,8 +46,8 @@ from memd.errors import MemdError
 REPO_NAME = "repo.git"
 BRANCH_PREFIX = "memory/"
 FETCH_SPEC = f"+refs/heads/{BRANCH_PREFIX}*:refs/remotes/origin/{BRANCH_PREFIX}*"
-_REMOTE = "refs/remotes/origin/"
-_SHARED = "refs/memd/shared/"
+_REMOTE = REMOTE_REF = "refs/remotes/origin/"
+_SHARED = SHARED_REF = "refs/memd/shared/"
 _MINE = "refs/memd/mine/"
 MAX_GIT_OUTPUT = 400
 MARKER_REF = "refs/heads/memd-sync"
@@ -217,8 +217,10 @@ def foreign(refs: list[str]) -> list[str]:
     return [r for r in refs if r != "HEAD" and r != MARKER_REF and not r.startswith("refs/heads/" + BRANCH_PREFIX)]
 
 
-def whose(state_dir: Path, remote: str, *, machine: str, timeout: float, interactive: bool = False) -> str | None:
-    """None when the remote is memd's (an empty one gets the marker first); else why memd may not push there."""
+def whose(state_dir: Path, remote: str, *, machine: str, timeout: float, interactive: bool = False,
+          dry_run: bool = False) -> str | None:
+    """None when the remote is memd's (an empty one gets the marker first, unless ``dry_run``); else why memd
+    may not push there."""
     if remote in known_ours(state_dir):
         return None
     r = git(state_dir, ["ls-remote", remote], timeout=timeout, interactive=interactive)
@@ -228,9 +230,13 @@ def whose(state_dir: Path, remote: str, *, machine: str, timeout: float, interac
     other = foreign(refs)
     if other:
         shown = ", ".join(other[:5]) + (f" and {len(other) - 5} more" if len(other) > 5 else "")
-        return (f"the remote {remote} is not memd's: it holds {shown} and no memd marker ({MARKER_REF}); "
+        marker = (f"beside memd's marker ({MARKER_REF}): a code repository that a memd once marked, or a remote "
+                  "shared with other work" if MARKER_REF in refs else f"and no memd marker ({MARKER_REF})")
+        return (f"the remote {remote} is not memd's: it holds {shown} {marker}; "
                 "memd pushes memory only into an empty repository or one of its own (make an empty private "
                 "repository for it: docs/sync.md)")
+    if dry_run:
+        return None
     if MARKER_REF not in refs:
         repo = open_repo(state_dir)
         try:
@@ -272,6 +278,11 @@ class Heads:
 
 def heads(repo: Any, branch: str) -> Heads:
     return Heads(_get(repo, _REMOTE + branch), _get(repo, _SHARED + branch), _get(repo, _MINE + branch))
+
+
+def all_refs(repo: Any) -> dict[str, str]:
+    """Every ref of the sync repository (name -> commit), read at once (loose and packed)."""
+    return {k.decode("utf-8", "replace"): v.decode("ascii") for k, v in repo.get_refs().items()}
 
 
 def not_a_commit(repo: Any, branch: str, commit: str | None) -> SyncError | None:
