@@ -243,3 +243,27 @@ def test_a_failed_sync_prints_its_sentence_not_one_word(tmp_path: Path, capsys: 
     out = capsys.readouterr().out
     (line,) = [ln for ln in out.splitlines() if ": failed" in ln]
     assert rc == 1 and "the remote cannot be reached" in line and "(git: " in line and "[unreachable]" in line, out
+
+
+def test_the_sync_command_logs_its_lines_without_structlog(machines: Any, tmp_path: Path, git_env: Path) -> None:
+    """Issue 33, speed: `memd sync` no longer imports structlog (which brings rich, pygments, asyncio and ssl:
+    several times the command's own work for a sync with nothing new); memd.log gets the same JSON lines."""
+    import json
+    import subprocess
+    import sys
+
+    a = machines("ma")
+    a.write("x.md", topic("x", "x\n"))
+    a.sync("app")
+    args = cli(a, tmp_path, "sync", "--all")
+    code = ("import sys\nfrom memd.cli import main\nrc = main(sys.argv[1:])\n"
+            "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'structlog', 'rich', 'pygments', 'asyncio', "
+            "'ssl'})\nprint('HEAVY', heavy)\nsys.exit(rc)\n")
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+    assert r.returncode == 0 and "nothing new on either side" in r.stdout, (r.stdout, r.stderr)
+    assert "HEAVY []" in r.stdout, r.stdout
+    lines = [json.loads(ln) for ln in (a.state_dir / "memd.log").read_text().splitlines() if ln.startswith("{")]
+    fin = [ev for ev in lines if ev.get("event") == "job.finish" and ev.get("job") == "sync"]
+    assert fin and list(fin[-1])[:3] == ["timestamp", "level", "event"], fin[-1:]
+    assert fin[-1]["level"] == "info" and fin[-1]["logger"] == "memd.sync" and fin[-1]["outcome"] == "unchanged"
+    assert fin[-1]["timestamp"].endswith("Z")

@@ -24,7 +24,7 @@ def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: b
     # events go to the same JSON log as the daemon's (the run is part of the record), and to the
     # terminal when there is one
     logs.setup(ctx.state_dir, level=cfg.logging.level, max_bytes=cfg.logging.max_bytes,
-               backups=cfg.logging.backups)
+               backups=cfg.logging.backups, light=job == "sync")  # a sync is short: no structlog (issue 33)
     result = run_once(job, ctx, projects, force=force, dry_run=args.dry_run, work=work, bar=True)
     off = None
     if job in ("dream", "catchup"):  # a sync never reaches the model (nor imports its client)
