@@ -267,3 +267,20 @@ def test_the_sync_command_logs_its_lines_without_structlog(machines: Any, tmp_pa
     assert fin and list(fin[-1])[:3] == ["timestamp", "level", "event"], fin[-1:]
     assert fin[-1]["level"] == "info" and fin[-1]["logger"] == "memd.sync" and fin[-1]["outcome"] == "unchanged"
     assert fin[-1]["timestamp"].endswith("Z")
+
+
+def test_status_has_a_sync_line_while_the_remote_cannot_be_fetched(machines: Any, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 33 #5: while a machine was offline, `memd status` had no sync line (the reason only in the log)."""
+    a = machines("ma")
+    a.write("x.md", topic("x", "x\n"))
+    a.sync("app")
+    real = a.config.sync.remote
+    away = "file://" + str(tmp_path / "unplugged.git")
+    for _ in range(2):
+        assert a.outcome("app", remote=away).outcome == "failed"
+    (line,) = [ln for ln in run(a, tmp_path, capsys, "status", extra="").splitlines()
+               if ln.startswith("sync: every project")]
+    assert "(2 sync(s) in a row could not fetch): fetch from " in line and "cannot be reached" in line, line
+    assert a.config.sync.remote == real and a.outcome("app").outcome == "unchanged"
+    assert "sync: every project" not in run(a, tmp_path, capsys, "status")

@@ -186,6 +186,44 @@ def push(state_dir: Path, remote: str, commit: str, branch: str, *, timeout: flo
         raise _failure("push to", r, remote)
 
 
+# --------------------------------------------------------------------------- offline, said in status
+
+
+def _offline_path(state_dir: Path) -> Path:
+    return state_dir / "sync" / "offline.json"
+
+
+def note_fetch(state_dir: Path, error: SyncError | None, now: float) -> None:
+    """Record a failed fetch (its words, since when, how many in a row) for ``memd status``; a fetch that
+    worked clears it."""
+    import json
+
+    from memd.store import atomic_write, read_json_dict
+
+    path = _offline_path(state_dir)
+    if error is None:
+        if path.exists():
+            path.unlink(missing_ok=True)
+        return
+    was = read_json_dict(path)
+    row = {"since": was.get("since", now), "last": now, "failures": int(was.get("failures", 0)) + 1,
+           "kind": error.kind, "reason": str(error)}
+    atomic_write(path, json.dumps(row, indent=1) + "\n", mode=0o600)
+
+
+def offline_line(state_dir: Path) -> str:
+    """``memd status``'s sync line while the remote cannot be fetched ("" when the last fetch worked)."""
+    from memd.store import read_json_dict
+
+    row = read_json_dict(_offline_path(state_dir))
+    if not row.get("reason"):
+        return ""
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(row.get("since", 0))))
+    n = int(row.get("failures", 1))
+    return (f"sync: every project: not synced since {when} ({n} sync(s) in a row could not fetch): {row['reason']}; "
+            "local memory untouched; the next sync tries again\n")
+
+
 # --------------------------------------------------------------------------- whose remote it is
 
 

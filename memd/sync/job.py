@@ -237,8 +237,12 @@ class Session:
                             interactive=self.interactive)
         except gitremote.SyncError as e:
             self.fetch_error = e
+            if not self.jc.dry_run:
+                gitremote.note_fetch(self.jc.state_dir, e, self.jc.clock.time())
             return False
         self.fetch_error = None
+        if not self.jc.dry_run:
+            gitremote.note_fetch(self.jc.state_dir, None, self.jc.clock.time())
         return True
 
     def whose(self) -> str | None:
