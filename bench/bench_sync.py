@@ -203,6 +203,38 @@ def _speed_only(counts: list[int], runs: int, venv: Path | None) -> int:
     return 0 if all(r["daemon_ratio"] <= 3 and r["command_ratio"] <= 8 for r in rows) else 1
 
 
+def _replay(program: Path) -> int:
+    """Run one fleet program as hypothesis printed it (``state.rule(...)`` a line; the long tier's failure
+    output), then its quiescence: exit 1 when an invariant breaks, with the report either way."""
+    from tests.plugins.stub_api import StubAPI
+    from tests.sync_fleet import Fleet, FleetReport
+
+    with tempfile.TemporaryDirectory() as d:
+        _isolate(Path(d))
+
+        class Replayed(Fleet):
+            report = FleetReport()
+
+        Replayed.stub = StubAPI()
+        state = Replayed()
+        try:
+            try:
+                for line in program.read_text().splitlines():
+                    line = line.strip()
+                    if line.startswith("state.") and not line.startswith("state.teardown"):
+                        exec(line, {"state": state})  # a program the fleet printed
+                state.stepping = False
+            finally:
+                state.teardown()
+        except AssertionError as e:
+            print(f"{type(e).__name__}: {e}", file=sys.stderr)
+            return 1
+        finally:
+            print(json.dumps(summary(Replayed.report), indent=2, default=str))
+            Replayed.stub.close()
+    return 0
+
+
 def _fleet(steps: int, seed: int, per_example: int) -> tuple[dict[str, Any], list[str]]:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -256,7 +288,11 @@ def main() -> int:
                     "regular install, at these numbers of projects (e.g. 1,10,50); exit 1 past 3x (daemon) or 8x "
                     "(command)")
     ap.add_argument("--venv", type=Path, help="a regular venv to reuse for --speed-only (memd is reinstalled)")
+    ap.add_argument("--replay", type=Path, help="run one fleet program as the long tier printed it (a file of "
+                    "state.rule(...) lines) and its quiescence; exit 1 when an invariant breaks")
     args = ap.parse_args()
+    if args.replay:
+        return _replay(args.replay)
     if args.speed_only:
         return _speed_only([int(n) for n in args.speed_only.split(",")], args.runs, args.venv)
     if args.fleet_only:
