@@ -48,23 +48,47 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memd import apply as ap
-from memd import history
-from memd.core import guard as core_guard
-from memd.core import secrets
 from memd.core.paths import INDEX_NAME
 from memd.errors import MemdError
 from memd.jobs import JobContext, ProjectOutcome
 from memd.memfolder.folder import file_map
 from memd.projlock import ProjectBusyError
-from memd.sync import evidence, gitremote, held
-from memd.sync import forget as forgetting
-from memd.sync import merge as mg
+from memd.sync import gitremote, held
 from memd.sync.identity import Identity, identify_all, load_writers
 
 if TYPE_CHECKING:
+    from memd import apply as ap
+    from memd import history
+    from memd.core import guard as core_guard
+    from memd.core import secrets
     from memd.jobs.runner import JobResult
     from memd.layout import Project
+    from memd.sync import evidence
+    from memd.sync import forget as forgetting
+    from memd.sync import merge as mg
+
+
+class _Lazy:
+    """A module imported when first used: a sync with nothing new never needs the merge, the apply pipeline,
+    the history or the forget records, and `memd sync` pays for every import (issue 33, speed)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        import importlib
+
+        return getattr(importlib.import_module(self._name), attr)
+
+
+if not TYPE_CHECKING:
+    ap = _Lazy("memd.apply")
+    history = _Lazy("memd.history")
+    core_guard = _Lazy("memd.core.guard")
+    secrets = _Lazy("memd.core.secrets")
+    evidence = _Lazy("memd.sync.evidence")
+    forgetting = _Lazy("memd.sync.forget")
+    mg = _Lazy("memd.sync.merge")
 
 UNTOUCHED = "local memory untouched; the next sync tries again"
 MAX_HOLD_ROUNDS = 4  # merges tried, each holding back the files the guard named in the one before
