@@ -259,8 +259,8 @@ def test_the_sync_command_logs_its_lines_without_structlog(machines: Any, tmp_pa
     args = cli(a, tmp_path, "sync", "--all")
     code = ("import sys\nfrom memd.cli import main\nrc = main(sys.argv[1:])\n"
             "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'structlog', 'rich', 'pygments', 'asyncio', "
-            "'ssl'})\nheavy += sorted({'memd.apply', 'memd.history', 'memd.sync.merge', 'memd.sync.forget'} & set(sys.modules))"
-            "\nprint('HEAVY', heavy)\nsys.exit(rc)\n")
+            "'ssl'})\nheavy += sorted({'memd.apply', 'memd.history', 'memd.sync.merge', 'memd.sync.forget'} "
+            "& set(sys.modules))\nprint('HEAVY', heavy)\nsys.exit(rc)\n")
     r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
     assert r.returncode == 0 and "nothing new on either side" in r.stdout, (r.stdout, r.stderr)
     assert "HEAVY []" in r.stdout, r.stdout

@@ -81,3 +81,21 @@ def test_one_conflict_met_on_two_machines_is_said_on_each_once(fleet: type[Fleet
         f.teardown()
     assert f.rep.converged == 1 and f.rep.duplicate_conflicts == 0 and f.rep.still_committing == 0, summary(f.rep)
     assert f.rep.met_twice >= 1 and f.rep.conflict_events == f.rep.conflicts, summary(f.rep)
+
+
+def test_undo_resolved_in_a_folder_just_made_the_writer_takes_no_word_off_the_remote(fleet: type[Fleet]) -> None:
+    """The long tier's seed 52 (issue 33 #4's ten seeds), its program replayed: after `memd sync --writer` with
+    no sync, a dream and two `memd undo` in the new writer folder, `--take-remote` merged the undone files
+    against the base the OTHER folder shared (recorded as the undo's), so the remote's words this folder's
+    stale copy lacked read as deleted: mc's sync took tok-10-mc and tok-14-mc off the remote (failed before).
+    A folder merged with no common base keeps none for its undone files either."""
+    f = fleet()
+    program = Path(__file__).parent / "data" / "fleet" / "seed52_undo_after_writer_switch.txt"
+    try:
+        for line in program.read_text().splitlines():
+            if line.startswith("state.") and not line.startswith("state.teardown"):
+                exec(line, {"state": f})
+        f.stepping = False
+    finally:
+        f.teardown()
+    assert f.rep.converged == 1 and not f.rep.lost_on_remote and not f.rep.lost, summary(f.rep)

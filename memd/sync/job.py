@@ -384,19 +384,20 @@ class Session:
             base_commit = gitremote.merge_base(repo, h.mine, h.remote) if h.mine and h.remote else None
             base = gitremote.files_of(repo, base_commit, max_bytes).files
             anew = _made_anew(project, last or {}, max_bytes)
+            no_base = False  # merged with no common base (set below): nothing of the remote counts as deleted
             if h.shared is not None and (last is None or last.get("branch") != branch
                                          or last.get("remote") != h.shared):
                 # what this machine last shared on the branch is not what this folder last synced: another
                 # memory folder of this machine synced it (a second clone made the writer, two folders that
                 # both synced before issue 21 #1) or this folder never did. No common base, so nothing of the
                 # remote's counts as deleted here (issue 21 #1)
-                base = {}
+                base, no_base = {}, True
             elif not self.push_deletions and anew:
                 # a missing folder, or one removed and made again since the last sync (a reset, an rm -rf
                 # that Claude Code's next session undid by making it anew), is "nothing here yet", never
                 # "delete everything": merged with no common base, the remote's memory comes back and
                 # what was written here since is kept
-                base = {}
+                base, no_base = {}, True
             out = ProjectOutcome(project.name, "unchanged", run_id=None)
             fresh = gitremote.report_once(jc.state_dir, project.name, remote.ignored) if not jc.dry_run \
                 else remote.ignored
@@ -425,7 +426,11 @@ class Session:
                 if not (self.keep_local or self.take_remote) else {}
             local_only = frozenset(undone)
             redo = _redo(jc, project.name, was.undone) if was.undone and self.take_remote else None
-            if was.undone and (self.keep_local or self.take_remote):
+            if was.undone and (self.keep_local or self.take_remote) and not no_base:
+                # (a folder with no common base keeps none for its undone files either: the shared version the
+                # undo was recorded over is another folder's, e.g. the clone that was the writer before
+                # `memd sync --writer`, and the remote's words this folder's copy lacks would read as deleted:
+                # the long tier's seed 52 took two live words off the remote so)
                 base = _undone_base(repo, base, was.undone, max_bytes)
             final: list[Plan] = []
             for _ in range(MAX_HOLD_ROUNDS):
