@@ -782,6 +782,9 @@ class Fleet(RuleBasedStateMachine):
         self.words.live |= self.held_words
         # merged with no common base: every stale copy in the new writer comes back (no removal can stick)
         self.words.disarm(tokens(text_of(theirs)))
+        # a removal the old writer made and never sent stays with it, held: the remote's copy stands (the long
+        # tier's seed 11: a correction made on mc, offline, then `--writer` to the other folder "came back")
+        self.words.disarm(tokens(text_of(remote_files(self.remote))) - tokens(text_of(mine)))
         self.held_words = stays
         self.held_src, mach.repos["app"] = mach.repos["app"], self.held_src
         self.held_snapshot = mine

@@ -99,3 +99,22 @@ def test_undo_resolved_in_a_folder_just_made_the_writer_takes_no_word_off_the_re
     finally:
         f.teardown()
     assert f.rep.converged == 1 and not f.rep.lost_on_remote and not f.rep.lost, summary(f.rep)
+
+
+def test_a_removal_stranded_in_the_folder_a_writer_switch_holds_is_not_expected_to_stick(
+        fleet: type[Fleet]) -> None:
+    """The long tier's seed 11, its program replayed: mc corrected a word, went offline, then `memd sync
+    --writer` made its other folder the writer. The correction stays in the folder now held (the product's
+    rule: a held folder's memory stays there), so the remote's copy of the word stands; the model expected the
+    removal to stick ("removals that did not stick", failed before). The model now drops that expectation at
+    the switch for every word the remote holds and the old writer had removed."""
+    f = fleet()
+    program = Path(__file__).parent / "data" / "fleet" / "seed11_removal_stranded_by_writer_switch.txt"
+    try:
+        for line in program.read_text().splitlines():
+            if line.startswith("state.") and not line.startswith("state.teardown"):
+                exec(line, {"state": f})
+        f.stepping = False
+    finally:
+        f.teardown()
+    assert f.rep.converged == 1 and not f.rep.came_back and not f.rep.lost, summary(f.rep)
