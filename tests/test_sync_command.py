@@ -286,3 +286,17 @@ def test_status_has_a_sync_line_while_the_remote_cannot_be_fetched(machines: Any
     assert "(2 sync(s) in a row could not fetch): fetch from " in line and "cannot be reached" in line, line
     assert a.config.sync.remote == real and a.outcome("app").outcome == "unchanged"
     assert "sync: every project" not in run(a, tmp_path, capsys, "status")
+
+
+def test_a_binary_md_pushed_by_another_machine_is_a_status_line(machines: Any, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 33 #5: a binary `*.md` another machine put on the remote was left alone here silently (said once
+    in the log): `memd status` now names it while the remote holds it."""
+    a, b = machines("ma"), machines("mb")
+    a.write("x.md", topic("x", "x\n"))
+    a.sync("app")
+    _add_to_remote(a.config.sync.remote, b"blob.md", b"\x89PNG\r\n\x1a\n\x00\xff binary")
+    b.sync("app")
+    b.sync("app")  # reported once in the log, but still there: still said in status
+    (line,) = [ln for ln in run(b, tmp_path, capsys, "status").splitlines() if "left alone here" in ln]
+    assert "1 file(s) of the remote left alone here" in line and "blob.md: not UTF-8 text" in line, line

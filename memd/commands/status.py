@@ -115,10 +115,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         print("open warnings: none")
     sys.stdout.write(credential_line(cred))
     from memd.sync.evidence import status_line  # issue 15: conflicts between machines, kept for the dream
-    from memd.sync.gitremote import offline_line  # issue 33: a remote that cannot be fetched, in words
+    from memd.sync.gitremote import ignored_lines, offline_line  # issue 33: an unreachable remote, files left alone
     from memd.sync.held import status_lines  # issue 21: what sync holds, why, and the command that resolves it
 
     sys.stdout.write(offline_line(ctx.state_dir))
+    sys.stdout.write(ignored_lines(ctx.state_dir))
     sys.stdout.write(status_line(ctx.state_dir))
     sys.stdout.write(conflict_blocks_line(rows))
     sys.stdout.write(status_lines(ctx.state_dir))

@@ -591,6 +591,22 @@ def report_once(state_dir: Path, project: str, ignored: list[str]) -> list[str]:
     return fresh
 
 
+def ignored_lines(state_dir: Path, projects: list[str] | None = None) -> str:
+    """``memd status``'s lines for the remote's entries this machine leaves alone (a binary ``*.md``, a file
+    over its size limit, a name it cannot decode), per project, while the remote holds them ("" when none):
+    the other machines' files, said here, not only in the log (issue 33 #5)."""
+    from memd.store import read_json_dict
+
+    out = []
+    for name, rows in sorted(read_json_dict(state_dir / "sync" / "ignored.json").items()):
+        if not rows or not isinstance(rows, list) or (projects is not None and name not in projects):
+            continue
+        shown = "; ".join(str(r) for r in rows[:3]) + (f" and {len(rows) - 3} more" if len(rows) > 3 else "")
+        out.append(f"sync: {name}: {len(rows)} file(s) of the remote left alone here, kept there untouched "
+                   f"({shown}); fix them on the machine that wrote them\n")
+    return "".join(out)
+
+
 def tree_of(repo: Any, commit: str | None) -> str | None:
     if commit is None:
         return None
