@@ -112,6 +112,129 @@ def _two_hundred(tmp: Path, remote: str) -> dict[str, float]:
     return {"send_ms": send * 1000, "take_ms": take * 1000, "new_ms": new_ms}
 
 
+# The daemon's no-change sync, timed in a process of the regular install (what the daemon's worker runs: one
+# StateStore kept open, the job lock, the projects listed, run_sync), each run beside one plain `git fetch` of
+# the same remote into a bare repository of its own (the same refspec), in turns.
+_DAEMON_LOOP = r"""
+import json, subprocess, sys, time
+from pathlib import Path
+from memd import layout
+from memd.config import Config, SyncConfig
+from memd.jobs import JobContext
+from memd.jobs.runner import job_lock
+from memd.state import StateStore
+from memd.sync.job import run_sync
+claude, state_dir, remote, plain, runs = sys.argv[1:6]
+cfg = Config(sync=SyncConfig(remote=remote, machine="ma"))
+fetch = ["git", f"--git-dir={plain}", "fetch", "--quiet", "--prune", "--no-tags", remote,
+         "+refs/heads/memory/*:refs/remotes/origin/memory/*"]
+ts, fs, outs = [], [], set()
+with StateStore.open(Path(state_dir)) as state:
+    for _ in range(int(runs)):
+        t = time.perf_counter()
+        subprocess.run(fetch, check=True)
+        fs.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        with job_lock(Path(state_dir)):
+            jc = JobContext(config=cfg, claude_dir=Path(claude), state_dir=Path(state_dir), state=state)
+            res = run_sync(jc, layout.list_projects(Path(claude)))
+        ts.append(time.perf_counter() - t)
+        outs |= {o.outcome for o in res.outcomes}
+print(json.dumps({"sync": sorted(ts)[len(ts) // 2] * 1000, "fetch": sorted(fs)[len(fs) // 2] * 1000,
+                  "outcomes": sorted(outs)}))
+"""
+
+
+def _speed(tmp: Path, bindir: Path, counts: list[int], runs: int) -> list[dict[str, Any]]:
+    """A no-change sync against one plain `git fetch`, measured side by side in a regular install: the
+    daemon's in-process sync and the `memd sync --all` command, at each number of projects."""
+    from tests.plugins import sync as rig
+
+    rows = []
+    for n in counts:
+        keys = tuple(f"p{i}" for i in range(n))
+        for k in keys:
+            rig.ORIGINS.setdefault(k, f"git@github.com:me/{k}.git")
+        remote = "file://" + str(bare_remote(tmp / f"speed{n}.git"))
+        m = Machine(tmp / f"speed{n}", "ma", remote, repos=keys)
+        rng = random.Random(n)
+        for k in keys:
+            for i in range(20):
+                m.write(f"t{i}.md", topic_text(rng, i), key=k)
+        m.sync()
+        m.sync()
+        plain = tmp / f"plain{n}.git"
+        subprocess.run(["git", "init", "-q", "--bare", str(plain)], check=True)
+        conf = tmp / f"speed{n}.toml"
+        conf.write_text(f'[paths]\nstate_dir = "{m.state_dir}"\n[sync]\nremote = "{remote}"\nmachine = "ma"\n')
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        out = subprocess.run([str(bindir / "python"), "-c", _DAEMON_LOOP, str(m.claude), str(m.state_dir), remote,
+                              str(plain), str(runs)], check=True, capture_output=True, text=True, cwd=tmp, env=env)
+        daemon = json.loads(out.stdout)
+        cmd = [str(bindir / "memd"), "--claude-dir", str(m.claude), "--config", str(conf), "sync", "--all"]
+        fetch = ["git", f"--git-dir={plain}", "fetch", "--quiet", "--prune", "--no-tags", remote,
+                 "+refs/heads/memory/*:refs/remotes/origin/memory/*"]
+        ct, ft = [], []
+        for _ in range(runs):
+            t = time.perf_counter()
+            subprocess.run(fetch, check=True, env=env, cwd=tmp)
+            ft.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp)
+            ct.append(time.perf_counter() - t)
+            assert r.returncode == 0 and "nothing new on either side" in r.stdout, (r.stdout, r.stderr)
+        fetch_ms = statistics.median(ft) * 1000
+        cmd_ms = statistics.median(ct) * 1000
+        rows.append({"projects": n, "daemon_ms": daemon["sync"], "daemon_fetch_ms": daemon["fetch"],
+                     "daemon_ratio": daemon["sync"] / daemon["fetch"], "outcomes": daemon["outcomes"],
+                     "command_ms": cmd_ms, "fetch_ms": fetch_ms, "command_ratio": cmd_ms / fetch_ms})
+    return rows
+
+
+def _speed_only(counts: list[int], runs: int, venv: Path | None) -> int:
+    from regular import build
+
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        _isolate(tmp)
+        bindir = build(venv or tmp / "regular-venv")
+        rows = _speed(tmp, bindir, counts, runs)
+    print(json.dumps(rows, indent=2))
+    return 0 if all(r["daemon_ratio"] <= 3 and r["command_ratio"] <= 8 for r in rows) else 1
+
+
+def _replay(program: Path) -> int:
+    """Run one fleet program as hypothesis printed it (``state.rule(...)`` a line; the long tier's failure
+    output), then its quiescence: exit 1 when an invariant breaks, with the report either way."""
+    from tests.plugins.stub_api import StubAPI
+    from tests.sync_fleet import Fleet, FleetReport
+
+    with tempfile.TemporaryDirectory() as d:
+        _isolate(Path(d))
+
+        class Replayed(Fleet):
+            report = FleetReport()
+
+        Replayed.stub = StubAPI()
+        state = Replayed()
+        try:
+            try:
+                for line in program.read_text().splitlines():
+                    line = line.strip()
+                    if line.startswith("state.") and not line.startswith("state.teardown"):
+                        exec(line, {"state": state})  # a program the fleet printed
+                state.stepping = False
+            finally:
+                state.teardown()
+        except AssertionError as e:
+            print(f"{type(e).__name__}: {e}", file=sys.stderr)
+            return 1
+        finally:
+            print(json.dumps(summary(Replayed.report), indent=2, default=str))
+            Replayed.stub.close()
+    return 0
+
+
 def _fleet(steps: int, seed: int, per_example: int) -> tuple[dict[str, Any], list[str]]:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -138,9 +261,11 @@ def fleet_line(fleet: dict[str, Any], command: str) -> str:
             f"{fleet['syncs']} syncs ({fleet['failed_syncs']} offline), {fleet['words']} words written, "
             f"{fleet['words_removed']} removed on purpose ({fleet['armed_removals']} checked to stick), "
             f"{fleet['model_dreams']} model dreams, {fleet['undos_kept_local']} undos kept local, "
-            f"{fleet.get('writer_switches', 0)} clone writer switches ({fleet.get('clone_words', 0)} words written in "
+            f"{fleet.get('writer_switches', 0)} clone writer switches ({fleet.get('writer_refusals', 0)} refused by "
+            f"design: a folder with no memory that never synced; {fleet.get('clone_words', 0)} words written in "
             f"the held clone), {fleet.get('forgets', 0)} forgets; converged "
-            f"{fleet['converged']} of {fleet['examples']}; words lost {fleet['lost']}; removals that came back "
+            f"{fleet['converged']} of {fleet['examples']}; examples still committing at quiescence "
+            f"{fleet.get('still_committing', 0)}; words lost {fleet['lost']}; removals that came back "
             f"{fleet['came_back']}; pushes past the outgoing guard {fleet['guard_breaches']}; live words gone "
             f"from the remote {fleet['lost_on_remote']}; holds without a status line {fleet['silent_holds']}; "
             f"held-clone races {fleet.get('clone_races', 0)}; forgotten words left {fleet.get('forgotten_left', 0)}; "
@@ -159,7 +284,17 @@ def main() -> int:
                     "steps and print its figures (JSON); exit 1 when an invariant broke")
     ap.add_argument("--per-example", type=int, default=100, help="the fleet's steps per example (each example "
                     "ends with a quiet period and the checks at quiescence)")
+    ap.add_argument("--speed-only", default="", help="only the no-change sync against one `git fetch` in a "
+                    "regular install, at these numbers of projects (e.g. 1,10,50); exit 1 past 3x (daemon) or 8x "
+                    "(command)")
+    ap.add_argument("--venv", type=Path, help="a regular venv to reuse for --speed-only (memd is reinstalled)")
+    ap.add_argument("--replay", type=Path, help="run one fleet program as the long tier printed it (a file of "
+                    "state.rule(...) lines) and its quiescence; exit 1 when an invariant breaks")
     args = ap.parse_args()
+    if args.replay:
+        return _replay(args.replay)
+    if args.speed_only:
+        return _speed_only([int(n) for n in args.speed_only.split(",")], args.runs, args.venv)
     if args.fleet_only:
         return _fleet_only(args.fleet_only, args.seed, args.per_example)
     with tempfile.TemporaryDirectory() as d:

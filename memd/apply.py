@@ -122,6 +122,7 @@ class Staging:
     run_id: str
     folder: Path  # state_dir/staging/<project>/<run>
     baseline: dict[str, Base]
+    max_file_bytes: int = 4_000_000  # the size limit it was read with (``budget.max_file_bytes``)
 
     @property
     def root(self) -> Path:
@@ -155,7 +156,7 @@ def stage(state_dir: Path, project: Project, job: str, run_id: str, *, max_file_
         dst = root / rel
         dst.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         dst.write_bytes(r.data)
-    return Staging(project, state_dir, job, run_id, folder, baseline)
+    return Staging(project, state_dir, job, run_id, folder, baseline, max_file_bytes)
 
 
 class Workspace:
@@ -182,7 +183,9 @@ class Workspace:
 
 def changes(st: Staging) -> list[Change]:
     """What the staged folder changed against the baseline, sorted by path."""
-    return core_guard.diff({rel: b.data for rel, b in st.baseline.items()}, file_map(st.root))
+    # read with the limit the baseline was read with: a file over the default limit but within the user's is
+    # no deletion (issue 33 #6: a 5 MB file this machine may read was "deleted" by every run, refused by the guard)
+    return core_guard.diff({rel: b.data for rel, b in st.baseline.items()}, file_map(st.root, st.max_file_bytes))
 
 
 def _overlay(files: dict[str, bytes], chs: Iterable[Change]) -> dict[str, bytes]:
@@ -534,7 +537,7 @@ def _apply_locked(st: Staging, chs: list[Change], summary: str, log: Any, *,
     swept = sweep_temps(mem, TEMP_MAX_AGE_S) if mem.is_dir() else []
     if swept and log is not None:
         log.info("apply.swept_temps", project=st.project.name, files=swept[:20], count=len(swept))
-    before_files = file_map(mem)
+    before_files = file_map(mem, st.max_file_bytes)
     res.before_commit = history.commit_files(st.state_dir, st.project.name, before_files,
                                              f"before {st.job} {st.run_id}", kind="before", run=st.run_id,
                                              job=st.job)

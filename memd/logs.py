@@ -191,14 +191,24 @@ class _ServiceLogHandler(logging.StreamHandler):  # type: ignore[type-arg]
             rotate_service_logs(self.state_dir, self.max_bytes, self.backups)
 
 
+_light = False  # set by setup(light=True): get_logger() gives a LightLogger, structlog is never imported
+
+
 def setup(state_dir: Path | None, *, level: str = "info", console: bool | None = None,
-          max_bytes: int = DEFAULT_MAX_BYTES, backups: int = DEFAULT_BACKUPS) -> None:
+          max_bytes: int = DEFAULT_MAX_BYTES, backups: int = DEFAULT_BACKUPS, light: bool = False) -> None:
     """Configure structlog and the stdlib root logger (idempotent: a second call reconfigures).
 
     ``state_dir`` None logs to the console only (foreground commands without a state folder).
     ``console``: readable lines too (None: only on a terminal or under journald), on ``console_stream()``.
     ``max_bytes``, ``backups``: rotation (``logging.max_bytes``, ``logging.backups``; 0 bytes never rotates).
+    ``light``: the same JSON lines and readable lines without structlog (a short command such as `memd sync`:
+    importing structlog brings rich, pygments, asyncio and ssl, several times the command's own work).
     """
+    global _light
+    _light = light
+    if light:
+        _setup_light(state_dir, level, console, max_bytes, backups)
+        return
     import structlog
 
     lvl = getattr(logging, level.upper(), logging.INFO)
@@ -252,6 +262,104 @@ def setup(state_dir: Path | None, *, level: str = "info", console: bool | None =
         ch.setFormatter(structlog.stdlib.ProcessorFormatter(processors=procs, foreign_pre_chain=foreign))
         ch._memd = True  # type: ignore[attr-defined]
         root.addHandler(ch)
+
+
+def _setup_light(state_dir: Path | None, level: str, console: bool | None, max_bytes: int, backups: int) -> None:
+    lvl = getattr(logging, level.upper(), logging.INFO)
+    reset()
+    root = logging.getLogger()
+    root.setLevel(lvl)
+    for noisy in ("apscheduler", "watchdog"):
+        logging.getLogger(noisy).setLevel(max(lvl, logging.WARNING))
+    if state_dir is not None:
+        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = log_path(state_dir)
+        rotate(path, max_bytes, backups)
+        rotate_service_logs(state_dir, max_bytes, backups)
+        fh = _RotatingFileHandler(path, max_bytes, backups)
+        try:
+            os.chmod(path, 0o600)
+        except OSError:
+            pass
+        fh.setFormatter(_JsonFormatter())
+        fh._memd = True  # type: ignore[attr-defined]
+        root.addHandler(fh)
+    if console if console is not None else console_wanted():
+        ch = _ServiceLogHandler(console_stream(), state_dir, max_bytes, backups)
+        ch.setFormatter(_LineFormatter())
+        ch._memd = True  # type: ignore[attr-defined]
+        root.addHandler(ch)
+
+
+def _now_iso() -> str:
+    import time
+
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
+
+
+def _event_of(record: logging.LogRecord) -> dict[str, Any]:
+    """A record's event as structlog's pipeline makes it: a LightLogger's as it built it, a stdlib logger's
+    (a dependency's, memd.state's) from its message, level, name and exception."""
+    ev = getattr(record, "memd_event", None)
+    if isinstance(ev, dict):
+        return ev
+    out: dict[str, Any] = {"event": record.getMessage(), "logger": record.name}
+    _add_level(None, record.levelname.lower(), out)
+    out["timestamp"] = _now_iso()
+    if record.exc_info:
+        out["exc_info"] = record.exc_info
+    return _scrub(None, "", _exception_text(None, "", out))
+
+
+class _JsonFormatter(logging.Formatter):
+    """The JSON line structlog's JSONRenderer writes (timestamp, level, event first), without structlog."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        import json
+
+        return json.dumps(_order(None, "", _event_of(record)), default=str)
+
+
+class _LineFormatter(logging.Formatter):
+    """A readable line (``memd logs``'s) for the console."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        import json
+
+        return render_line(json.dumps(_order(None, "", _event_of(record)), default=str))
+
+
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "warn": logging.WARNING,
+           "error": logging.ERROR, "exception": logging.ERROR, "critical": logging.CRITICAL,
+           "fatal": logging.CRITICAL}
+
+
+class LightLogger:
+    """structlog's logger API (``log.info("event.name", key=value)``) over the stdlib logger of that name,
+    with the processors of ``setup`` (level, logger, timestamp, exception text, scrubbing) applied here."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._log = logging.getLogger(name)
+
+    def _emit(self, method: str, event: str, fields: dict[str, Any]) -> None:
+        lvl = _LEVELS[method]
+        if not self._log.isEnabledFor(lvl):
+            return
+        ev: dict[str, Any] = {"event": event, **fields}
+        _add_level(None, method, ev)
+        ev["logger"] = self.name
+        ev["timestamp"] = _now_iso()
+        if method == "exception":
+            ev.setdefault("exc_info", True)
+        ev = _scrub(None, method, _exception_text(None, method, ev))
+        self._log.log(lvl, event, extra={"memd_event": ev})
+
+    def __getattr__(self, method: str) -> Any:
+        if method not in _LEVELS:
+            raise AttributeError(method)
+        return lambda event, **fields: self._emit(method, event, fields)
 
 
 def reset() -> None:
@@ -320,7 +428,10 @@ def _isatty(s: Any) -> bool:
 
 
 def get_logger(name: str = "memd") -> Any:
-    """A structlog logger (``log.info("event.name", key=value)``); silent until ``setup`` ran."""
+    """A structlog logger (``log.info("event.name", key=value)``); silent until ``setup`` ran. After a
+    light ``setup``, a LightLogger (the same calls, the same lines)."""
+    if _light:
+        return LightLogger(name)
     import structlog
 
     return structlog.get_logger(name)

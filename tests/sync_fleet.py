@@ -33,7 +33,8 @@ no push went past the outgoing guard (nobody said ``--push-deletions``); every l
 reached the remote is still there; a ``refused`` outcome has its status line. At quiescence (teardown:
 everyone online, holds resolved as a user would, syncs until nothing changes): every machine holds the
 same files; every live word is in them (inside a conflict block or not); armed removals stuck; every
-conflict surfaced once; nothing is held.
+conflict surfaced once per memory folder that met it; nothing is held; two more syncs of every machine make
+no commit anywhere (issue 33).
 
 The quick tier runs in every test run (``tests/test_sync_fleet.py``); the long tier (2,000+ steps) is
 ``bench/bench_sync.py --fleet-only N [--seed S]``; figures in docs/sync.md ("The fleet test").
@@ -111,18 +112,22 @@ class FleetReport:
     silent_holds: list[str] = field(default_factory=list)
     conflicts: int = 0  # conflicts recorded (each surfaced once: one record, one event)
     conflict_events: int = 0
-    duplicate_conflicts: int = 0
+    duplicate_conflicts: int = 0  # a folder that recorded one conflict twice (must be 0)
+    met_twice: int = 0  # one conflict (same file, same two versions) recorded by two machines or folders
+    met_twice_where: list[str] = field(default_factory=list)
     blocks_seen: int = 0  # conflict blocks seen in files after syncs
     open_blocks: int = 0  # conflict blocks left at quiescence (visible, for the user or the dream)
     model_dreams: int = 0
     undos_kept_local: int = 0
     clone_words: int = 0  # words a session of the second clone wrote into its own (held) folder
     writer_switches: int = 0  # `memd sync --writer` between the two clones
+    writer_refusals: int = 0  # `--writer` of a held folder with no memory that never synced: refused by design
     clone_races: list[str] = field(default_factory=list)  # the held folder's words on the remote, or touched
     forgets: int = 0  # `memd forget --string` runs that took a word out
     forgotten_left: list[str] = field(default_factory=list)  # a forgotten word still in files, history, remote
     converged: int = 0
     not_converged: int = 0
+    still_committing: int = 0  # examples whose quiet syncs still made a commit (issue 33: must be 0)
     quiet_rounds: int = 0
     seconds: float = 0.0
 
@@ -138,11 +143,14 @@ def summary(rep: FleetReport) -> dict[str, Any]:
             "guard_breaches": len(rep.guard_breaches), "lost_on_remote": len(rep.lost_on_remote),
             "silent_holds": len(rep.silent_holds), "conflicts": rep.conflicts,
             "conflict_events": rep.conflict_events, "duplicates": rep.duplicate_conflicts,
+            "met_twice": rep.met_twice, "met_twice_where": rep.met_twice_where[:20],
             "blocks_seen": rep.blocks_seen, "open_blocks": rep.open_blocks, "model_dreams": rep.model_dreams,
             "undos_kept_local": rep.undos_kept_local, "clone_words": rep.clone_words,
-            "writer_switches": rep.writer_switches, "clone_races": len(rep.clone_races), "forgets": rep.forgets,
+            "writer_switches": rep.writer_switches, "writer_refusals": rep.writer_refusals,
+            "clone_races": len(rep.clone_races), "forgets": rep.forgets,
             "forgotten_left": len(rep.forgotten_left), "converged": rep.converged,
-            "not_converged": rep.not_converged, "quiet_rounds": rep.quiet_rounds, "rules": rep.rules,
+            "still_committing": rep.still_committing, "not_converged": rep.not_converged,
+            "quiet_rounds": rep.quiet_rounds, "rules": rep.rules,
             "outcomes": rep.outcomes, "seconds": round(rep.seconds, 1)}
 
 
@@ -772,8 +780,19 @@ class Fleet(RuleBasedStateMachine):
         assert self.CLONE is not None and self.held_src is not None
         mach = self.machines[self.CLONE]
         self._step("switch_writer")
+        from memd.sync import gitremote
+
         new = self._held_project()
+        row = gitremote.seen(mach.state_dir).get(new.name)
+        shared = isinstance(row, dict) and row.get("branch") == BRANCHES["app"]
         rc, out = self._memd(mach, "sync", "--writer", new.name)
+        if not dir_files(new.memory_dir) and not shared:
+            # the product's rule (memd.sync.identity): a folder that holds no memory of its own and never
+            # synced the branch (a writer reset before its first sync, then switched away) is no participant:
+            # `--writer` refuses it, in words, and nothing changes (the other folder stays the writer)
+            assert rc != 0 and "holds no memory of its own" in out, (rc, out)
+            self.rep.writer_refusals += 1
+            return
         assert rc == 0 and f"{new.name}: syncs github.com/me/app" in out, out
         self.rep.writer_switches += 1
         mine, theirs = files_of(mach), dir_files(new.memory_dir)
@@ -784,6 +803,9 @@ class Fleet(RuleBasedStateMachine):
         self.words.live |= self.held_words
         # merged with no common base: every stale copy in the new writer comes back (no removal can stick)
         self.words.disarm(tokens(text_of(theirs)))
+        # a removal the old writer made and never sent stays with it, held: the remote's copy stands (the long
+        # tier's seed 11: a correction made on mc, offline, then `--writer` to the other folder "came back")
+        self.words.disarm(tokens(text_of(remote_files(self.remote))) - tokens(text_of(mine)))
         self.held_words = stays
         self.held_src, mach.repos["app"] = mach.repos["app"], self.held_src
         self.held_snapshot = mine
@@ -998,17 +1020,28 @@ class Fleet(RuleBasedStateMachine):
             if before == finals and all(f == finals[0] for f in finals):
                 break
         converged = all(f == finals[0] for f in finals)
+        still = self._still() if converged else []
         self.rep.converged += converged
         self.rep.not_converged += not converged
-        rows = [c for m in self.machines.values() for k in self.PROJECTS
+        # each memory folder records a conflict once (one record, one event), never again at a later sync. The
+        # id hashes (file, this side, the other side), not the folder: two machines (or the held clone's folder
+        # and the writer's) that held the same text and met the same other version each keep the other side in
+        # their own file and are each told (issue 33: every disagreement is said on both machines). That is one
+        # conflict met in two places, counted apart (``met_twice``), not a duplicate.
+        rows = [(m.name, c) for m in self.machines.values() for k in self.PROJECTS
                 for c in evidence.load(m.state_dir, m.project(k).name)]
         if self.held_src is not None and self.CLONE is not None:  # what the held clone met while it wrote
-            rows += evidence.load(self.machines[self.CLONE].state_dir, self._held_project().name)
+            rows += [(self.CLONE, c) for c in evidence.load(self.machines[self.CLONE].state_dir,
+                                                          self._held_project().name)]
         events = sum(len(m.events.named("sync.conflict")) for m in self.machines.values())
-        ids = [c.id for c in rows]
+        ids = [(n, c.project, c.id) for n, c in rows]
+        dups = sorted(f"{n}: {p}: {i}" for n, p, i in set(ids) if ids.count((n, p, i)) > 1)
         self.rep.conflicts += len(rows)
         self.rep.conflict_events += events
         self.rep.duplicate_conflicts += len(ids) - len(set(ids))
+        self.rep.met_twice += len(rows) - len({c.id for _, c in rows})
+        self.rep.met_twice_where += [f"{c.file} {c.id} on {n}'s {c.project[-12:]} from {c.machine}"
+                                     for n, c in rows if sum(c.id == d.id for _, d in rows) > 1]
         text = text_of(finals[0]) if finals else ""
         self.rep.open_blocks += cblock.count(text)
         lost = sorted(self.words.live - tokens(text))
@@ -1024,11 +1057,54 @@ class Fleet(RuleBasedStateMachine):
                                          if not ln.startswith(clone)))]
         left = self._forgotten_left()
         assert converged, [sorted(f) for f in finals]
+        assert not still, f"at quiescence a project keeps committing: {still[:10]}"
         assert not lost, f"words lost: {lost[:10]}"
         assert not came_back, f"removals that did not stick: {self.rep.came_back[-10:]}"
-        assert len(ids) == len(set(ids)) and events == len(rows), (len(ids), len(set(ids)), events)
+        assert not dups and events == len(rows), (dups, len(rows), events)
         assert not leftover, leftover
         assert not left, f"forgotten words still held: {left[:10]}"
+
+    def _commits(self) -> dict[str, str | None]:
+        """Every commit head a sync may move: the remote's branches, each machine's refs in its sync
+        repository (what it made, what it shared), the memd history of each of its memory folders."""
+        from dulwich.repo import Repo
+
+        from memd import history, layout
+        from memd.sync import gitremote
+
+        out: dict[str, str | None] = {}
+        repo = Repo(self.remote.removeprefix("file://"))
+        try:
+            out |= {f"remote {k.decode()}": v.decode() for k, v in repo.get_refs().items()}
+        finally:
+            repo.close()
+        for m in self.machines.values():
+            if gitremote.repo_path(m.state_dir).exists():
+                r = gitremote.open_repo(m.state_dir)
+                try:
+                    out |= {f"{m.name} {k.decode()}": v.decode() for k, v in r.get_refs().items()}
+                finally:
+                    r.close()
+            for p in layout.list_projects(m.claude):
+                heads = [e.commit for e in history.log(m.state_dir, p.name, limit=1)]
+                out[f"{m.name} history of {p.name}"] = heads[0] if heads else None
+        return out
+
+    def _still(self) -> list[str]:
+        """The new invariant of issue 33: at quiescence no project keeps committing. Two syncs of every
+        machine in a row, with nothing new anywhere, make no commit: not on the remote, not in any
+        machine's sync repository, not in any memd history; and each says so (no ``changed``)."""
+        was = self._commits()
+        moved: list[str] = []
+        for _ in range(2):
+            for m in self.machines.values():
+                res = self._sync(m)
+                moved += [f"{m.name}: {o.project}: {o.outcome}: {o.message}" for o in res.outcomes
+                          if o.outcome in ("changed", "partial")]
+        now = self._commits()
+        moved += [f"{k}: {was.get(k)} -> {now.get(k)}" for k in sorted(set(was) | set(now)) if was.get(k) != now.get(k)]
+        self.rep.still_committing += bool(moved)
+        return moved
 
     def _forgotten_left(self) -> list[str]:
         """Where a forgotten word still is: a machine's files (the writer's; a held folder is memd's to leave

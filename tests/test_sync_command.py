@@ -200,3 +200,103 @@ def test_forget_all_forgets_every_held_project(machines: Any, tmp_path: Path,
     # forgotten, not resolved: the next sync judges each anew (and nothing is lost on the remote)
     b.sync()
     assert len(remote_topics(b)) >= 2 and b"leak.md" in _remote_names(b)
+
+
+def _code_remote_with_marker(tmp_path: Path) -> str:
+    """A code repository (a ``main`` branch) that also holds memd's marker branch."""
+    import subprocess
+
+    code = bare_remote(tmp_path / "code.git")
+    src = repo(tmp_path / "src")
+    subprocess.run(["git", "push", "-q", str(code), "HEAD:refs/heads/main", f"HEAD:{gitremote.MARKER_REF}"],
+                   cwd=src, check=True, capture_output=True)
+    return "file://" + str(code)
+
+
+def test_a_code_repository_with_the_marker_is_refused_in_true_words_dry_run_too(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], git_env: Path) -> None:
+    """Issue 33 #5: the refusal of a code repository that holds memd's marker branch said "and no memd
+    marker"; `--dry-run` against it said "would send" and exited 0."""
+    from memd.cli import main
+
+    m = Machine(tmp_path, "mz", _code_remote_with_marker(tmp_path))
+    m.write("x.md", topic("x", "x\n"))
+    rc = main(cli(m, tmp_path, "sync", "--all", "--dry-run"))
+    out = capsys.readouterr().out
+    assert rc == 1 and "refused" in out and "would send:" not in out, (rc, out)
+    assert "is not memd's: it holds refs/heads/main beside memd's marker" in out, out
+    assert "no memd marker" not in out
+    assert not held.status_lines(m.state_dir)  # a dry run holds nothing
+    rc = main(cli(m, tmp_path, "sync", "--all"))
+    out = capsys.readouterr().out
+    assert rc == 1 and "beside memd's marker" in out and "no memd marker" not in out, out
+
+
+def test_a_failed_sync_prints_its_sentence_not_one_word(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         git_env: Path) -> None:
+    """Issue 33 #5: the terminal showed `failed (+0 ~0 -0): unreachable`; the sentence was only in the log."""
+    from memd.cli import main
+
+    m = Machine(tmp_path, "mz", "file://" + str(tmp_path / "no-such-remote.git"))
+    m.write("x.md", topic("x", "x\n"))
+    rc = main(cli(m, tmp_path, "sync", "--all"))
+    out = capsys.readouterr().out
+    (line,) = [ln for ln in out.splitlines() if ": failed" in ln]
+    assert rc == 1 and "the remote cannot be reached" in line and "(git: " in line and "[unreachable]" in line, out
+
+
+def test_the_sync_command_logs_its_lines_without_structlog(machines: Any, tmp_path: Path, git_env: Path) -> None:
+    """Issue 33, speed: `memd sync` no longer imports structlog (which brings rich, pygments, asyncio and ssl:
+    several times the command's own work for a sync with nothing new), nor, with nothing new, the merge, the
+    apply pipeline, the history or the forget records; memd.log gets the same JSON lines."""
+    import json
+    import subprocess
+    import sys
+
+    a = machines("ma")
+    a.write("x.md", topic("x", "x\n"))
+    a.sync("app")
+    args = cli(a, tmp_path, "sync", "--all")
+    code = ("import sys\nfrom memd.cli import main\nrc = main(sys.argv[1:])\n"
+            "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'structlog', 'rich', 'pygments', 'asyncio', "
+            "'ssl'})\nheavy += sorted({'memd.apply', 'memd.history', 'memd.sync.merge', 'memd.sync.forget'} "
+            "& set(sys.modules))\nprint('HEAVY', heavy)\nsys.exit(rc)\n")
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+    assert r.returncode == 0 and "nothing new on either side" in r.stdout, (r.stdout, r.stderr)
+    assert "HEAVY []" in r.stdout, r.stdout
+    lines = [json.loads(ln) for ln in (a.state_dir / "memd.log").read_text().splitlines() if ln.startswith("{")]
+    fin = [ev for ev in lines if ev.get("event") == "job.finish" and ev.get("job") == "sync"]
+    assert fin and list(fin[-1])[:3] == ["timestamp", "level", "event"], fin[-1:]
+    assert fin[-1]["level"] == "info" and fin[-1]["logger"] == "memd.sync" and fin[-1]["outcome"] == "unchanged"
+    assert fin[-1]["timestamp"].endswith("Z")
+
+
+def test_status_has_a_sync_line_while_the_remote_cannot_be_fetched(machines: Any, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 33 #5: while a machine was offline, `memd status` had no sync line (the reason only in the log)."""
+    a = machines("ma")
+    a.write("x.md", topic("x", "x\n"))
+    a.sync("app")
+    real = a.config.sync.remote
+    away = "file://" + str(tmp_path / "unplugged.git")
+    for _ in range(2):
+        assert a.outcome("app", remote=away).outcome == "failed"
+    (line,) = [ln for ln in run(a, tmp_path, capsys, "status", extra="").splitlines()
+               if ln.startswith("sync: every project")]
+    assert "(2 sync(s) in a row could not fetch): fetch from " in line and "cannot be reached" in line, line
+    assert a.config.sync.remote == real and a.outcome("app").outcome == "unchanged"
+    assert "sync: every project" not in run(a, tmp_path, capsys, "status")
+
+
+def test_a_binary_md_pushed_by_another_machine_is_a_status_line(machines: Any, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 33 #5: a binary `*.md` another machine put on the remote was left alone here silently (said once
+    in the log): `memd status` now names it while the remote holds it."""
+    a, b = machines("ma"), machines("mb")
+    a.write("x.md", topic("x", "x\n"))
+    a.sync("app")
+    _add_to_remote(a.config.sync.remote, b"blob.md", b"\x89PNG\r\n\x1a\n\x00\xff binary")
+    b.sync("app")
+    b.sync("app")  # reported once in the log, but still there: still said in status
+    (line,) = [ln for ln in run(b, tmp_path, capsys, "status").splitlines() if "left alone here" in ln]
+    assert "1 file(s) of the remote left alone here" in line and "blob.md: not UTF-8 text" in line, line

@@ -63,3 +63,30 @@ def test_git_and_its_helpers_are_reaped_after_a_timeout(tmp_path: Path, monkeypa
     if alive:
         subprocess.run(["kill", "-9", str(pid)], check=False)
     assert not alive, "git's helper outlived the timeout"
+
+
+def test_a_remote_branch_pointing_at_a_tree_fails_in_words(machines: Any) -> None:
+    """Issue 33 #6: a remote ref written to point at a tree (git's own porcelain refuses it; a packed-refs
+    edit or another tool does not). Both a machine that shared the branch and one new to it end ``failed``
+    with the reason in words (it was AttributeError on the new one and a bare ``AssertionError:`` on the
+    other), nothing local touched, and the other projects' sync goes on."""
+    import re
+
+    a, b = machines("ma"), machines("mb")
+    a.write("x.md", topic("x", "x\n"))
+    a.sync("app")
+    where = Path(a.config.sync.remote.removeprefix("file://"))
+    branch = "memory/github.com/me/app"
+    g = ["git", "-C", str(where)]
+    tree = subprocess.run([*g, "rev-parse", f"{branch}^{{tree}}"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    subprocess.run([*g, "pack-refs", "--all"], check=True)
+    packed = where / "packed-refs"
+    packed.write_text(re.sub(rf"^[0-9a-f]{{40}} refs/heads/{re.escape(branch)}$", f"{tree} refs/heads/{branch}",
+                             packed.read_text(), flags=re.M))
+    before = a.read("x.md")
+    for m in (b, a):
+        out = m.outcome("app")
+        assert out.outcome == "failed" and out.error == "corrupt", out
+        assert f"the remote's branch {branch} points at a tree, not a commit" in out.message, out
+    assert a.read("x.md") == before and b.read("x.md") is None

@@ -266,3 +266,29 @@ def test_a_folder_removed_and_made_anew_is_nothing_here_yet(machines: Any) -> No
     assert out.outcome == "changed", out
     assert len(a.topics()) == 9 and "changed on b 1" in (a.read("t1.md") or "")
     assert len([k for k in remote_files(b) if k != "MEMORY.md"]) == 9
+
+
+def test_a_file_only_one_machine_can_read_keeps_its_index_entry_and_nobody_is_refused(machines: Any) -> None:
+    """Issue 33 #6: a 5 MB topic file that ma reads (its limit is 10 MB) and mb cannot (4 MB). mb keeps the
+    file on the remote untouched, and now its index line too: mb's rebuilt index lacked the entry (no such
+    file here), so its push removed the line, ma took that as the user's removal and its run deleted the
+    file, which the guard refused at every sync of ma, for good (`--forget` the only way out)."""
+    from memd.config import Config, replace
+
+    a, b = machines("ma"), machines("mb")
+    a.config = Config(sync=a.config.sync, budget=replace(a.config.budget, max_file_bytes=10_000_000))
+    big = topic("big", "a long memory line of text\n" * 200_000)
+    a.write("big.md", big)
+    a.write("small.md", topic("small", "s\n"))
+    a.sync("app")
+    for _ in range(2):
+        assert b.outcome("app").outcome in ("changed", "unchanged")
+        b.write(f"b{_}.md", topic(f"b{_}", "from b\n"))
+        assert b.outcome("app").outcome in ("changed", "unchanged")
+        out = a.outcome("app")
+        assert out.outcome in ("changed", "unchanged"), out.message
+    assert a.read("big.md") == big and a.read("b1.md") is not None
+    assert "(big.md)" in (a.read("MEMORY.md") or "")
+    b.outcome("app")  # mb's rebuilt index has no entry for big.md: its push keeps the remote's line
+    assert b"(big.md)" in remote_files(b)["MEMORY.md"]
+    assert [a.outcome("app").outcome, b.outcome("app").outcome, a.outcome("app").outcome] == ["unchanged"] * 3

@@ -273,3 +273,29 @@ def test_a_worktree_folder_under_a_moved_memory_folder_is_no_participant(desk: M
     assert set(out) == {folder(a, main).name} and "sent" in out[folder(a, main).name].message, out
     assert held.status_lines(a.state_dir) == "" and not (own / "memory").exists()
     assert remote_topics(a) == {"a1.md", "b1.md", "b2.md"}
+
+
+def test_two_identities_whose_branches_nest_hold_one_in_words(machines: Any) -> None:
+    """Issue 33 #6: ``[sync.identities]`` naming one project ``notes`` and another ``notes/app``: git cannot
+    hold ``memory/notes`` and ``memory/notes/app`` at once (it was NotADirectoryError at every sync of the
+    second). The outer one syncs; the other is refused, held with its status line saying why and what to do,
+    and syncs once it is renamed."""
+    from memd.config import replace
+
+    a: Machine = machines("ma", repos=("app", "lib"))
+    app, lib = a.project("app").name, a.project("lib").name
+    a.config = Config(sync=replace(a.config.sync, identities={app: "notes", lib: "notes/app"}))
+    a.write("x.md", topic("x", "x\n"), key="app")
+    a.write("y.md", topic("y", "y\n"), key="lib")
+    for _ in range(2):
+        outs = {o.project: o for o in a.sync().outcomes}
+        assert outs[app].outcome in ("changed", "unchanged"), outs[app]
+        assert outs[lib].outcome == "refused", outs[lib]
+        assert "git cannot hold a branch and another one under it" in outs[lib].message, outs[lib]
+        assert not outs[lib].error
+    line = held.status_lines(a.state_dir)
+    assert f"sync: {lib}: held, not synced: its identity notes/app" in line and '"notes-app"' in line, line
+    a.config = Config(sync=replace(a.config.sync, identities={app: "notes", lib: "notes-app"}))
+    outs = {o.project: o for o in a.sync().outcomes}
+    assert outs[lib].outcome in ("changed", "unchanged") and "sent" in outs[lib].message, outs[lib]
+    assert f"sync: {lib}:" not in held.status_lines(a.state_dir)

@@ -24,7 +24,7 @@ def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: b
     # events go to the same JSON log as the daemon's (the run is part of the record), and to the
     # terminal when there is one
     logs.setup(ctx.state_dir, level=cfg.logging.level, max_bytes=cfg.logging.max_bytes,
-               backups=cfg.logging.backups)
+               backups=cfg.logging.backups, light=job == "sync")  # a sync is short: no structlog (issue 33)
     result = run_once(job, ctx, projects, force=force, dry_run=args.dry_run, work=work, bar=True)
     off = None
     if job in ("dream", "catchup"):  # a sync never reaches the model (nor imports its client)
@@ -38,7 +38,11 @@ def run_foreground(job: str, args: argparse.Namespace, ctx: Context, *, force: b
     for out in result.outcomes:
         changes = f"+{out.added} ~{out.changed} -{out.deleted}"
         # model work being off was said once above: each project says only what it did
-        note = out.error or (out.detail if off and out.model_off else out.message)
+        # the sentence (a sync's failure says what happened and what the server said), and the error's kind
+        # when it adds something; a crash has only its error text
+        note = out.detail if off and out.model_off else out.message
+        if out.error and out.error not in note:
+            note = f"{note} [{out.error}]" if note else out.error
         print(f"{out.project}: {out.outcome} ({changes}){': ' + note if note else ''}")
         diff = out.details.get("diff")
         if args.dry_run and isinstance(diff, str) and diff:

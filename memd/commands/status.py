@@ -127,8 +127,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     sys.stdout.write(credential_line(cred))
     sys.stdout.write(_evidence_lines(ctx, shown, spent))
     from memd.sync.evidence import status_line  # issue 15: conflicts between machines, kept for the dream
+    from memd.sync.gitremote import ignored_lines, offline_line  # issue 33: an unreachable remote, files left alone
     from memd.sync.held import status_lines  # issue 21: what sync holds, why, and the command that resolves it
 
+    sys.stdout.write(offline_line(ctx.state_dir))
+    sys.stdout.write(ignored_lines(ctx.state_dir))
     sys.stdout.write(status_line(ctx.state_dir))
     sys.stdout.write(conflict_blocks_line(rows))
     sys.stdout.write(status_lines(ctx.state_dir))

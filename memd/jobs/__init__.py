@@ -89,6 +89,9 @@ class JobContext:
     # no one waits on this run (the daemon's scheduled catch-ups and nightly dreams): model.batch = auto
     # may send its first call as a Message Batch (memd.llm.batch); a command's run is never unattended
     unattended: bool = False
+    # what a job found once and its gates read again (a project's session cwds, by name: sync's identities
+    # read them for every folder, then the memory_off gate for each project it runs)
+    memo: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -255,7 +255,8 @@ def memory_off(jc: JobContext, project: Project) -> GateResult:
     from memd.layout import memory_off_for
     from memd.transcripts.sessions import project_cwds
 
-    why = memory_off_for(jc.claude_dir, project_cwds(project, jc.state))
+    known = jc.memo.get("cwds", {}).get(project.name)
+    why = memory_off_for(jc.claude_dir, known if known is not None else project_cwds(project, jc.state))
     return GateResult(False, "memory_off", f"Claude Code's auto memory is off here ({why})") if why else PASS
 
 

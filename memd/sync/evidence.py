@@ -2,8 +2,10 @@
 
 A true conflict keeps the local file; the other machine's version is stored here, in memd's state
 folder (``state_dir/sync/conflicts/<project>.json``, never in a memory folder), with the base both
-started from. Each conflict is recorded once: the same file with the same two versions is never
-recorded twice, whichever sync meets it again.
+started from. Each conflict is recorded once per memory folder: the same file with the same two versions
+is never recorded twice, whichever sync meets it again. Another machine that held the same text and met
+the same other version records it too (the same id, in its own state): each machine is told of a
+disagreement it holds in its own file.
 
 The dream's hand-off (issue 15), two calls:
 - ``for_dream(state_dir, project) -> (text, ids)``: the open conflicts as a block of evidence for the

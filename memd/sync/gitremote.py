@@ -47,8 +47,8 @@ from memd.errors import MemdError
 REPO_NAME = "repo.git"
 BRANCH_PREFIX = "memory/"
 FETCH_SPEC = f"+refs/heads/{BRANCH_PREFIX}*:refs/remotes/origin/{BRANCH_PREFIX}*"
-_REMOTE = "refs/remotes/origin/"
-_SHARED = "refs/memd/shared/"
+_REMOTE = REMOTE_REF = "refs/remotes/origin/"
+_SHARED = SHARED_REF = "refs/memd/shared/"
 _MINE = "refs/memd/mine/"
 MAX_GIT_OUTPUT = 400
 MARKER_REF = "refs/heads/memd-sync"
@@ -187,6 +187,44 @@ def push(state_dir: Path, remote: str, commit: str, branch: str, *, timeout: flo
         raise _failure("push to", r, remote)
 
 
+# --------------------------------------------------------------------------- offline, said in status
+
+
+def _offline_path(state_dir: Path) -> Path:
+    return state_dir / "sync" / "offline.json"
+
+
+def note_fetch(state_dir: Path, error: SyncError | None, now: float) -> None:
+    """Record a failed fetch (its words, since when, how many in a row) for ``memd status``; a fetch that
+    worked clears it."""
+    import json
+
+    from memd.store import atomic_write, read_json_dict
+
+    path = _offline_path(state_dir)
+    if error is None:
+        if path.exists():
+            path.unlink(missing_ok=True)
+        return
+    was = read_json_dict(path)
+    row = {"since": was.get("since", now), "last": now, "failures": int(was.get("failures", 0)) + 1,
+           "kind": error.kind, "reason": str(error)}
+    atomic_write(path, json.dumps(row, indent=1) + "\n", mode=0o600)
+
+
+def offline_line(state_dir: Path) -> str:
+    """``memd status``'s sync line while the remote cannot be fetched ("" when the last fetch worked)."""
+    from memd.store import read_json_dict
+
+    row = read_json_dict(_offline_path(state_dir))
+    if not row.get("reason"):
+        return ""
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(row.get("since", 0))))
+    n = int(row.get("failures", 1))
+    return (f"sync: every project: not synced since {when} ({n} sync(s) in a row could not fetch): {row['reason']}; "
+            "local memory untouched; the next sync tries again\n")
+
+
 # --------------------------------------------------------------------------- whose remote it is
 
 
@@ -218,8 +256,10 @@ def foreign(refs: list[str]) -> list[str]:
     return [r for r in refs if r != "HEAD" and r != MARKER_REF and not r.startswith("refs/heads/" + BRANCH_PREFIX)]
 
 
-def whose(state_dir: Path, remote: str, *, machine: str, timeout: float, interactive: bool = False) -> str | None:
-    """None when the remote is memd's (an empty one gets the marker first); else why memd may not push there."""
+def whose(state_dir: Path, remote: str, *, machine: str, timeout: float, interactive: bool = False,
+          dry_run: bool = False) -> str | None:
+    """None when the remote is memd's (an empty one gets the marker first, unless ``dry_run``); else why memd
+    may not push there."""
     if remote in known_ours(state_dir):
         return None
     r = git(state_dir, ["ls-remote", remote], timeout=timeout, interactive=interactive)
@@ -229,9 +269,13 @@ def whose(state_dir: Path, remote: str, *, machine: str, timeout: float, interac
     other = foreign(refs)
     if other:
         shown = ", ".join(other[:5]) + (f" and {len(other) - 5} more" if len(other) > 5 else "")
-        return (f"the remote {remote} is not memd's: it holds {shown} and no memd marker ({MARKER_REF}); "
+        marker = (f"beside memd's marker ({MARKER_REF}): a code repository that a memd once marked, or a remote "
+                  "shared with other work" if MARKER_REF in refs else f"and no memd marker ({MARKER_REF})")
+        return (f"the remote {remote} is not memd's: it holds {shown} {marker}; "
                 "memd pushes memory only into an empty repository or one of its own (make an empty private "
                 "repository for it: docs/sync.md)")
+    if dry_run:
+        return None
     if MARKER_REF not in refs:
         repo = open_repo(state_dir)
         try:
@@ -273,6 +317,28 @@ class Heads:
 
 def heads(repo: Any, branch: str) -> Heads:
     return Heads(_get(repo, _REMOTE + branch), _get(repo, _SHARED + branch), _get(repo, _MINE + branch))
+
+
+def all_refs(repo: Any) -> dict[str, str]:
+    """Every ref of the sync repository (name -> commit), read at once (loose and packed)."""
+    return {k.decode("utf-8", "replace"): v.decode("ascii") for k, v in repo.get_refs().items()}
+
+
+def not_a_commit(repo: Any, branch: str, commit: str | None) -> SyncError | None:
+    """Why the remote's head of a branch cannot be read (None: it is a commit, or there is none): a ref that
+    points at a tree, a blob or a tag, or at an object the fetch did not bring (the remote is damaged)."""
+    if commit is None:
+        return None
+    try:
+        kind = repo[commit.encode("ascii")].type_name.decode("ascii")
+    except (KeyError, ValueError):
+        kind = None
+    if kind == "commit":
+        return None
+    what = f"points at a {kind}, not a commit" if kind else "points at an object the remote did not send"
+    return SyncError(f"the remote's branch {branch} {what} ({commit[:12]}): the remote is damaged or was written "
+                     "by something other than memd; fix or delete that branch on the remote (its commits, if any, "
+                     "are in the remote's reflog)", kind="corrupt")
 
 
 def remember(repo: Any, branch: str, *, shared: str | None = None, mine: str | None = None) -> None:
@@ -338,6 +404,9 @@ def files_of(repo: Any, commit: str | None, max_bytes: int) -> TreeFiles:
         return out
     try:
         c = repo[commit.encode()]
+        if c.type_name != b"commit":
+            raise SyncError(f"the remote's {commit[:12]} is a {c.type_name.decode('ascii')}, not a commit: the "
+                            "remote is damaged", kind="corrupt")
         out.machine = _trailer(c.message.decode("utf-8", "replace"), "machine")
         _walk(repo, c.tree, "", b"", out, max_bytes)
     except KeyError as e:
@@ -521,6 +590,22 @@ def report_once(state_dir: Path, project: str, ignored: list[str]) -> list[str]:
             data.pop(project, None)
         atomic_write(path, json.dumps(data, indent=1, sort_keys=True) + "\n", mode=0o600)
     return fresh
+
+
+def ignored_lines(state_dir: Path, projects: list[str] | None = None) -> str:
+    """``memd status``'s lines for the remote's entries this machine leaves alone (a binary ``*.md``, a file
+    over its size limit, a name it cannot decode), per project, while the remote holds them ("" when none):
+    the other machines' files, said here, not only in the log (issue 33 #5)."""
+    from memd.store import read_json_dict
+
+    out = []
+    for name, rows in sorted(read_json_dict(state_dir / "sync" / "ignored.json").items()):
+        if not rows or not isinstance(rows, list) or (projects is not None and name not in projects):
+            continue
+        shown = "; ".join(str(r) for r in rows[:3]) + (f" and {len(rows) - 3} more" if len(rows) > 3 else "")
+        out.append(f"sync: {name}: {len(rows)} file(s) of the remote left alone here, kept there untouched "
+                   f"({shown}); fix them on the machine that wrote them\n")
+    return "".join(out)
 
 
 def tree_of(repo: Any, commit: str | None) -> str | None:

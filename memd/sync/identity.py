@@ -186,10 +186,12 @@ def _home(project: Project, cwds: list[str], cache: dict[str, str]) -> str:
 
 def identify_all(projects: list[Project], config: Config, state: Any = None, *,
                  everyone: list[Project] | None = None, seen: dict[str, Any] | None = None,
-                 writers: dict[str, str] | None = None) -> dict[str, Identity]:
+                 writers: dict[str, str] | None = None, cwds_memo: dict[str, list[str]] | None = None
+                 ) -> dict[str, Identity]:
     """Each of ``projects``' identity, decided among ``everyone`` (every folder under the same
     ``projects/``, listed when not given): see the module doc. ``seen`` is what each folder last
-    shared (``gitremote.seen``), ``writers`` the user's choice per identity (``load_writers``)."""
+    shared (``gitremote.seen``), ``writers`` the user's choice per identity (``load_writers``);
+    ``cwds_memo`` gets each folder's session cwds (the job's gates read them again)."""
     from memd.transcripts.sessions import project_cwds
 
     if not projects:
@@ -203,6 +205,8 @@ def identify_all(projects: list[Project], config: Config, state: Any = None, *,
     cache: dict[str, str] = {}
     roots: dict[str, Path | None] = {}
     cwds = {name: project_cwds(p, state) for name, p in folders.items()}
+    if cwds_memo is not None:
+        cwds_memo.update(cwds)
     homes = {name: _home(p, cwds[name], cache) for name, p in folders.items()}
     fed: dict[str, list[str]] = {}
     for name, home in homes.items():
@@ -263,7 +267,33 @@ def identify_all(projects: list[Project], config: Config, state: Any = None, *,
                 "repository, e.g. two clones of it; one writer per branch); this folder's memory stays here"),
                 resolve=(f"`memd sync --writer {n}` makes this folder the one that syncs; or add \"{n}\" to "
                          "sync.exclude (its memory stays on this machine)"))
+    _hold_nested(out, seen)
     return {p.name: out[p.name] for p in projects}
+
+
+def _hold_nested(out: dict[str, Identity], seen: dict[str, Any]) -> None:
+    """Two identities whose branches nest (``memory/notes`` and ``memory/notes/app``: git cannot hold a ref
+    and another under it) cannot both sync: the one that shares its branch already (else the outer one)
+    syncs, the other is held with the reason and how to resolve it (issue 33 #6; it was NotADirectoryError)."""
+    branches = {n: i.branch for n, i in out.items() if i.syncs and i.branch}
+    owners: dict[str, list[str]] = {}
+    for n, b in branches.items():
+        owners.setdefault(b, []).append(n)
+    pairs = sorted({(min(n, m), max(n, m)) for m, c in branches.items()  # each branch's outer ones: its prefixes
+                    for k in range(c.count("/")) for n in owners.get(c.rsplit("/", k + 1)[0], [])})
+    for n, m in pairs:
+        b, c = branches[n], branches[m]
+        if not out[n].syncs or not out[m].syncs:
+            continue
+        shared = {k for k in (n, m) if isinstance(seen.get(k), dict) and seen[k].get("branch") == branches[k]}
+        keep = next(iter(shared)) if len(shared) == 1 else (n if len(b) < len(c) else m)
+        lose = m if keep == n else n
+        i = out[lose]
+        out[lose] = Identity(lose, i.identity, i.source, writer=keep, why_held=(
+            f"held, not synced: its identity {i.identity} would sync on branch {branches[lose]}, and {keep} "
+            f"syncs {out[keep].identity} on {branches[keep]}: git cannot hold a branch and another one under "
+            "it"), resolve=f"give one of them another name in [sync.identities] (e.g. "
+                            f"\"{(i.identity or '').replace('/', '-')}\" for {lose})")
 
 
 def identify(project: Project, config: Config, state: Any = None) -> Identity:

@@ -47,23 +47,47 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memd import apply as ap
-from memd import history
-from memd.core import guard as core_guard
-from memd.core import secrets
 from memd.core.paths import INDEX_NAME, is_utf8_name
 from memd.errors import MemdError
 from memd.jobs import JobContext, ProjectOutcome
 from memd.memfolder.folder import file_map
 from memd.projlock import ProjectBusyError
-from memd.sync import evidence, gitremote, held
-from memd.sync import forget as forgetting
-from memd.sync import merge as mg
+from memd.sync import gitremote, held
 from memd.sync.identity import Identity, identify_all, load_writers
 
 if TYPE_CHECKING:
+    from memd import apply as ap
+    from memd import history
+    from memd.core import guard as core_guard
+    from memd.core import secrets
     from memd.jobs.runner import JobResult
     from memd.layout import Project
+    from memd.sync import evidence
+    from memd.sync import forget as forgetting
+    from memd.sync import merge as mg
+
+
+class _Lazy:
+    """A module imported when first used: a sync with nothing new never needs the merge, the apply pipeline,
+    the history or the forget records, and `memd sync` pays for every import (issue 33, speed)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        import importlib
+
+        return getattr(importlib.import_module(self._name), attr)
+
+
+if not TYPE_CHECKING:
+    ap = _Lazy("memd.apply")
+    history = _Lazy("memd.history")
+    core_guard = _Lazy("memd.core.guard")
+    secrets = _Lazy("memd.core.secrets")
+    evidence = _Lazy("memd.sync.evidence")
+    forgetting = _Lazy("memd.sync.forget")
+    mg = _Lazy("memd.sync.merge")
 
 UNTOUCHED = "local memory untouched; the next sync tries again"
 MAX_HOLD_ROUNDS = 4  # merges tried, each holding back the files the guard named in the one before
@@ -220,6 +244,8 @@ class Session:
     keep_local: bool = False  # the user said so: held files are resolved with this machine's version
     take_remote: bool = False  # the user said so: files an undo keeps here take the remote's version back
     _whose: str | None = None  # "" once the remote was found memd's, else why not
+    _refs: dict[str, str] | None = None  # the sync repository's refs as the last fetch left them (read once)
+    _seen: dict[str, Any] | None = None  # gitremote.seen, read once per fetch
 
     @property
     def remote(self) -> str:
@@ -231,22 +257,62 @@ class Session:
 
     def fetch(self) -> bool:
         self.fetches += 1
+        self._refs = self._seen = None
         try:
             gitremote.fetch(self.jc.state_dir, self.remote, timeout=self.jc.config.sync.timeout_s,
                             interactive=self.interactive)
         except gitremote.SyncError as e:
             self.fetch_error = e
+            if not self.jc.dry_run:
+                gitremote.note_fetch(self.jc.state_dir, e, self.jc.clock.time())
             return False
         self.fetch_error = None
+        if not self.jc.dry_run:
+            gitremote.note_fetch(self.jc.state_dir, None, self.jc.clock.time())
         return True
 
     def whose(self) -> str | None:
-        """Why memd may not push into the remote (None: it is memd's), found once per job."""
+        """Why memd may not push into the remote (None: it is memd's), found once per job (a dry run marks
+        nothing)."""
         if self._whose is None:
             self._whose = (gitremote.whose(self.jc.state_dir, self.remote, machine=self.machine,
-                                           timeout=self.jc.config.sync.timeout_s, interactive=self.interactive)
+                                           timeout=self.jc.config.sync.timeout_s, interactive=self.interactive,
+                                           dry_run=self.jc.dry_run)
                            or "")
         return self._whose or None
+
+    def nothing_new(self, jc: JobContext, project: Project, branch: str) -> bool:
+        """The no-change sync in a few reads (what ``_round`` finds first, without its repository, forget
+        records or merge): the remote's head is the one this machine last shared, and this folder's last sync
+        saw that head and the folder as it is now (its files' metadata). The refs and the ``seen`` record are
+        read once per fetch for every project (issue 33: a no-change sync cost 29-34 times a ``git fetch``)."""
+        if jc.dry_run or self.keep_local or self.push_deletions or self.take_remote or self.fetch_error is not None:
+            return False
+        if self._refs is None:
+            repo = gitremote.open_repo(jc.state_dir)
+            try:
+                self._refs = gitremote.all_refs(repo)
+            finally:
+                repo.close()
+        remote = self._refs.get(gitremote.REMOTE_REF + branch)
+        if remote is None or remote != self._refs.get(gitremote.SHARED_REF + branch):
+            return False
+        if self._seen is None:
+            self._seen = gitremote.seen(jc.state_dir)
+        last = self._seen.get(project.name)
+        if not isinstance(last, dict) or last.get("branch") != branch or last.get("remote") != remote:
+            return False
+        return last.get("folder") == gitremote.folder_mark(project.memory_dir)
+
+    def _check_head(self, branch: str) -> None:
+        """A remote head that is no commit (a ref written to point at a tree) fails the project in words."""
+        repo = gitremote.open_repo(self.jc.state_dir)
+        try:
+            bad = gitremote.not_a_commit(repo, branch, gitremote.heads(repo, branch).remote)
+        finally:
+            repo.close()
+        if bad is not None:
+            raise bad
 
     # ------------------------------------------------------------------ one project
 
@@ -258,21 +324,27 @@ class Session:
             return ProjectOutcome(project.name, "refused", f"{ident.why_held}; resolve: {ident.resolve}")
         if ident.identity is None or ident.branch is None:
             return ProjectOutcome(project.name, "skipped", ident.source)
-        if self.fetch_error is None and not jc.dry_run:
+        if self.fetch_error is None:
             try:
                 foreign = self.whose()
             except gitremote.SyncError as e:
                 return ProjectOutcome(project.name, "failed", f"{e}; {UNTOUCHED}", error=e.kind)
             if foreign is not None:
+                if jc.dry_run:  # what the real sync would say, not "would send"
+                    return ProjectOutcome(project.name, "refused", f"dry run: would send nothing: {foreign}")
                 held.hold_project(jc.state_dir, project.name, foreign.split(" (make")[0],
                                   "point sync.remote at an empty private repository")
                 return ProjectOutcome(project.name, "refused", f"{foreign}; {UNTOUCHED}")
+        if self.nothing_new(jc, project, ident.branch):
+            return ProjectOutcome(project.name, "unchanged", "nothing new on either side")
+        self._seen = None  # this project's sync may record what it saw
         forgot_notes: list[str] = []
         for attempt in range(jc.config.sync.push_attempts):
             if self.fetch_error is not None:
                 return ProjectOutcome(project.name, "failed", f"{self.fetch_error}; {UNTOUCHED}",
                                       error=self.fetch_error.kind)
             try:
+                self._check_head(ident.branch)
                 forgot = forgetting.honour(jc, project, ident.branch)  # a `memd forget` on another machine
                 if forgot is not None and forgot.dry:
                     return ProjectOutcome(project.name, "proposed", "dry run: " + "; ".join(forgot.notes))
@@ -314,19 +386,20 @@ class Session:
             base_commit = gitremote.merge_base(repo, h.mine, h.remote) if h.mine and h.remote else None
             base = gitremote.files_of(repo, base_commit, max_bytes).files
             anew = _made_anew(project, last or {}, max_bytes)
+            no_base = False  # merged with no common base (set below): nothing of the remote counts as deleted
             if h.shared is not None and (last is None or last.get("branch") != branch
                                          or last.get("remote") != h.shared):
                 # what this machine last shared on the branch is not what this folder last synced: another
                 # memory folder of this machine synced it (a second clone made the writer, two folders that
                 # both synced before issue 21 #1) or this folder never did. No common base, so nothing of the
                 # remote's counts as deleted here (issue 21 #1)
-                base = {}
+                base, no_base = {}, True
             elif not self.push_deletions and anew:
                 # a missing folder, or one removed and made again since the last sync (a reset, an rm -rf
                 # that Claude Code's next session undid by making it anew), is "nothing here yet", never
                 # "delete everything": merged with no common base, the remote's memory comes back and
                 # what was written here since is kept
-                base = {}
+                base, no_base = {}, True
             out = ProjectOutcome(project.name, "unchanged", run_id=None)
             fresh = gitremote.report_once(jc.state_dir, project.name, remote.ignored) if not jc.dry_run \
                 else remote.ignored
@@ -355,7 +428,11 @@ class Session:
                 if not (self.keep_local or self.take_remote) else {}
             local_only = frozenset(undone)
             redo = _redo(jc, project.name, was.undone) if was.undone and self.take_remote else None
-            if was.undone and (self.keep_local or self.take_remote):
+            if was.undone and (self.keep_local or self.take_remote) and not no_base:
+                # (a folder with no common base keeps none for its undone files either: the shared version the
+                # undo was recorded over is another folder's, e.g. the clone that was the writer before
+                # `memd sync --writer`, and the remote's words this folder's copy lacks would read as deleted:
+                # the long tier's seed 52 took two live words off the remote so)
                 base = _undone_base(repo, base, was.undone, max_bytes)
             final: list[Plan] = []
             for _ in range(MAX_HOLD_ROUNDS):
@@ -456,7 +533,7 @@ class Session:
         mark = gitremote.folder_mark(project.memory_dir)  # before reading: a later write is seen next time
         now_files = {k: v for k, v in file_map(project.memory_dir, max_bytes).items() if gitremote.synced(k)}
         forgotten = frozenset(forgetting.withhold(jc.state_dir, project.name, now_files, remote.files))
-        outgoing, withheld = outgoing_files(now_files, remote.files, hold, local_only, forgotten)
+        outgoing, withheld = outgoing_files(now_files, remote.files, hold, local_only, forgotten, unread(remote))
         for why, files in withheld.items():
             (jc.log or _silent).warning("sync.withheld", project=project.name, files=files[:20], reason=why)
         ot, oi = _split(outgoing)
@@ -519,13 +596,15 @@ class Session:
 
 
 def outgoing_files(now_files: dict[str, bytes], remote: dict[str, bytes], hold: frozenset[str] = frozenset(),
-                   local_only: frozenset[str] = frozenset(), forgotten: frozenset[str] = frozenset()
-                   ) -> tuple[dict[str, bytes], dict[str, list[str]]]:
+                   local_only: frozenset[str] = frozenset(), forgotten: frozenset[str] = frozenset(),
+                   unread: frozenset[str] = frozenset()) -> tuple[dict[str, bytes], dict[str, list[str]]]:
     """What a push of the folder ``now_files`` carries over the remote's ``remote``, and what stays here
     (why -> files): a file that ``stays_here``, is held, or holds again what `memd forget` took out
     (``forgotten``: ``memd.sync.forget.withhold``) goes out as the remote has it (never a deletion
     there), so does a file an undo keeps here (``local_only``, the index too), and so does the remote's
-    index when there is none here."""
+    index when there is none here. ``unread``: the remote's files this machine cannot read (its size
+    limit, a name or text it cannot decode), which go out untouched: so do their index lines (this
+    machine's rebuilt index has no entry for a file it does not have)."""
     outgoing: dict[str, bytes] = {}
     withheld: dict[str, list[str]] = {}
     for rel, data in now_files.items():
@@ -551,7 +630,45 @@ def outgoing_files(now_files: dict[str, bytes], remote: dict[str, bytes], hold: 
             outgoing.pop(rel, None)
     if INDEX_NAME not in outgoing and INDEX_NAME in remote:  # no index here: never a deletion there
         outgoing[INDEX_NAME] = remote[INDEX_NAME]
+    if unread and INDEX_NAME in outgoing and INDEX_NAME in remote and INDEX_NAME not in local_only | hold:
+        outgoing[INDEX_NAME] = with_entries_of(outgoing[INDEX_NAME], remote[INDEX_NAME], unread)
     return outgoing, withheld
+
+
+def with_entries_of(index: bytes, remote_index: bytes, files: frozenset[str]) -> bytes:
+    """``index`` with the remote index's entry lines for ``files`` that it lacks, each put back after the
+    line it followed there (or at the end)."""
+    from memd.core import index as mindex
+
+    theirs = _text(remote_index)
+    want = [e for e in mindex.parse(theirs).entries if e.is_local and e.file in files]
+    if not want:
+        return index
+    mine = _text(index)
+    nl = "\r\n" if "\r\n" in mine else "\n"
+    lines = mine.split(nl)
+    have = {ln.rstrip("\r") for ln in lines}
+    trail = lines[-1] == ""
+    if trail:
+        lines.pop()
+    rlines = theirs.replace("\r\n", "\n").split("\n")
+    for e in want:
+        text = e.text.rstrip("\r")
+        if text in have:
+            continue
+        at = len(lines)
+        for prev in reversed(rlines[:e.line - 1]):  # the nearest line above it there that is here too
+            if prev.strip() and prev in lines:
+                at = lines.index(prev) + 1
+                break
+        lines.insert(at, text)
+        have.add(text)
+    return (nl.join(lines) + (nl if trail else "")).encode("utf-8")
+
+
+def unread(remote: gitremote.TreeFiles) -> frozenset[str]:
+    """The remote's entries this machine leaves alone, by the path an index entry would link to."""
+    return frozenset(k.decode("utf-8", "replace") for k in remote.kept)
 
 
 def _withheld_note(withheld: dict[str, list[str]]) -> str:
@@ -713,7 +830,7 @@ def _dry_note(p: Plan, remote: gitremote.TreeFiles, hold: frozenset[str], outgoi
     index = p.index if p.index is not None else local_index
     if index is not None:
         after[INDEX_NAME] = index.encode("utf-8")
-    outgoing, withheld = outgoing_files(after, remote.files, hold, local_only)
+    outgoing, withheld = outgoing_files(after, remote.files, hold, local_only, unread=unread(remote))
     sent = _counts(_split(remote.files)[0], _split(outgoing)[0])
     lost = outgoing_guard(outgoing) if sent != "nothing" else []
     if lost:
@@ -773,7 +890,7 @@ def synced_projects(jc: JobContext, projects: list[Project], *,
 def identities(jc: JobContext, projects: list[Project]) -> dict[str, Identity]:
     """The projects' identities, one writer per identity on this machine (``identify_all``)."""
     return identify_all(projects, jc.config, jc.state, seen=gitremote.seen(jc.state_dir),
-                        writers=load_writers(jc.state_dir))
+                        writers=load_writers(jc.state_dir), cwds_memo=jc.memo.setdefault("cwds", {}))
 
 
 def run_sync(jc: JobContext, projects: list[Project], *, named: bool = False, interactive: bool = False,
