@@ -35,13 +35,13 @@ the ProjectOutcome (added, changed, deleted, rejected reasons, usage, cost).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from memd import apply as ap
 from memd.jobs import JobContext, ProjectOutcome
 from memd.llm import client as llm
+from memd.llm.client import LoopResult  # one owner below the jobs and the plan client (no import circle)
 
 if TYPE_CHECKING:
     from memd.config import Config
@@ -116,20 +116,6 @@ def memory_tool(st: ap.Staging, config: Config) -> StagedMemory:
 
     return StagedMemory(st.root, Limits(config.model.tool_max_file_bytes, config.model.tool_max_run_bytes),
                         live=st.project.memory_dir)
-
-
-@dataclass
-class LoopResult:
-    final_text: str = ""
-    turns: int = 0  # model calls made, a max_tokens retry included
-    stop_reason: str = ""
-    stop_reasons: list[str] = field(default_factory=list)  # of every reply, in order
-    max_tokens_retries: int = 0
-    hit_turn_cap: bool = False
-    tool_calls: int = 0
-    refused: int = 0
-    notes: list[str] = field(default_factory=list)
-    caps: list[str] = field(default_factory=list)  # the caps the conversation hit (a partial run)
 
 
 def _mark_last(messages: list[dict[str, Any]], *, last_call: bool = False) -> None:

@@ -703,3 +703,20 @@ def _validate(msg: Any) -> None:
         if t == "tool_use" and not (isinstance(getattr(b, "name", None), str)
                                     and isinstance(getattr(b, "input", None), dict)):
             raise ModelError("malformed reply (a tool_use block without name or input)")
+
+
+@dataclass
+class LoopResult:
+    """What one conversation of a job came to (``memd.jobs.modelrun.tool_loop`` with the API, the plan
+    client's ``converse`` through the CLI). Here, below both, so neither imports the other."""
+
+    final_text: str = ""
+    turns: int = 0  # model calls made, a max_tokens retry included
+    stop_reason: str = ""
+    stop_reasons: list[str] = field(default_factory=list)  # of every reply, in order
+    max_tokens_retries: int = 0
+    hit_turn_cap: bool = False
+    tool_calls: int = 0
+    refused: int = 0
+    notes: list[str] = field(default_factory=list)
+    caps: list[str] = field(default_factory=list)  # the caps the conversation hit (a partial run)

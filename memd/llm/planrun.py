@@ -22,7 +22,7 @@ from memd.llm.plan import BACKEND, CliStatus, cli_env, cli_status, off_reason
 
 if TYPE_CHECKING:
     from memd.config import Config
-    from memd.jobs.modelrun import LoopResult
+    from memd.llm.client import LoopResult
 
 Handler = Callable[[Any], tuple[str, bool]]  # a tool's handler: (result text, is_error), as the API loop's
 SERVER = "memd"
