@@ -22,6 +22,21 @@ from tests import regex_audit as ra
 
 # key (module:owner) -> why the pattern is linear
 TABLE: dict[str, str] = {
+    "memd/core/declared:_WORD": "one character class run",
+    "memd/core/declared:_SENTENCE_END": "one blank run between fixed one-character lookarounds",
+    "memd/core/declared:_MARKS": "anchored; bounded list and heading markers, each ending in a blank run",
+    "memd/core/evidence:_WORD": "a word run, then at most one apostrophe and one word run",
+    "memd/core/evidence:_FENCE": "anchored, at most three blanks, one run",
+    "memd/core/evidence:_TOKEN": "a word run with at most one apostrophe, or a newline",
+    "memd/core/evidence:_LIMIT": "fixed limit words, at most 40 characters lazily, then a date of bounded digit "
+                                 "counts or month words",
+    "memd/core/evidence:_YEAR": "four digits",
+    "memd/core/evidence:_RANGE_START": "a date of bounded digit counts or month words, then one run to the end",
+    "memd/core/evidence:_iso": "one character class",
+    "memd/core/evidence:_iso#2": "one character class",
+    "memd/core/evidence:_iso#3": "one character class",
+    "memd/transcripts/sessions:MemoryPaths.named_in": "one character class run",
+    "memd/transcripts/usage:_SHELL_READ": "one separator, fixed command words, one blank",
     "memd/core/dates:_relative": "alternation of words, \\s+ between fixed words; matched on lower-cased lines",
     "memd/core/dates:_absolute": "bounded digit counts; month words then bounded digits",
     "memd/core/dates:_FENCE": "anchored, one run",

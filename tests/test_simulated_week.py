@@ -117,6 +117,17 @@ def week(tmp_path: Path, stub_api: StubAPI, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
     monkeypatch.setenv("TZ", "UTC")
     stub_api.fallback = Reply(body=stub_api.message(stub_api.text("Nothing to add.")))
+
+    def dream_looks_first(body: dict[str, Any]) -> Reply | None:
+        # A dream that read nothing is no consolidation (issue 34: an empty end_turn leaves the last
+        # consolidation where it was, so its sessions still count): the week's dreams look at the folder
+        # first, as a model that consolidates does, then find nothing to change.
+        dream = any(t.get("name") == "forget_memory" for t in body.get("tools") or [])
+        looked = any(isinstance(b, dict) and b.get("type") == "tool_result"
+                     for m in body.get("messages") or [] if isinstance(m.get("content"), list) for b in m["content"])
+        return Reply(body=stub_api.message(stub_api.memory("view", path="/memories"))) if dream and not looked else None
+
+    stub_api.responder = dream_looks_first
     w = Week(tmp_path, stub_api)
     try:
         yield w

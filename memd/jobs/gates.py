@@ -111,9 +111,13 @@ class ConsolidateLock:
         if not self.memory_dir.is_dir():
             return False, "no memory folder"
         mine = f"{os.getpid()}".encode()
-        try:
-            if self.note is not None:  # what to give back if this process is killed while it holds the lock
+        if self.note is not None:  # what to give back if this process is killed while it holds the lock
+            try:
                 _write_note(self.note, self.path, before)
+            except OSError as e:  # the lock is not taken without its note: a kill could not give it back
+                self._drop_note()
+                return False, f"cannot write the lock's note in memd's state folder ({e.strerror})"
+        try:
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
             try:
                 os.write(fd, mine)

@@ -31,8 +31,8 @@ from tests.plugins.stub_api import Reply
 from tests.realcc.cli import Sandbox
 from tests.realcc.stub import CliStub
 
-TOKEN = "sk-ant-oat01-memd-test-dummy-login"
-STRAY_KEY = "sk-ant-api03-stray-key-that-must-not-be-used"
+TOKEN = "sk-ant-oat01-dummy-login"
+STRAY_KEY = "sk-ant-api03-stray-key"
 PLANTED_MD = "PLANTED-CLAUDE-MD-MUST-NOT-LOAD"
 USER_MD = "USER-CLAUDE-MD-ONLY-IN-MEMDS-SECTION"
 SECRET = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
@@ -46,7 +46,7 @@ def topic(name: str, desc: str, body: str, type_: str = "feedback") -> str:
 
 def login(home: Path) -> None:
     """A dummy Claude plan login (facts.md section 9)."""
-    creds = {"claudeAiOauth": {"accessToken": TOKEN, "refreshToken": "sk-ant-ort01-memd-test-dummy",
+    creds = {"claudeAiOauth": {"accessToken": TOKEN, "refreshToken": "sk-ant-ort01-dummy",
                                "expiresAt": int(time.time() * 1000) + 86_400_000,
                                "scopes": ["user:inference", "user:profile"], "subscriptionType": "pro"}}
     p = home / ".claude" / ".credentials.json"
