@@ -227,31 +227,14 @@ def setup(state_dir: Path | None, *, level: str = "info", console: bool | None =
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=False,
     )
-    reset()
-    root = logging.getLogger()
-    root.setLevel(lvl)
-    # Our dependencies are chatty at INFO (every job added, every run); keep their warnings.
-    for noisy in ("apscheduler", "watchdog"):
-        logging.getLogger(noisy).setLevel(max(lvl, logging.WARNING))
-
+    root = _root(lvl)
     foreign: list[Any] = [*shared, structlog.stdlib.ExtraAdder()]
     if state_dir is not None:
-        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        path = log_path(state_dir)
-        rotate(path, max_bytes, backups)
-        rotate_service_logs(state_dir, max_bytes, backups)
-        fh = _RotatingFileHandler(path, max_bytes, backups)
-        try:
-            os.chmod(path, 0o600)
-        except OSError:
-            pass
-        fh.setFormatter(structlog.stdlib.ProcessorFormatter(
+        _add_file_handler(root, state_dir, max_bytes, backups, structlog.stdlib.ProcessorFormatter(
             processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
                         structlog.processors.format_exc_info, _order,
                         structlog.processors.JSONRenderer(sort_keys=False)],
             foreign_pre_chain=foreign))
-        fh._memd = True  # type: ignore[attr-defined]
-        root.addHandler(fh)
     if console if console is not None else console_wanted():
         journald = bool(os.environ.get("JOURNAL_STREAM"))
         ch = _ServiceLogHandler(console_stream(), state_dir, max_bytes, backups)
@@ -264,26 +247,38 @@ def setup(state_dir: Path | None, *, level: str = "info", console: bool | None =
         root.addHandler(ch)
 
 
-def _setup_light(state_dir: Path | None, level: str, console: bool | None, max_bytes: int, backups: int) -> None:
-    lvl = getattr(logging, level.upper(), logging.INFO)
+def _root(lvl: int) -> logging.Logger:
+    """The root logger at ``lvl``, memd's old handlers gone (both set-ups)."""
     reset()
     root = logging.getLogger()
     root.setLevel(lvl)
+    # Our dependencies are chatty at INFO (every job added, every run); keep their warnings.
     for noisy in ("apscheduler", "watchdog"):
         logging.getLogger(noisy).setLevel(max(lvl, logging.WARNING))
+    return root
+
+
+def _add_file_handler(root: logging.Logger, state_dir: Path, max_bytes: int, backups: int,
+                      formatter: logging.Formatter) -> None:
+    """The JSON log file in the state folder (0600, rotated), with ``formatter`` (both set-ups)."""
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = log_path(state_dir)
+    rotate(path, max_bytes, backups)
+    rotate_service_logs(state_dir, max_bytes, backups)
+    fh = _RotatingFileHandler(path, max_bytes, backups)
+    try:
+        os.chmod(path, 0o600)
+    except OSError:
+        pass
+    fh.setFormatter(formatter)
+    fh._memd = True  # type: ignore[attr-defined]
+    root.addHandler(fh)
+
+
+def _setup_light(state_dir: Path | None, level: str, console: bool | None, max_bytes: int, backups: int) -> None:
+    root = _root(getattr(logging, level.upper(), logging.INFO))
     if state_dir is not None:
-        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        path = log_path(state_dir)
-        rotate(path, max_bytes, backups)
-        rotate_service_logs(state_dir, max_bytes, backups)
-        fh = _RotatingFileHandler(path, max_bytes, backups)
-        try:
-            os.chmod(path, 0o600)
-        except OSError:
-            pass
-        fh.setFormatter(_JsonFormatter())
-        fh._memd = True  # type: ignore[attr-defined]
-        root.addHandler(fh)
+        _add_file_handler(root, state_dir, max_bytes, backups, _JsonFormatter())
     if console if console is not None else console_wanted():
         ch = _ServiceLogHandler(console_stream(), state_dir, max_bytes, backups)
         ch.setFormatter(_LineFormatter())
