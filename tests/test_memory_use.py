@@ -184,6 +184,11 @@ def test_passed_dates() -> None:
     assert [(x.date, x.phrase) for x in got] == [("2026-01-15", "freeze for the mobile release until 2026-01-15")]
     assert ev.passed_dates(d, "2026-01-15") == []  # the day itself has not passed
     assert ev.passed_dates(_doc("a.md", "released on 2026-01-02", "Shipped 2026-01-02."), "2026-12-03") == []
+    # a state word with a bare date names when it began, not a limit (the real data's project_portfolio_blockers.md)
+    assert ev.passed_dates(_doc("b.md", "portfolio blockers", "## Portfolio Deploy Blocked (2026-03-15)\n"
+                                "Paused 2026-03-10, frozen on 2026-03-11."), "2026-12-03") == []
+    assert [x.date for x in ev.passed_dates(_doc("c.md", "a pause", "Deploys paused until 2026-03-20."),
+                                             "2026-12-03")] == ["2026-03-20"]
 
 
 def test_never_used_needs_enough_loads_and_skips_new_files() -> None:

@@ -213,9 +213,12 @@ _DATE = (r"(?P<iso>(?<!\d)\d{4}[-/]\d{1,2}[-/]\d{1,2}(?!\d))"
          r"|(?P<dmy>\b\d{1,2}(?:st|nd|rd|th)?\s+(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?,?\s+\d{4}\b)")
 # a word that makes the date a limit (the state holds until then, or must be done by then), then at most
 # a few words before the date: "until 2026-01-15", "freeze through Jan 15, 2026", "deadline: 2026-03-01"
-_LIMIT = re.compile(r"\b(?:until|till|til|through|thru|by|before|deadline|due|expires?|expiring|expiry|ends?|"
-                    r"ending|valid\s+to|no\s+later\s+than|freeze|frozen|blocked|paused|temporar(?:y|ily))\b"
-                    r"[^.\n;]{0,40}?(?:" + _DATE + ")", re.I)
+# A limit word, then the date it limits. A state word (a freeze, a block, a pause) counts only with a limit word
+# after it: "Deploy Blocked (2026-03-15)" names the day a block began, not a deadline (real data).
+_LIMIT_WORDS = (r"(?:until|till|til|through|thru|by|before|deadline|due|expires?|expiring|expiry|ends?|ending|"
+                r"valid\s+to|no\s+later\s+than)")
+_LIMIT = re.compile(r"\b(?:(?:freeze|frozen|blocked|paused|temporar(?:y|ily))\b[^.\n;]{0,40}?\b)?" + _LIMIT_WORDS
+                    + r"\b[^.\n;]{0,40}?(?:" + _DATE + ")", re.I)
 
 
 _YEAR = re.compile(r"\d{4}")
